@@ -1,0 +1,22 @@
+"""nki_dsl: write, trace, verify and run NKI-style tile kernels without the hardware.
+
+    import nki_dsl as nki
+    import nki_dsl.language as nl
+
+    @nki.jit
+    def kernel(a): ...
+    out = kernel[2, 2](a)            # runs on the NumPy reference
+    print(nki.trace(kernel[2, 2], a))  # the verified IR as text
+"""
+
+from nki_dsl import compiler, isa, language, typing
+from nki_dsl.api import baremetal, benchmark, emit, profile, simulate_kernel, trace
+from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
+from nki_dsl.trace.jit import jit
+from nki_dsl.trace.specs import spec
+
+__all__ = [
+    "jit", "trace", "emit", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "language", "isa", "typing", "compiler",
+    "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
+]  # fmt: skip

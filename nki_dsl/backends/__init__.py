@@ -1,0 +1,23 @@
+"""Backends, found by name. Each backend module exposes ``compile_kernel(kernel, **options) -> Executable`` and
+``emit_source(kernel) -> str``; backends never import each other."""
+
+from __future__ import annotations
+
+import importlib
+
+from nki_dsl.errors import NkiApiError
+
+_REGISTRY = {
+    "numpy": "nki_dsl.backends.numpy_ref",
+}
+
+
+def load(name: str):
+    module = _REGISTRY.get(name)
+    if module is None:
+        raise NkiApiError(f"unknown backend {name!r}; available: {', '.join(sorted(_REGISTRY))}")
+    return importlib.import_module(module)
+
+
+def names() -> list[str]:
+    return sorted(_REGISTRY)

@@ -1,0 +1,295 @@
+"""IR -> Python source calling NumPy: the reference backend's code generator.
+
+The generated function takes the kernel's HBM arrays, loops over the SPMD grid, and runs the body with loops as
+Python ``for`` loops. Each op is lowered by the handler registered for its name (``lowering.HANDLERS``); this
+module owns what is common to all ops: naming, accesses, masks, rounding on write and writes into operands.
+
+Masks: an op under a mask runs on the bounding box its single-axis conditions allow (computed at run time from
+loop indices, so reads never leave their tensor); conditions over several axes then select inside the box.
+Elements outside the mask are left untouched (a fresh result tile keeps its poison value there).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nki_dsl import dtypes
+from nki_dsl.errors import NkiError
+from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
+from nki_dsl.ir.types import Buffer
+from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affine_code
+
+
+@dataclass
+class Lowered:
+    """What a handler computed: the result value (a source expression), and writes into operands as
+    ``(operand name, value expression, accumulate fn or "none")``. ``fresh`` says the value is a new array (not
+    a view of another tensor), so it can become the result without a copy."""
+
+    value: str | None = None
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+    fresh: bool = True
+
+
+def tensor_var(name: str) -> str:
+    return f"t_{name}"
+
+
+class Emitter:
+    def __init__(self, kernel: Kernel, handlers):
+        self.kernel = kernel
+        self.handlers = handlers
+        self.lines: list[str] = []
+        self.depth = 0
+        self.namespace: dict[str, object] = {}
+        self._const_ids: dict[int, str] = {}
+        self._tmp = 0
+
+    # -- module-level helpers ----------------------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def const(self, value) -> str:
+        """Register a compile-time value in the generated module's namespace."""
+        key = id(value)
+        if key not in self._const_ids:
+            name = f"_c{len(self._const_ids)}"
+            self._const_ids[key] = name
+            self.namespace[name] = value
+        return self._const_ids[key]
+
+    def tmp(self) -> str:
+        self._tmp += 1
+        return f"_v{self._tmp}"
+
+    # -- the kernel --------------------------------------------------------------------------------------------
+    def emit(self) -> str:
+        k = self.kernel
+        params = ", ".join(tensor_var(p.name) for p in k.params)
+        self.line(f"def {py_name(k.name)}({params}):")
+        self.depth += 1
+        self.line("rng = RandomState()")
+        hoisted = [op for op in k.body if isinstance(op, Op) and _is_shared_alloc(op)]
+        for op in hoisted:
+            self.emit_op(op)
+        grid = k.grid or (1,)
+        for axis, n in enumerate(grid):
+            self.line(f"for pid{axis} in range({n}):")
+            self.depth += 1
+        body = [s for s in k.body if not (isinstance(s, Op) and s in hoisted)]
+        self.emit_body(body)
+        self.depth -= len(grid)
+        outs = ", ".join(tensor_var(t.name) for t in k.outputs)
+        self.line(f"return ({outs}{',' if len(k.outputs) == 1 else ''})")
+        return "\n".join(self.lines) + "\n"
+
+    def emit_body(self, body) -> None:
+        if not body:
+            self.line("pass")
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                self.line(f"for {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step}):  # {stmt.kind}")
+                self.depth += 1
+                self.emit_body(stmt.body)
+                self.depth -= 1
+            else:
+                self.emit_op(stmt)
+
+    def emit_op(self, op: Op) -> None:
+        self.line(f"# {op.loc}: {op.name}")
+        ctx = OpContext(self, op)
+        ctx.open_mask()
+        lowered = self.handlers[op.name](ctx)
+        if op.result is not None and lowered.value is not None:
+            ctx.write_result(lowered.value, lowered.fresh)
+        for name, value, accumulate in lowered.writes:
+            ctx.write_operand(name, value, accumulate)
+        ctx.close_mask()
+
+
+def py_name(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name) or "kernel"
+
+
+def _is_shared_alloc(op: Op) -> bool:
+    return op.name == "alloc" and op.result is not None and op.result.type.buffer == Buffer.SHARED_HBM
+
+
+def _is_axis(v: str) -> bool:
+    try:
+        return var_kind(v) == "axis"
+    except ValueError:
+        return False
+
+
+class OpContext:
+    """One op being lowered: operand reads restricted to the mask's box, and the writes back."""
+
+    def __init__(self, emitter: Emitter, op: Op):
+        self.e = emitter
+        self.op = op
+        self.shape = self._iteration_shape()
+        self.box: dict[int, tuple[str, str, str]] = {}  # axis -> (lo, hi, extent) source names
+        self.residual: str | None = None
+        self._opened = 0
+
+    # -- iteration space and masks ------------------------------------------------------------------------------
+    def _iteration_shape(self) -> tuple[int, ...]:
+        if self.op.result is not None:
+            return self.op.result.type.shape
+        for v in self.op.operands.values():
+            if isinstance(v, Access) and self.op_spec_writes(v):
+                return v.shape
+        return ()
+
+    def op_spec_writes(self, access: Access) -> bool:
+        from nki_dsl.ir.ops import OPS
+
+        spec = OPS[self.op.name]
+        return any(self.op.operands.get(o.name) is access for o in spec.writes)
+
+    def open_mask(self) -> None:
+        mask = self.op.mask
+        if mask is None:
+            return
+        guards, multi = [], []
+        bounds: dict[int, tuple[list[str], list[str]]] = {}
+        for c in mask.constraints:
+            axes = {var_number(v): k for v, k in c.terms if _is_axis(v)}
+            rest = Affine(tuple((v, k) for v, k in c.terms if not _is_axis(v)), c.const)
+            if not axes:
+                guards.append(f"({affine_code(rest)}) >= 0")
+            elif len(axes) == 1:
+                (a, k), = axes.items()
+                lo, hi = bounds.setdefault(a, ([], []))
+                if k > 0:
+                    lo.append(f"-(({affine_code(rest)}) // {k})")
+                else:
+                    hi.append(f"({affine_code(rest)}) // {-k} + 1")
+            else:
+                multi.append(c)
+        for a, (lo, hi) in sorted(bounds.items()):
+            lo_name, hi_name, n_name = f"_lo{a}", f"_hi{a}", f"_n{a}"
+            self.e.line(f"{lo_name} = max(0, {', '.join(lo)})" if lo else f"{lo_name} = 0")
+            self.e.line(f"{hi_name} = min({self.shape[a]}, {', '.join(hi)})" if hi else f"{hi_name} = {self.shape[a]}")
+            self.e.line(f"{n_name} = {hi_name} - {lo_name}")
+            guards.append(f"{n_name} > 0")
+            self.box[a] = (lo_name, hi_name, n_name)
+        if multi:
+            self.residual = " & ".join(self._constraint_array(c) for c in multi)
+            for a in {var_number(v) for c in multi for v, _ in c.terms if _is_axis(v)}:
+                if a not in self.box:
+                    self.box[a] = ("0", str(self.shape[a]), str(self.shape[a]))
+        if guards:
+            self.e.line(f"if {' and '.join(guards)}:")
+            self.e.depth += 1
+            self._opened = 1
+
+    def close_mask(self) -> None:
+        self.e.depth -= self._opened
+
+    def _constraint_array(self, c: Affine) -> str:
+        ndim = len(self.shape)
+        terms = []
+        for v, k in c.terms:
+            if _is_axis(v):
+                a = var_number(v)
+                lo, hi, _ = self.box.get(a, ("0", str(self.shape[a]), None))
+                view = tuple(-1 if j == a else 1 for j in range(ndim))
+                terms.append(f"{k} * np.arange({lo}, {hi}).reshape({view})")
+            else:
+                terms.append(f"{k} * {v}")
+        terms.append(str(c.const))
+        return f"(({' + '.join(terms)}) >= 0)"
+
+    # -- reading operands ---------------------------------------------------------------------------------------
+    def has(self, name: str) -> bool:
+        return name in self.op.operands
+
+    def imm(self, name: str):
+        v = self.op.operands[name]
+        return v.value if isinstance(v, Imm) else None
+
+    def read(self, name: str, aligned: bool = True) -> str:
+        """Source for operand ``name``: a literal for immediates, an array expression for tiles. With
+        ``aligned`` the access is taken to align (right) with the op's iteration axes and is cut to the box."""
+        v = self.op.operands[name]
+        if isinstance(v, Imm):
+            return repr(v.value) if not isinstance(v.value, float) or np.isfinite(v.value) else f"np.float32({v.value!r})"
+        return self.code(v, aligned).read
+
+    def code(self, access: Access, aligned: bool = True) -> AccessCode:
+        index, shape = access.index, tuple(str(s) for s in access.shape)
+        if self.box:
+            if not aligned:
+                raise NkiError(
+                    f"a mask over tile axes is not supported on {self.op.name} by the NumPy backend", self.op.loc
+                )
+            index, shape = self._restrict(access)
+        if access.is_full and not self.box:
+            return AccessCode(tensor_var(access.tensor.name), None, (), shape)
+        return access_code(tensor_var(access.tensor.name), index, shape, self.e.const)
+
+    def _restrict(self, access: Access):
+        """Shift the access's axes that align with boxed iteration axes to the box."""
+        offset = len(self.shape) - len(access.shape)
+        env, shape = {}, [str(s) for s in access.shape]
+        for a, (lo, _, n) in self.box.items():
+            k = a - offset
+            if 0 <= k < len(access.shape) and access.shape[k] == self.shape[a]:
+                env[f"d{k}"] = Affine.var(f"d{k}") + Affine.var(lo)
+                shape[k] = n
+        index = tuple(e.substitute(env) for e in access.index)
+        return index, tuple(shape)
+
+    def dtype(self, name: str) -> str:
+        v = self.op.operands[name]
+        return v.tensor.type.dtype if isinstance(v, Access) else "float32"
+
+    @property
+    def result_dtype(self) -> str:
+        return self.op.result.type.dtype
+
+    def box_shape(self) -> str:
+        """The iteration shape as source (box extents where masked)."""
+        dims = [self.box[a][2] if a in self.box else str(s) for a, s in enumerate(self.shape)]
+        return f"({', '.join(dims)}{',' if len(dims) == 1 else ''})"
+
+    def box_slices(self) -> str:
+        return ", ".join(f"{self.box[a][0]}:{self.box[a][1]}" if a in self.box else ":" for a in range(len(self.shape)))
+
+    # -- writing ------------------------------------------------------------------------------------------------
+    def write_result(self, value: str, fresh: bool) -> None:
+        t = self.op.result
+        var = tensor_var(t.name)
+        dt = t.type.dtype
+        rounded = f"ROUND[{dt!r}]({value})"
+        if not self.box:
+            if not fresh and dtypes.compute_dtype(dt) == np.dtype(np.float32) and dtypes.get(dt).np_dtype == np.float32:
+                rounded = f"np.array({value}, dtype=np.float32)"
+            self.e.line(f"{var} = {rounded}")
+            return
+        self.e.line(f"{var} = alloc_on_chip({t.type.shape}, {dt!r})")
+        region = f"{var}[{self.box_slices()}]"
+        if self.residual:
+            rounded = f"np.where({self.residual}, {rounded}, {region})"
+        self.e.line(f"{region} = {rounded}")
+
+    def write_operand(self, name: str, value: str, accumulate: str) -> None:
+        access = self.op.operands[name]
+        code = self.code(access)
+        t = access.tensor.type
+        if accumulate != "none":
+            from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
+
+            value = BINARY_TEMPLATES[accumulate].format(code.read, value)
+        if t.buffer.on_chip:
+            value = f"ROUND[{t.dtype!r}]({value})"
+        else:
+            value = f"to_hbm({value}, {t.dtype!r})"
+        if self.residual:
+            value = f"np.where({self.residual}, {value}, {code.read})"
+        self.e.line(code.write(value))

@@ -1,0 +1,121 @@
+"""NumPy source templates for every function name in ``nki_dsl.ir.functions``, computed in fp32.
+
+Templates take their operands as ``{0}``, ``{1}``; the few functions NumPy lacks (``erf`` and what is built on
+it) are defined here and reached through the generated module's namespace as ``fn.<name>``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+F32 = np.float32
+_SQRT_HALF = np.float32(np.sqrt(0.5))
+_SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
+_TWO_OVER_SQRT_PI = np.float32(2.0 / np.sqrt(np.pi))
+
+
+def erf(x):
+    """Error function, Abramowitz & Stegun 7.1.26 evaluated in float64 (|error| < 1.5e-7, below fp32 eps)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    t = 1.0 / (1.0 + 0.3275911 * np.abs(x64))
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    y = 1.0 - poly * np.exp(-x64 * x64)
+    return np.copysign(y, x64).astype(F32)
+
+
+def sigmoid(x):
+    return (1.0 / (1.0 + np.exp(-np.asarray(x, dtype=F32)))).astype(F32)
+
+
+def gelu(x):
+    return (0.5 * x * (1.0 + erf(x * _SQRT_HALF))).astype(F32)
+
+
+def gelu_dx(x):
+    cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
+    pdf = np.exp(-0.5 * x * x) * np.float32(1.0 / np.sqrt(2.0 * np.pi))
+    return (cdf + x * pdf).astype(F32)
+
+
+def gelu_apprx_tanh(x):
+    return (0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))).astype(F32)
+
+
+def silu_dx(x):
+    s = sigmoid(x)
+    return (s * (1.0 + x * (1.0 - s))).astype(F32)
+
+
+def softplus(x):
+    return np.logaddexp(np.float32(0.0), x).astype(F32)
+
+
+UNARY_TEMPLATES = {
+    "copy": "{0}",
+    "exp": "np.exp({0})",
+    "log": "np.log({0})",
+    "sqrt": "np.sqrt({0})",
+    "rsqrt": "(1.0 / np.sqrt({0}))",
+    "reciprocal": "(1.0 / {0})",
+    "tanh": "np.tanh({0})",
+    "sigmoid": "fn.sigmoid({0})",
+    "relu": "np.maximum({0}, 0.0)",
+    "gelu": "fn.gelu({0})",
+    "gelu_apprx_tanh": "fn.gelu_apprx_tanh({0})",
+    "gelu_apprx_sigmoid": "({0} * fn.sigmoid(1.702 * {0}))",
+    "gelu_dx": "fn.gelu_dx({0})",
+    "silu": "({0} * fn.sigmoid({0}))",
+    "silu_dx": "fn.silu_dx({0})",
+    "erf": "fn.erf({0})",
+    "erf_dx": "(fn.TWO_OVER_SQRT_PI * np.exp(-np.square({0})))",
+    "softplus": "fn.softplus({0})",
+    "mish": "({0} * np.tanh(fn.softplus({0})))",
+    "abs": "np.abs({0})",
+    "negative": "np.negative({0})",
+    "square": "np.square({0})",
+    "sin": "np.sin({0})",
+    "cos": "np.cos({0})",
+    "tan": "np.tan({0})",
+    "arctan": "np.arctan({0})",
+    "sign": "np.sign({0})",
+    "floor": "np.floor({0})",
+    "ceil": "np.ceil({0})",
+    "trunc": "np.trunc({0})",
+    "logical_not": "np.logical_not({0})",
+    "invert": "np.invert({0})",
+}
+
+BINARY_TEMPLATES = {
+    "add": "np.add({0}, {1})",
+    "subtract": "np.subtract({0}, {1})",
+    "multiply": "np.multiply({0}, {1})",
+    "divide": "np.divide({0}, {1})",
+    "maximum": "np.maximum({0}, {1})",
+    "minimum": "np.minimum({0}, {1})",
+    "power": "np.power({0}, {1})",
+    "mod": "np.mod({0}, {1})",
+    "fmod": "np.fmod({0}, {1})",
+    "equal": "np.equal({0}, {1})",
+    "not_equal": "np.not_equal({0}, {1})",
+    "greater": "np.greater({0}, {1})",
+    "greater_equal": "np.greater_equal({0}, {1})",
+    "less": "np.less({0}, {1})",
+    "less_equal": "np.less_equal({0}, {1})",
+    "logical_and": "np.logical_and({0}, {1})",
+    "logical_or": "np.logical_or({0}, {1})",
+    "logical_xor": "np.logical_xor({0}, {1})",
+    "bitwise_and": "np.bitwise_and({0}, {1})",
+    "bitwise_or": "np.bitwise_or({0}, {1})",
+    "bitwise_xor": "np.bitwise_xor({0}, {1})",
+    "left_shift": "np.left_shift({0}, {1})",
+    "right_shift": "np.right_shift({0}, {1})",
+}
+
+# The NumPy reduction each reducible operator defines.
+REDUCTIONS = {
+    "add": "np.sum", "multiply": "np.prod", "maximum": "np.max", "minimum": "np.min",
+    "logical_and": "np.all", "logical_or": "np.any", "mean": "np.mean", "var": "np.var",
+    "bitwise_and": "np.bitwise_and.reduce", "bitwise_or": "np.bitwise_or.reduce",
+}  # fmt: skip
+
+TWO_OVER_SQRT_PI = _TWO_OVER_SQRT_PI

@@ -1,0 +1,109 @@
+"""NumPy lowering of the ``nl`` ops and structural ops, one handler per op family."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, tensor_var
+from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.backends.numpy_ref.runtime import ROUND
+
+
+def alloc(ctx: OpContext) -> Lowered:
+    t = ctx.op.result
+    helper = "alloc_on_chip" if t.type.buffer.on_chip else "alloc_hbm"
+    ctx.e.line(f"{tensor_var(t.name)} = {helper}({t.type.shape}, {t.type.dtype!r})")
+    return Lowered()
+
+
+def fill(ctx: OpContext) -> Lowered:
+    t = ctx.op.result
+    value = ROUND[t.type.dtype](np.float32(ctx.op.attrs["value"])).item()  # the constant as the dtype holds it
+    ctx.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r}, fill={value!r})")
+    return Lowered()
+
+
+def load(ctx: OpContext) -> Lowered:
+    return Lowered(ctx.read("src"), fresh=False)
+
+
+def load_transpose2d(ctx: OpContext) -> Lowered:
+    return Lowered(f"{ctx.read('src', aligned=False)}.T", fresh=False)
+
+
+def store(ctx: OpContext) -> Lowered:
+    return Lowered(writes=[("dst", ctx.read("value"), "none")])
+
+
+def assign(ctx: OpContext) -> Lowered:
+    return Lowered(writes=[("dst", ctx.read("src"), ctx.op.attrs["accumulate"])])
+
+
+def copy(ctx: OpContext) -> Lowered:
+    return Lowered(ctx.read("x"), fresh=False)
+
+
+def transpose(ctx: OpContext) -> Lowered:
+    return Lowered(f"{ctx.read('x', aligned=False)}.T", fresh=False)
+
+
+def broadcast_to(ctx: OpContext) -> Lowered:
+    return Lowered(f"np.broadcast_to({ctx.read('x')}, {ctx.box_shape()})", fresh=False)
+
+
+def expand_dims(ctx: OpContext) -> Lowered:
+    return Lowered(f"np.expand_dims({ctx.read('x', aligned=False)}, {ctx.op.attrs['axis']})", fresh=False)
+
+
+def unary(ctx: OpContext) -> Lowered:
+    fn = ctx.op.name.split(".", 1)[1]
+    return Lowered(UNARY_TEMPLATES[fn].format(ctx.read("x")), fresh=fn != "copy")
+
+
+def binary(ctx: OpContext) -> Lowered:
+    fn = ctx.op.name.split(".", 1)[1]
+    return Lowered(BINARY_TEMPLATES[fn].format(ctx.read("x"), ctx.read("y")))
+
+
+def reduce(ctx: OpContext) -> Lowered:
+    from nki_dsl.ir.ops import OPS
+
+    fn = OPS[ctx.op.name].extra["fn"]
+    attrs = ctx.op.attrs
+    aligned = bool(attrs["keepdims"])  # without keepdims, result axes no longer line up with the input's
+    x = ctx.read("x", aligned=aligned)
+    return Lowered(f"{REDUCTIONS[fn]}({x}, axis={tuple(attrs['axis'])}, keepdims={attrs['keepdims']})")
+
+
+def matmul(ctx: OpContext) -> Lowered:
+    x, y = ctx.read("x", aligned=False), ctx.read("y", aligned=False)
+    # fp32 operands (already rounded to their tile dtype) and an fp32 product: PSUM accumulates in fp32.
+    return Lowered(f"np.matmul({x}.T, {y})" if ctx.op.attrs["transpose_x"] else f"np.matmul({x}, {y})")
+
+
+def select(ctx: OpContext) -> Lowered:
+    return Lowered(f"np.where({ctx.read('condition')}, {ctx.read('x')}, {ctx.read('y')})")
+
+
+def dropout(ctx: OpContext) -> Lowered:
+    keep = f"(rng.uniform({ctx.box_shape()}) >= {ctx.read('rate')})"
+    return Lowered(f"np.where({keep}, {ctx.read('x')}, np.float32(0.0))")
+
+
+def random_seed(ctx: OpContext) -> Lowered:
+    ctx.e.line(f"rng.seed({ctx.read('seed', aligned=False)})")
+    return Lowered()
+
+
+def reshape(ctx: OpContext) -> Lowered:
+    src = ctx.op.operands["x"].tensor
+    ctx.e.line(f"{tensor_var(ctx.op.result.name)} = {tensor_var(src.name)}.reshape({ctx.op.attrs['shape']})")
+    return Lowered()
+
+
+FAMILY_HANDLERS = {
+    "alloc": alloc, "fill": fill, "load": load, "load_transpose2d": load_transpose2d, "store": store,
+    "assign": assign, "copy": copy, "transpose": transpose, "broadcast_to": broadcast_to,
+    "expand_dims": expand_dims, "unary": unary, "binary": binary, "reduce": reduce, "matmul": matmul,
+    "select": select, "dropout": dropout, "random_seed": random_seed, "reshape": reshape,
+}  # fmt: skip

@@ -1,0 +1,79 @@
+"""Helpers the generated NumPy code calls. The numerics rules of the reference live here.
+
+* On-chip float tiles are held as float32 arrays whose values are already rounded to the tile's dtype: engines
+  compute in fp32 (reference/nki.md §2.3), and rounding happens when a result is written (round to nearest
+  even, via ml_dtypes for bfloat16 and float8). Integer and bool tiles keep their own NumPy type.
+* Float -> integer conversion rounds to nearest even and saturates, like the NKI simulator (nki.md §2.6).
+* PSUM accumulation is fp32: accumulating into an fp32 tile never rounds to a narrower type.
+* Memory nobody wrote reads as NaN (floats) or the most negative integer (ints): fresh on-chip and HBM
+  tensors are filled with these, never with zeros, so a kernel that reads unwritten memory shows it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nki_dsl import dtypes
+
+F32 = np.float32
+
+
+def _rounder(name: str):
+    d = dtypes.get(name)
+    if d.is_float:
+        if d.np_dtype == np.dtype(np.float32):
+            return lambda x: np.asarray(x, dtype=F32)
+        storage = d.np_dtype
+        return lambda x: np.asarray(x, dtype=F32).astype(storage).astype(F32)
+    if d.kind == "bool":
+        return lambda x: np.asarray(x) != 0
+    info = np.iinfo(d.np_dtype)
+
+    def to_int(x):
+        x = np.asarray(x)
+        if x.dtype.kind == "f":
+            x = np.clip(np.rint(x), info.min, info.max)
+        return x.astype(d.np_dtype)
+
+    return to_int
+
+
+ROUND = {name: _rounder(name) for name in dtypes.BY_NAME}
+
+
+def poison(dtype_name: str):
+    """The value unwritten memory of this dtype reads as."""
+    d = dtypes.get(dtype_name)
+    if d.is_float:
+        return np.nan
+    if d.kind == "bool":
+        return True
+    return np.iinfo(d.np_dtype).min
+
+
+def alloc_on_chip(shape, dtype_name: str, fill=None) -> np.ndarray:
+    value = poison(dtype_name) if fill is None else fill
+    return np.full(shape, value, dtype=dtypes.compute_dtype(dtype_name))
+
+
+def alloc_hbm(shape, dtype_name: str) -> np.ndarray:
+    d = dtypes.get(dtype_name)
+    return np.full(shape, poison(dtype_name), dtype=d.np_dtype)
+
+
+def to_hbm(value, dtype_name: str):
+    """Convert on-chip values for storing into an HBM tensor of ``dtype_name`` (rounding once, from fp32)."""
+    return ROUND[dtype_name](value) if not dtypes.get(dtype_name).is_float else np.asarray(value, dtype=F32)
+
+
+class RandomState:
+    """The generator ``nl.dropout`` draws from; reset at every kernel launch so runs are reproducible."""
+
+    def __init__(self):
+        self.seed(0)
+
+    def seed(self, seed) -> None:
+        self.generator = np.random.default_rng(int(np.asarray(seed).reshape(-1)[0]))
+
+    def uniform(self, shape) -> np.ndarray:
+        return self.generator.random(shape, dtype=F32)

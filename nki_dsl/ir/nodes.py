@@ -1,0 +1,114 @@
+"""The kernel IR: tensors, accesses (views), ops, loops and the kernel itself.
+
+* A ``Tensor`` is a named storage location: a kernel parameter, an explicit allocation, or the fresh tile an op
+  produces. Names are unique in a kernel and printed as ``%name``.
+* An ``Access`` is a view of a tensor: its own ``shape`` (axes ``d0..dn``) and, per tensor dimension, an affine
+  index over those axes, enclosing loop indices and program ids.
+* An ``Op`` names its spec in the op table (``nki_dsl.ir.ops``); operands are accesses or scalar immediates keyed
+  by the operand names of that spec; attributes are typed values; ``result`` is the tile it creates, if any.
+* A ``Loop`` is a region with a kind (``affine`` or ``sequential``), an index variable and a trip count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nki_dsl.errors import SourceLoc
+from nki_dsl.ir.affine import Affine, Mask
+from nki_dsl.ir.types import TensorType
+
+
+@dataclass(eq=False)
+class Tensor:
+    name: str
+    type: TensorType
+    kind: str  # "param", "alloc" or "tile"
+
+    def full_access(self) -> Access:
+        return Access(self, tuple(Affine.var(f"d{k}") for k in range(len(self.type.shape))), self.type.shape)
+
+    def __repr__(self) -> str:
+        return f"%{self.name}: {self.type.describe()}"
+
+
+@dataclass(frozen=True, eq=False)
+class Access:
+    tensor: Tensor
+    index: tuple[Affine, ...]  # one per tensor dimension
+    shape: tuple[int, ...]  # extents of d0..d{len-1}
+
+    @property
+    def is_full(self) -> bool:
+        t = self.tensor.type.shape
+        return self.shape == t and all(e == Affine.var(f"d{k}") for k, e in enumerate(self.index))
+
+    def vars(self) -> set[str]:
+        return set().union(*(e.vars() for e in self.index)) if self.index else set()
+
+    def describe(self) -> str:
+        dims = ", ".join(str(s) for s in self.shape)
+        return f"{self.tensor.name}[{dims}] in '{self.tensor.type.buffer.value}'"
+
+
+@dataclass(frozen=True)
+class Imm:
+    """A scalar immediate operand (Python number)."""
+
+    value: float | int | bool
+
+
+Operand = Access | Imm
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    operands: dict[str, Operand]
+    attrs: dict[str, object]
+    result: Tensor | None
+    loc: SourceLoc
+    mask: Mask | None = None
+
+
+@dataclass(eq=False)
+class Loop:
+    kind: str  # "affine" or "sequential"
+    var: str  # "i<N>"
+    start: int
+    stop: int
+    step: int
+    body: list[Stmt]
+    loc: SourceLoc
+
+    @property
+    def trip_count(self) -> int:
+        return max(0, -(-(self.stop - self.start) // self.step)) if self.step > 0 else 0
+
+    @property
+    def last(self) -> int:
+        return self.start + (self.trip_count - 1) * self.step
+
+
+Stmt = Op | Loop
+
+
+@dataclass(eq=False)
+class Kernel:
+    name: str
+    params: list[Tensor]
+    body: list[Stmt]
+    outputs: list[Tensor]
+    grid: tuple[int, ...] = ()
+    source_file: str = "<unknown>"
+    constants: dict[str, object] = field(default_factory=dict)
+
+    def walk(self):
+        """Yield ``(stmt, enclosing_loops)`` for every statement in program order."""
+        yield from _walk(self.body, ())
+
+
+def _walk(body: list[Stmt], loops: tuple[Loop, ...]):
+    for stmt in body:
+        yield stmt, loops
+        if isinstance(stmt, Loop):
+            yield from _walk(stmt.body, loops + (stmt,))

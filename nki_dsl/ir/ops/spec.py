@@ -1,0 +1,87 @@
+"""The shape of an op table entry: operands with roles and allowed buffers, typed attributes, a result rule."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+ON_CHIP = ("sbuf", "psum")
+HBM = ("hbm", "shared_hbm", "private_hbm")
+ANY_BUFFER = ON_CHIP + HBM
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+
+@dataclass(frozen=True)
+class OperandSpec:
+    """``role``: ``in`` (read), ``out`` (written) or ``inout``. ``scalar`` allows a Python-number immediate,
+    ``tile`` allows a tensor access. ``buffers`` lists where a tile operand may live."""
+
+    name: str
+    role: str = "in"
+    tile: bool = True
+    scalar: bool = False
+    buffers: tuple[str, ...] = ON_CHIP
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    """``kind`` is one of: int, float, bool, str, dtype, ints (tuple of int), fn (a function name from
+    ``ir.functions``), affine, mask, shape. ``choices`` restricts str/fn values."""
+
+    name: str
+    kind: str
+    default: object = REQUIRED
+    choices: tuple[str, ...] | None = None
+
+
+# A result rule maps (operand shapes by name, attrs) to the result shape; operands that are immediates are absent.
+ShapeRule = Callable[[dict[str, tuple[int, ...]], dict[str, object]], tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op. ``family`` groups ops a backend lowers the same way (``unary``, ``binary``, ``reduce``, ...).
+
+    ``result``: where the produced tile lives (``sbuf``, ``psum``), ``declared`` when the op's result type
+    carries it (allocations), or None for ops that only write operands. ``result_dtype``: ``promote`` (NKI
+    promotion of the tile operands), ``first`` (dtype of the first tile operand), a dtype name, or ``declared``.
+    ``engine``: the engine an ``nisa`` instruction names; None for language-level ops (lowering decides).
+    ``float_only``: tile operands must be float; ``int_only``: must be integer or bool.
+    """
+
+    name: str
+    family: str
+    operands: tuple[OperandSpec, ...]
+    attrs: tuple[AttrSpec, ...] = ()
+    result: str | None = "sbuf"
+    result_dtype: str = "promote"
+    shape: ShapeRule | None = None
+    engine: str | None = None
+    float_only: bool = False
+    int_only: bool = False
+    doc: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def operand(self, name: str) -> OperandSpec:
+        for o in self.operands:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def attr(self, name: str) -> AttrSpec:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def writes(self) -> tuple[OperandSpec, ...]:
+        return tuple(o for o in self.operands if o.role in ("out", "inout"))

@@ -1,0 +1,57 @@
+"""Loop iterators. ``affine_range`` and ``sequential_range`` record a loop region and trace the body once with a
+symbolic index; ``static_range`` unrolls in Python (see DESIGN.md "Loop semantics")."""
+
+from __future__ import annotations
+
+from nki_dsl.errors import NkiTraceError
+from nki_dsl.ir.affine import Affine
+from nki_dsl.trace.builder import caller_loc, current
+from nki_dsl.trace.index import IndexValue
+
+
+def _bounds(api: str, args) -> tuple[int, int, int]:
+    vals = []
+    for a in args:
+        if isinstance(a, IndexValue):
+            raise NkiTraceError(f"{api} bounds must be Python ints, not the symbolic index {a.expr}", caller_loc())
+        try:
+            vals.append(int(a.__index__()))
+        except (AttributeError, TypeError):
+            raise NkiTraceError(f"{api} bounds must be ints, got {a!r}", caller_loc()) from None
+    if len(vals) == 1:
+        vals = [0, vals[0], 1]
+    elif len(vals) == 2:
+        vals.append(1)
+    elif len(vals) != 3:
+        raise NkiTraceError(f"{api} takes (stop), (start, stop) or (start, stop, step)", caller_loc())
+    if vals[2] <= 0:
+        raise NkiTraceError(f"{api} step must be positive, got {vals[2]}", caller_loc())
+    return vals[0], vals[1], vals[2]
+
+
+def _symbolic_loop(kind: str, api: str, args):
+    builder = current(api)
+    start, stop, step = _bounds(api, args)
+    if stop <= start:
+        return
+    loop = builder.open_loop(kind, start, stop, step, caller_loc())
+    try:
+        yield IndexValue(Affine.var(loop.var))
+    finally:
+        builder.close_loop(loop)
+
+
+def affine_range(*args):
+    """Independent iterations (associative ``+=`` accumulation allowed): the default loop."""
+    return _symbolic_loop("affine", "nl.affine_range", args)
+
+
+def sequential_range(*args):
+    """Iterations in order, for loop-carried state kept in tensors declared outside the loop."""
+    return _symbolic_loop("sequential", "nl.sequential_range", args)
+
+
+def static_range(*args):
+    """Unrolled at trace time: the body runs once per iteration with a Python int."""
+    current("nl.static_range")
+    return range(*_bounds("nl.static_range", args))

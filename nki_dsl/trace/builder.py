@@ -1,0 +1,117 @@
+"""The trace-time builder: the kernel being recorded, its open loop regions and fresh names.
+
+One builder is active while a kernel body runs; ``nl``/``nisa`` calls find it through ``current()``. Calling
+them with no active builder is an API misuse and says so.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import re
+import sys
+from contextlib import contextmanager
+
+from nki_dsl.errors import NkiApiError, NkiTraceError, SourceLoc
+from nki_dsl.ir.nodes import Kernel, Loop, Op, Stmt, Tensor
+from nki_dsl.ir.types import TensorType
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_active: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("nki_builder", default=None)
+
+
+def current(api: str) -> Builder:
+    """The active builder, or an error naming the API that was called outside a kernel."""
+    builder = _active.get()
+    if builder is None:
+        raise NkiApiError(
+            f"{api} was called outside an NKI kernel; call it inside a function decorated with @nki.jit "
+            f"and launch that kernel (kernel(...) or kernel[grid](...))",
+            caller_loc(),
+        )
+    return builder
+
+
+def is_tracing() -> bool:
+    return _active.get() is not None
+
+
+def caller_loc() -> SourceLoc:
+    """The first stack frame outside this package: the kernel source line being traced."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+            return SourceLoc(filename, frame.f_lineno)
+        frame = frame.f_back
+    return SourceLoc("<unknown>", 0)
+
+
+class Builder:
+    def __init__(self, name: str, source_file: str, grid: tuple[int, ...]):
+        self.kernel = Kernel(name=name, params=[], body=[], outputs=[], grid=grid, source_file=source_file)
+        self._regions: list[list[Stmt]] = [self.kernel.body]
+        self._loops: list[Loop] = []
+        self._names: set[str] = set()
+        self._next_number = 0
+        self.loop_count = 0
+
+    @contextmanager
+    def active(self):
+        token = _active.set(self)
+        try:
+            yield self
+        finally:
+            _active.reset(token)
+
+    # -- names -----------------------------------------------------------------------------------------------
+    def fresh_name(self, hint: str = "") -> str:
+        """A unique tensor name: numbers for anonymous tiles, else the hint (``c_output``, then ``c_output_1``)."""
+        if not hint:
+            while str(self._next_number) in self._names:
+                self._next_number += 1
+            name = str(self._next_number)
+        else:
+            hint = re.sub(r"\W", "_", hint)
+            hint = hint if not hint[0].isdigit() else f"t{hint}"
+            name, k = hint, 1
+            while name in self._names:
+                name, k = f"{hint}_{k}", k + 1
+        self._names.add(name)
+        return name
+
+    def new_tensor(self, type_: TensorType, kind: str, hint: str = "") -> Tensor:
+        return Tensor(self.fresh_name(hint), type_, kind)
+
+    def add_param(self, tensor: Tensor) -> None:
+        self._names.add(tensor.name)
+        self.kernel.params.append(tensor)
+
+    # -- regions ---------------------------------------------------------------------------------------------
+    def emit(self, op: Op) -> Op:
+        self._regions[-1].append(op)
+        return op
+
+    def open_loop(self, kind: str, start: int, stop: int, step: int, loc: SourceLoc) -> Loop:
+        loop = Loop(kind, f"i{self.loop_count}", start, stop, step, [], loc)
+        self.loop_count += 1
+        self._regions[-1].append(loop)
+        self._regions.append(loop.body)
+        self._loops.append(loop)
+        return loop
+
+    def close_loop(self, loop: Loop) -> None:
+        # A body that raised leaves its generator unfinished; it may be closed later by the garbage collector,
+        # after this builder has moved on. Only pop what is still ours.
+        if self._loops and self._loops[-1] is loop:
+            self._loops.pop()
+            self._regions.pop()
+
+    @property
+    def loops(self) -> tuple[Loop, ...]:
+        return tuple(self._loops)
+
+    def check_open_loops(self) -> None:
+        if self._loops:
+            loop = self._loops[-1]
+            raise NkiTraceError(f"loop {loop.var} was left open when the kernel returned", loop.loc)

@@ -1,0 +1,82 @@
+"""Kernel arguments, normalised once at the call boundary: arrays become ``ArgSpec``s (shape, dtype), everything
+else becomes a compile-time constant that is part of the cache key."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from nki_dsl import dtypes
+from nki_dsl.errors import NkiApiError
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """A tensor argument by shape and dtype only (``nki.spec((8192, 4096), "bfloat16")``)."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
+
+
+def spec(shape, dtype) -> ArgSpec:
+    return ArgSpec(tuple(int(s) for s in shape), dtypes.normalize(dtype))
+
+
+def is_array(x) -> bool:
+    return isinstance(x, np.ndarray) or (hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"))
+
+
+def _constant(name: str, value):
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, tuple | list):
+        return tuple(_constant(name, v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _constant(name, v)) for k, v in value.items()))
+    if callable(value):
+        return value  # functions (e.g. an activation passed in) are constants by identity
+    raise NkiApiError(
+        f"argument '{name}' of type {type(value).__name__} is neither an array nor a compile-time constant "
+        f"(number, string, tuple, None)"
+    )
+
+
+@dataclass(frozen=True)
+class BoundArgs:
+    """Argument name -> ArgSpec or constant, in signature order."""
+
+    items: tuple[tuple[str, object], ...]
+
+    @property
+    def key(self) -> tuple:
+        return tuple((n, v if not callable(v) else id(v)) for n, v in self.items)
+
+
+def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
+    """Match call arguments to the kernel signature; returns the specs and the actual arrays by name."""
+    sig = inspect.signature(fn)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise NkiApiError(f"kernel {fn.__name__}: {e}") from None
+    bound.apply_defaults()
+    items, arrays = [], {}
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise NkiApiError(f"kernel {fn.__name__}: *args / **kwargs parameters are not supported")
+        if isinstance(value, ArgSpec):
+            items.append((name, value))
+        elif is_array(value):
+            items.append((name, ArgSpec(tuple(int(s) for s in value.shape), dtypes.normalize(value.dtype, name))))
+            arrays[name] = value
+        else:
+            items.append((name, _constant(name, value)))
+    return BoundArgs(tuple(items)), arrays

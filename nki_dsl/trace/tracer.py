@@ -1,0 +1,48 @@
+"""Run a kernel body once with proxy tensors and return the IR it recorded."""
+
+from __future__ import annotations
+
+import inspect
+
+from nki_dsl.errors import NkiTraceError, SourceLoc
+from nki_dsl.ir.nodes import Kernel, Tensor
+from nki_dsl.ir.types import Buffer, TensorType
+from nki_dsl.trace.builder import Builder
+from nki_dsl.trace.specs import ArgSpec, BoundArgs
+from nki_dsl.trace.tensor import NkiTensor
+
+
+def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...]) -> Kernel:
+    source_file = inspect.getsourcefile(fn) or fn.__code__.co_filename
+    builder = Builder(fn.__name__, source_file, grid)
+    call_args = {}
+    for name, value in args.items:
+        if isinstance(value, ArgSpec):
+            tensor = Tensor(name, TensorType(value.shape, value.dtype, Buffer.HBM), "param")
+            builder.add_param(tensor)
+            call_args[name] = NkiTensor(tensor)
+        else:
+            builder.kernel.constants[name] = value if not callable(value) else getattr(value, "__name__", "fn")
+            call_args[name] = value
+    with builder.active():
+        returned = fn(**call_args)
+    builder.check_open_loops()
+    builder.kernel.outputs = _outputs(fn, returned)
+    return builder.kernel
+
+
+def _outputs(fn, returned) -> list[Tensor]:
+    if returned is None:
+        return []
+    items = returned if isinstance(returned, tuple | list) else (returned,)
+    outs = []
+    for item in items:
+        if not isinstance(item, NkiTensor) or item.tensor.type.buffer.on_chip:
+            where = SourceLoc(inspect.getsourcefile(fn) or "<unknown>", fn.__code__.co_firstlineno)
+            raise NkiTraceError(
+                f"kernel {fn.__name__} must return HBM tensors (nl.ndarray(..., buffer=nl.shared_hbm)); "
+                f"got {item!r}",
+                where,
+            )
+        outs.append(item.tensor)
+    return outs

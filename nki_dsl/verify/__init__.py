@@ -1,0 +1,24 @@
+"""The verifier: hardware and language rules checked on IR (traced or parsed), each reported with the kernel
+source line, the op, the operand and the rule."""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic, NkiVerificationError
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.verify.rules import RULES
+
+
+def verify_kernel(kernel: Kernel, target: str = "trn2") -> list[Diagnostic]:
+    """Every diagnostic, in program order."""
+    found: list[Diagnostic] = []
+    for rule in RULES:
+        found.extend(rule(kernel, target))
+    return sorted(found, key=lambda d: (d.loc.line, d.rule))
+
+
+def check(kernel: Kernel, target: str = "trn2") -> Kernel:
+    """Raise ``NkiVerificationError`` listing every broken rule; return the kernel when it is valid."""
+    found = verify_kernel(kernel, target)
+    if found:
+        raise NkiVerificationError(found)
+    return kernel

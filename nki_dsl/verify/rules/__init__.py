@@ -1,0 +1,3 @@
+"""The list of verifier rules. Each rule is ``fn(kernel, target) -> list[Diagnostic]`` in its own module."""
+
+RULES = []
