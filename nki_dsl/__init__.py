@@ -10,13 +10,13 @@
 """
 
 from nki_dsl import compiler, isa, language, typing
-from nki_dsl.api import baremetal, benchmark, emit, profile, simulate_kernel, trace
+from nki_dsl.api import baremetal, benchmark, emit, parse_ir, profile, simulate_kernel, trace
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "jit", "trace", "emit", "parse_ir", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

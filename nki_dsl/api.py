@@ -66,3 +66,11 @@ def _running_decorator(name: str):
 benchmark = _running_decorator("benchmark")
 profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
+
+
+def parse_ir(text: str, target: str = "trn2") -> TracedKernel:
+    """Parse IR text and verify it (parsed IR is untrusted input); raises on any error."""
+    from nki_dsl.ir.parser import parse_kernel
+    from nki_dsl.verify import check
+
+    return TracedKernel(check(parse_kernel(text), target=target))

@@ -1,0 +1,5 @@
+import sys
+
+from nki_dsl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""The ``nki`` command line: ``trace``, ``check`` and ``run`` kernels from files.
+
+    nki trace FILE.py:KERNEL --arg a=256x1024:float16 --arg b=256x1024:float16 --grid 2,2
+    nki check FILE.nkir
+    nki run FILE.py:KERNEL --arg a=256x1024:float16 --reference FILE.py:FUNCTION
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import os
+import sys
+
+import numpy as np
+
+from nki_dsl.errors import NkiError
+
+
+def _console():
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def load_object(ref: str):
+    """``path/to/file.py:NAME`` -> the object NAME defined in that file."""
+    path, sep, name = ref.rpartition(":")
+    if not sep or not path:
+        raise SystemExit(f"expected FILE.py:NAME, got {ref!r}")
+    if not os.path.isfile(path):
+        raise SystemExit(f"no such file: {path}")
+    module_name = "_nki_cli_" + os.path.splitext(os.path.basename(path))[0]
+    module = sys.modules.get(module_name)
+    if module is None or getattr(module, "__file__", None) != os.path.abspath(path):
+        spec = importlib.util.spec_from_file_location(module_name, os.path.abspath(path))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        defined = ", ".join(n for n in vars(module) if not n.startswith("_"))
+        raise SystemExit(f"{path} defines no {name!r}; it defines: {defined}")
+    return getattr(module, name)
+
+
+def parse_arg(text: str):
+    """``name=256x1024:float16`` (a tensor spec) or ``name=<python literal>`` (a compile-time constant)."""
+    from nki_dsl.trace.specs import spec
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise SystemExit(f"--arg expects NAME=SHAPE:DTYPE or NAME=VALUE, got {text!r}")
+    shape_text, colon, dtype = value.partition(":")
+    dims = shape_text.split("x")
+    if colon and all(d.strip().isdigit() for d in dims):
+        return name, spec(tuple(int(d) for d in dims), dtype)
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise SystemExit(f"--arg {name}: {value!r} is neither SHAPE:DTYPE (e.g. 128x512:float32) nor a literal") from None
+
+
+def parse_grid(text: str | None) -> tuple[int, ...]:
+    if not text:
+        return ()
+    try:
+        return tuple(int(g) for g in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--grid expects comma-separated ints such as 2,2, got {text!r}") from None
+
+
+def _launch(kernel_ref: str, grid: tuple[int, ...]):
+    from nki_dsl.trace.jit import as_launch
+
+    kernel = load_object(kernel_ref)
+    launch = as_launch(kernel)
+    return launch.jit[grid] if grid else launch
+
+
+def cmd_trace(args) -> int:
+    import nki_dsl as nki
+
+    launch = _launch(args.kernel, parse_grid(args.grid))
+    kwargs = dict(parse_arg(a) for a in args.arg)
+    traced = nki.trace(launch, target=args.target, **kwargs)
+    print(traced.text, end="")
+    return 0
+
+
+def cmd_check(args) -> int:
+    from nki_dsl.ir.parser import parse_kernel
+    from nki_dsl.verify import verify_kernel
+
+    console = _console()
+    with open(args.file, encoding="utf-8") as f:
+        text = f.read()
+    kernel = parse_kernel(text)
+    diagnostics = verify_kernel(kernel, target=args.target)
+    for d in diagnostics:
+        console.print(f"[bold red]error[/]: {d}")
+    if diagnostics:
+        console.print(f"{args.file}: {len(diagnostics)} error(s)")
+        return 1
+    console.print(f"[green]ok[/]: {args.file}: kernel {kernel.name} is valid for {args.target}")
+    return 0
+
+
+def _random_array(spec, rng) -> np.ndarray:
+    from nki_dsl import dtypes
+
+    d = dtypes.get(spec.dtype)
+    if d.is_float:
+        return rng.standard_normal(spec.shape).astype(np.float32).astype(d.np_dtype)
+    if d.kind == "bool":
+        return rng.integers(0, 2, spec.shape).astype(bool)
+    return rng.integers(-8 if d.kind == "int" else 0, 8, spec.shape).astype(d.np_dtype)
+
+
+def cmd_run(args) -> int:
+    from rich.table import Table
+
+    from nki_dsl.trace.specs import ArgSpec
+
+    console = _console()
+    launch = _launch(args.kernel, parse_grid(args.grid))
+    rng = np.random.default_rng(args.seed)
+    kwargs = {}
+    for name, value in (parse_arg(a) for a in args.arg):
+        kwargs[name] = _random_array(value, rng) if isinstance(value, ArgSpec) else value
+    outputs = launch(**kwargs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    table = Table(title=f"{args.kernel} on the NumPy reference")
+    for col in ("output", "shape", "dtype", "max |err|", "status"):
+        table.add_column(col)
+    failed = False
+    expected = None
+    if args.reference:
+        expected = load_object(args.reference)(**{k: v for k, v in kwargs.items()})
+        expected = expected if isinstance(expected, tuple) else (expected,)
+    for k, out in enumerate(outputs):
+        if out is None:
+            continue
+        err, status = "-", "ran"
+        if expected is not None:
+            ref = np.asarray(expected[k], dtype=np.float32)
+            got = np.asarray(out, dtype=np.float32)
+            err_value = float(np.max(np.abs(got - ref))) if got.size else 0.0
+            ok = got.shape == ref.shape and np.allclose(got, ref, rtol=args.rtol, atol=args.atol)
+            failed |= not ok
+            err, status = f"{err_value:.3g}", "[green]match[/]" if ok else "[red]MISMATCH[/]"
+        table.add_row(str(k), str(list(out.shape)), str(out.dtype), err, status)
+    console.print(table)
+    return 1 if failed else 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nki", description="Trace, check and run NKI-style kernels.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def kernel_command(name, help_text):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("kernel", help="FILE.py:KERNEL")
+        p.add_argument("--arg", action="append", default=[], help="NAME=SHAPE:DTYPE or NAME=VALUE (repeatable)")
+        p.add_argument("--grid", help="SPMD launch grid, e.g. 2,2")
+        p.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+        return p
+
+    kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
+    check = sub.add_parser("check", help="parse and verify IR text")
+    check.add_argument("file", help="an .nkir file")
+    check.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+    check.set_defaults(func=cmd_check)
+    run = kernel_command("run", "run a kernel on random inputs, optionally against a reference")
+    run.add_argument("--reference", help="FILE.py:FUNCTION taking the same arguments as NumPy arrays")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--rtol", type=float, default=1e-2)
+    run.add_argument("--atol", type=float, default=1e-2)
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except NkiError as e:
+        _console().print(f"[bold red]error[/]: {e}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

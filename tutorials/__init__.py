@@ -1,0 +1,1 @@
+"""Numbered, runnable lessons. ``python -m tutorials`` runs them all in order."""
