@@ -141,7 +141,12 @@ def _mask(op_name, mask, spec, operands, result, loc):
         ndim = len(written[0].shape) if written else len(mask.shape)
     if len(mask.shape) > ndim:
         raise NkiTraceError(f"mask of rank {len(mask.shape)} is applied to an op of rank {ndim}", loc, op_name)
-    return mask.aligned(ndim)
+    aligned = mask.aligned(ndim)
+    if spec.extra.get("mask_axes") == "transposed":
+        # The kernel writes the mask with the indices of the source it transposes; the IR keeps every mask over
+        # the result's axes.
+        aligned = aligned.rename({"d0": "d1", "d1": "d0"})
+    return aligned
 
 
 def result_of(value) -> NkiTensor:

@@ -64,7 +64,7 @@ class _TileLike:
         _memory().assign(target, value)
 
     def broadcast_to(self, shape):
-        return _math().broadcast_to(self, shape=shape)
+        return _memory().broadcast_to(self, shape=shape)
 
     # Python operators: the nl op each stands for.
     def __add__(self, o):

@@ -46,6 +46,7 @@ class AccessCode:
     perm: tuple[int, ...] | None  # axis order of the subscript result relative to the access axes
     missing: tuple[int, ...]  # access axes no dimension depends on (broadcast when read)
     shape: tuple[str, ...]
+    whole: bool = False  # the access is the whole array: read the name itself, write through [...]
 
     @property
     def read(self) -> str:
@@ -57,6 +58,8 @@ class AccessCode:
         return expr
 
     def write(self, value: str) -> str:
+        if self.whole:
+            return f"{self.target}[...] = {value}"  # in place: other names may alias the array
         if self.missing:
             raise NotImplementedError("a write whose index ignores an axis writes one element several times")
         if self.perm is not None:

@@ -213,33 +213,38 @@ class OpContext:
         v = self.op.operands[name]
         return v.value if isinstance(v, Imm) else None
 
-    def read(self, name: str, aligned: bool = True) -> str:
-        """Source for operand ``name``: a literal for immediates, an array expression for tiles. With
-        ``aligned`` the access is taken to align (right) with the op's iteration axes and is cut to the box."""
+    def read(self, name: str, axes: str | dict[int, int] | None = "aligned") -> str:
+        """Source for operand ``name``: a literal for immediates, an array expression for tiles.
+
+        ``axes`` says how the operand's axes correspond to the op's iteration axes, so a mask's box can cut it:
+        ``"aligned"`` (right-aligned, as NumPy broadcasting), a dict ``{iteration axis: operand axis}``, or None
+        when there is no correspondence (such an op cannot take a mask over tile axes)."""
         v = self.op.operands[name]
         if isinstance(v, Imm):
             return repr(v.value) if not isinstance(v.value, float) or np.isfinite(v.value) else f"np.float32({v.value!r})"
-        return self.code(v, aligned).read
+        return self.code(v, axes).read
 
-    def code(self, access: Access, aligned: bool = True) -> AccessCode:
+    def code(self, access: Access, axes: str | dict[int, int] | None = "aligned") -> AccessCode:
         index, shape = access.index, tuple(str(s) for s in access.shape)
         if self.box:
-            if not aligned:
+            if axes is None:
                 raise NkiError(
                     f"a mask over tile axes is not supported on {self.op.name} by the NumPy backend", self.op.loc
                 )
-            index, shape = self._restrict(access)
+            index, shape = self._restrict(access, axes)
         if access.is_full and not self.box:
-            return AccessCode(tensor_var(access.tensor.name), None, (), shape)
+            return AccessCode(tensor_var(access.tensor.name), None, (), shape, whole=True)
         return access_code(tensor_var(access.tensor.name), index, shape, self.e.const)
 
-    def _restrict(self, access: Access):
-        """Shift the access's axes that align with boxed iteration axes to the box."""
-        offset = len(self.shape) - len(access.shape)
+    def _restrict(self, access: Access, axes: str | dict[int, int]):
+        """Shift the access's axes that correspond to boxed iteration axes to the box."""
+        if axes == "aligned":
+            offset = len(self.shape) - len(access.shape)
+            axes = {a: a - offset for a in range(len(self.shape)) if a - offset >= 0}
         env, shape = {}, [str(s) for s in access.shape]
         for a, (lo, _, n) in self.box.items():
-            k = a - offset
-            if 0 <= k < len(access.shape) and access.shape[k] == self.shape[a]:
+            k = axes.get(a)
+            if k is not None and 0 <= k < len(access.shape) and access.shape[k] == self.shape[a]:
                 env[f"d{k}"] = Affine.var(f"d{k}") + Affine.var(lo)
                 shape[k] = n
         index = tuple(e.substitute(env) for e in access.index)
@@ -282,6 +287,11 @@ class OpContext:
         access = self.op.operands[name]
         code = self.code(access)
         t = access.tensor.type
+        in_place = t.buffer.on_chip and t.dtype == "float32" and code.perm is None and not code.missing
+        if accumulate == "add" and in_place and not self.residual:
+            # fp32 accumulation (PSUM, or an fp32 SBUF tile) needs no rounding: add in place.
+            self.e.line(f"{code.target} += {value}")
+            return
         if accumulate != "none":
             from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
 

@@ -9,6 +9,9 @@ from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, U
 from nki_dsl.backends.numpy_ref.runtime import ROUND
 
 
+TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
+
+
 def alloc(ctx: OpContext) -> Lowered:
     t = ctx.op.result
     helper = "alloc_on_chip" if t.type.buffer.on_chip else "alloc_hbm"
@@ -28,7 +31,7 @@ def load(ctx: OpContext) -> Lowered:
 
 
 def load_transpose2d(ctx: OpContext) -> Lowered:
-    return Lowered(f"{ctx.read('src', aligned=False)}.T", fresh=False)
+    return Lowered(f"{ctx.read('src', axes=TRANSPOSED)}.T", fresh=False)
 
 
 def store(ctx: OpContext) -> Lowered:
@@ -44,7 +47,7 @@ def copy(ctx: OpContext) -> Lowered:
 
 
 def transpose(ctx: OpContext) -> Lowered:
-    return Lowered(f"{ctx.read('x', aligned=False)}.T", fresh=False)
+    return Lowered(f"{ctx.read('x', axes=TRANSPOSED)}.T", fresh=False)
 
 
 def broadcast_to(ctx: OpContext) -> Lowered:
@@ -52,7 +55,7 @@ def broadcast_to(ctx: OpContext) -> Lowered:
 
 
 def expand_dims(ctx: OpContext) -> Lowered:
-    return Lowered(f"np.expand_dims({ctx.read('x', aligned=False)}, {ctx.op.attrs['axis']})", fresh=False)
+    return Lowered(f"np.expand_dims({ctx.read('x', axes=None)}, {ctx.op.attrs['axis']})", fresh=False)
 
 
 def unary(ctx: OpContext) -> Lowered:
@@ -70,15 +73,18 @@ def reduce(ctx: OpContext) -> Lowered:
 
     fn = OPS[ctx.op.name].extra["fn"]
     attrs = ctx.op.attrs
-    aligned = bool(attrs["keepdims"])  # without keepdims, result axes no longer line up with the input's
-    x = ctx.read("x", aligned=aligned)
+    # Without keepdims, result axes no longer line up with the input's.
+    x = ctx.read("x", axes="aligned" if attrs["keepdims"] else None)
     return Lowered(f"{REDUCTIONS[fn]}({x}, axis={tuple(attrs['axis'])}, keepdims={attrs['keepdims']})")
 
 
 def matmul(ctx: OpContext) -> Lowered:
-    x, y = ctx.read("x", aligned=False), ctx.read("y", aligned=False)
+    x, y = ctx.read("x", axes=None), ctx.read("y", axes=None)
     # fp32 operands (already rounded to their tile dtype) and an fp32 product: PSUM accumulates in fp32.
-    return Lowered(f"np.matmul({x}.T, {y})" if ctx.op.attrs["transpose_x"] else f"np.matmul({x}, {y})")
+    # The transposed operand is made contiguous first: OpenBLAS is pathologically slow on small transposed GEMMs.
+    if ctx.op.attrs["transpose_x"]:
+        return Lowered(f"np.matmul(np.ascontiguousarray({x}.T), {y})")
+    return Lowered(f"np.matmul({x}, {y})")
 
 
 def select(ctx: OpContext) -> Lowered:
@@ -91,7 +97,7 @@ def dropout(ctx: OpContext) -> Lowered:
 
 
 def random_seed(ctx: OpContext) -> Lowered:
-    ctx.e.line(f"rng.seed({ctx.read('seed', aligned=False)})")
+    ctx.e.line(f"rng.seed({ctx.read('seed', axes=None)})")
     return Lowered()
 
 

@@ -1,0 +1,141 @@
+"""The five kernels the NumPy-reference benchmark times, each beside the same math in plain NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+
+
+@nki.jit
+def matmul_tiled(lhsT, rhs):
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    TK, TM, TN = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // TM):
+        for n in nl.affine_range(N // TN):
+            acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // TK):
+                a = nl.load(lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+                b = nl.load(rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                acc += nl.matmul(a, b, transpose_x=True)
+            nl.store(result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=nl.copy(acc, dtype=result.dtype))
+    return result
+
+
+@nki.jit
+def softmax_rows(x):
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(cols)[None, :]
+    for t in nl.affine_range(rows // 128):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        tile = nl.load(x[i_p, i_f])
+        e = nl.exp(tile - nl.max(tile, axis=1, keepdims=True))
+        nl.store(out[i_p, i_f], value=e / nl.sum(e, axis=1, keepdims=True))
+    return out
+
+
+@nki.jit
+def rmsnorm(x, weight, eps=1e-6):
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(cols)[None, :]
+    w = nl.load(weight.reshape((1, cols))[nl.arange(1)[:, None], i_f])
+    for t in nl.affine_range(rows // 128):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        tile = nl.load(x[i_p, i_f])
+        inv_rms = nl.rsqrt(nl.mean(nl.square(tile), axis=1, keepdims=True) + eps)
+        nl.store(out[i_p, i_f], value=tile * inv_rms * w.broadcast_to((128, cols)))
+    return out
+
+
+@nki.jit
+def layernorm(x, gamma, beta, eps=1e-5):
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(cols)[None, :]
+    i_one = nl.arange(1)[:, None]
+    g = nl.load(gamma.reshape((1, cols))[i_one, i_f])
+    b = nl.load(beta.reshape((1, cols))[i_one, i_f])
+    for t in nl.affine_range(rows // 128):
+        i_p = t * 128 + nl.arange(128)[:, None]
+        tile = nl.load(x[i_p, i_f])
+        mean = nl.mean(tile, axis=1, keepdims=True)
+        centered = tile - mean
+        var = nl.mean(nl.square(centered), axis=1, keepdims=True)
+        nl.store(out[i_p, i_f], value=centered * nl.rsqrt(var + eps) * g + b)
+    return out
+
+
+@nki.jit
+def vit_attention(q, k, v, scale):
+    """Bidirectional attention per head: q, k, v are [heads, seq, d]; 128-row query tiles, the last one masked."""
+    heads, seq, d = q.shape
+    out = nl.ndarray((heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    i_d = nl.arange(d)[None, :]
+    i_s = nl.arange(seq)[None, :]
+    kv_tiles = [(j * 128, min(128, seq - j * 128)) for j in range((seq + 127) // 128)]
+    for h in nl.affine_range(heads):
+        kT = nl.load_transpose2d(k[h, nl.arange(seq)[:, None], i_d])  # [d, seq]
+        for qi in nl.affine_range((seq + 127) // 128):
+            i_q = qi * 128 + nl.arange(128)[:, None]
+            qT = nl.load_transpose2d(q[h, i_q, i_d], mask=(i_q < seq))  # [d, 128]
+            scores = nl.matmul(qT, kT, transpose_x=True)  # [128, seq] in PSUM
+            s = nl.multiply(scores, scale)
+            p = nl.exp(s - nl.max(s, axis=1, keepdims=True))
+            total = nl.sum(p, axis=1, keepdims=True)
+            acc = nl.zeros((128, d), nl.float32, buffer=nl.psum)
+            for start, size in kv_tiles:  # Python loop: unrolled, the ragged last key tile has a static size
+                i_k = start + nl.arange(size)[:, None]
+                pT = nl.transpose(p[nl.arange(128)[:, None], start + nl.arange(size)[None, :]])  # [size, 128]
+                v_tile = nl.load(v[h, i_k, i_d])  # [size, d]
+                acc += nl.matmul(pT, v_tile, transpose_x=True)
+            nl.store(out[h, i_q, i_d], value=acc / total, mask=(i_q < seq))
+        _ = i_s
+    return out
+
+
+# Plain NumPy, the same math, for the baseline.
+def np_matmul(lhsT, rhs):
+    return lhsT.T @ rhs
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def np_rmsnorm(x, weight, eps=1e-6):
+    return x / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + eps) * weight
+
+
+def np_layernorm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(axis=1, keepdims=True)
+    centered = x - mean
+    return centered / np.sqrt((centered * centered).mean(axis=1, keepdims=True) + eps) * gamma + beta
+
+
+def np_attention(q, k, v, scale):
+    s = (q @ k.transpose(0, 2, 1)) * scale
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p @ v) / p.sum(axis=-1, keepdims=True)
+
+
+def cases(rng: np.random.Generator):
+    """(name, kernel, numpy function, args) for each benchmark kernel, float32 inputs."""
+    f32 = np.float32
+    a, b = rng.standard_normal((512, 512)).astype(f32), rng.standard_normal((512, 512)).astype(f32)
+    sm = rng.standard_normal((4096, 512)).astype(f32)
+    x = rng.standard_normal((4096, 1024)).astype(f32)
+    w, g, bt = (rng.standard_normal(1024).astype(f32) for _ in range(3))
+    q, k, v = (rng.standard_normal((12, 197, 64)).astype(f32) for _ in range(3))
+    return [
+        ("matmul 512x512x512", matmul_tiled, np_matmul, (a, b)),
+        ("softmax 4096x512", softmax_rows, np_softmax, (sm,)),
+        ("rmsnorm 4096x1024", rmsnorm, np_rmsnorm, (x, w)),
+        ("layernorm 4096x1024", layernorm, np_layernorm, (x, g, bt)),
+        ("vit attention 12x197x64", vit_attention, np_attention, (q, k, v, 0.125)),
+    ]
