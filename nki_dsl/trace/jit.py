@@ -17,6 +17,11 @@ from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
 
+# Functions called with every freshly traced and verified kernel. Tools register here explicitly (the test suite
+# checks that each traced kernel's text round-trips through the parser).
+TRACE_HOOKS: list = []
+
+
 def _source_hash(fn) -> str:
     try:
         text = inspect.getsource(fn)
@@ -73,6 +78,8 @@ class JitKernel:
         if kernel is None:
             kernel = trace_kernel(self.fn, bound, grid)
             check(kernel, target=target)
+            for hook in TRACE_HOOKS:
+                hook(kernel)
             self._traced[key] = kernel
         return kernel, arrays, key
 

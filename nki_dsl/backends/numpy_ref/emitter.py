@@ -47,6 +47,7 @@ class Emitter:
         self.namespace: dict[str, object] = {}
         self._const_ids: dict[int, str] = {}
         self._tmp = 0
+        self.mutated = _mutated_storage(kernel)
 
     # -- module-level helpers ----------------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -112,6 +113,26 @@ class Emitter:
 
 def py_name(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name) or "kernel"
+
+
+def _mutated_storage(kernel: Kernel) -> set[str]:
+    """Names of tensors some op writes into after creating them (out/inout operands), with the reshape views
+    that share their storage. A result that would be a view of none of these can skip its defensive copy."""
+    from nki_dsl.ir.ops import OPS
+
+    roots: dict[str, str] = {}
+    written: set[str] = set()
+    for stmt, _ in kernel.walk():
+        if not isinstance(stmt, Op):
+            continue
+        if stmt.name == "hbm.reshape":
+            src = stmt.operands["x"].tensor.name
+            roots[stmt.result.name] = roots.get(src, src)
+        for o in OPS[stmt.name].writes:
+            v = stmt.operands.get(o.name)
+            if isinstance(v, Access):
+                written.add(roots.get(v.tensor.name, v.tensor.name))
+    return written | {view for view, root in roots.items() if root in written}
 
 
 def _is_shared_alloc(op: Op) -> bool:
@@ -273,7 +294,7 @@ class OpContext:
         dt = t.type.dtype
         rounded = f"ROUND[{dt!r}]({value})"
         if not self.box:
-            if not fresh and dtypes.compute_dtype(dt) == np.dtype(np.float32) and dtypes.get(dt).np_dtype == np.float32:
+            if not fresh and dt == "float32" and self._may_alias_mutated():
                 rounded = f"np.array({value}, dtype=np.float32)"
             self.e.line(f"{var} = {rounded}")
             return
@@ -282,6 +303,11 @@ class OpContext:
         if self.residual:
             rounded = f"np.where({self.residual}, {rounded}, {region})"
         self.e.line(f"{region} = {rounded}")
+
+    def _may_alias_mutated(self) -> bool:
+        """Could this op's result, if it were a view of its operands, see or cause an in-place write?"""
+        names = {self.op.result.name} | {v.tensor.name for v in self.op.operands.values() if isinstance(v, Access)}
+        return bool(names & self.e.mutated)
 
     def write_operand(self, name: str, value: str, accumulate: str) -> None:
         access = self.op.operands[name]

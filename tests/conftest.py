@@ -1,0 +1,22 @@
+"""Suite-wide checks: every kernel any test traces must print, parse back and print identically."""
+
+import pytest
+
+from nki_dsl.ir.parser import parse_kernel
+from nki_dsl.ir.printer import print_kernel
+from nki_dsl.trace.jit import TRACE_HOOKS
+from nki_dsl.verify import check
+
+
+def _round_trip(kernel):
+    text = print_kernel(kernel)
+    again = parse_kernel(text)
+    assert print_kernel(again) == text, f"IR text of {kernel.name} does not round-trip"
+    check(again)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def round_trip_every_traced_kernel():
+    TRACE_HOOKS.append(_round_trip)
+    yield
+    TRACE_HOOKS.remove(_round_trip)
