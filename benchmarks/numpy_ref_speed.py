@@ -16,6 +16,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 # Both sides call the same BLAS. OpenBLAS's thread pool on a small shared machine makes a 512^3 GEMM vary
 # five-fold from run to run, which drowns the ratio being measured; one thread each keeps it stable and fair.
@@ -69,7 +70,7 @@ def main() -> int:
             print(f"{name}: WRONG RESULT (max |err| {np.max(np.abs(got - want)):.3g})")
             return 1
         first = first_call_time(kernel, kargs)
-        t_nki, t_np = median_times([lambda: kernel(*kargs), lambda: np_fn(*kargs)], args.repeat)
+        t_nki, t_np = median_times([partial(kernel, *kargs), partial(np_fn, *kargs)], args.repeat)
         worst = max(worst, t_nki / t_np)
         print(f"{name:26} {t_nki * 1e3:10.2f} {t_np * 1e3:11.2f} {t_nki / t_np:7.2f} {first * 1e3:16.1f}")
     print(f"worst steady-state ratio: {worst:.2f}x plain NumPy")

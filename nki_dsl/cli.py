@@ -58,7 +58,8 @@ def parse_arg(text: str):
     try:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
-        raise SystemExit(f"--arg {name}: {value!r} is neither SHAPE:DTYPE (e.g. 128x512:float32) nor a literal") from None
+        message = f"--arg {name}: {value!r} is neither SHAPE:DTYPE (e.g. 128x512:float32) nor a literal"
+        raise SystemExit(message) from None
 
 
 def parse_grid(text: str | None) -> tuple[int, ...]:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from nki_dsl import dtypes
 
 
-class Buffer(str, Enum):
+class Buffer(StrEnum):
     HBM = "hbm"  # alias of private_hbm in NKI; kernel parameters live here
     SHARED_HBM = "shared_hbm"
     PRIVATE_HBM = "private_hbm"

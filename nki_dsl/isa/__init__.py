@@ -1,1 +1,57 @@
-"""``nki_dsl.isa`` (``nisa``): engine instructions, each running on the engine it names."""
+"""``nki_dsl.isa`` (``nisa``): engine instructions in the style of legacy ``neuronxcc.nki.isa``.
+
+Each function emits one instruction of the op table (``nki_dsl.ir.ops.isa``) on the engine it names and returns
+its result tile (``dma_copy`` writes into ``dst`` and returns None). Functions are passed as NumPy ufuncs, ``nl``
+functions or names; ``mask=`` and ``dtype=`` work as on ``nl`` ops.
+"""
+
+from nki_dsl.isa.activations import activation, activation_reduce
+from nki_dsl.isa.dma import dma_copy, dma_transpose
+from nki_dsl.isa.enums import (
+    DgeMode,
+    Engine,
+    NcVersion,
+    OobMode,
+    ReduceCmd,
+    dge_mode,
+    engine,
+    get_nc_version,
+    gpsimd_engine,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+    scalar_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
+from nki_dsl.isa.indexing import affine_select, iota
+from nki_dsl.isa.matmul import nc_matmul, nc_transpose
+from nki_dsl.isa.reductions import bn_aggr, bn_stats, tensor_partition_reduce, tensor_reduce
+from nki_dsl.isa.vector_alu import (
+    memset,
+    reciprocal,
+    scalar_tensor_tensor,
+    tensor_copy,
+    tensor_scalar,
+    tensor_scalar_reduce,
+    tensor_tensor,
+    tensor_tensor_scan,
+)
+
+# Instruction name (as in the op table, without "nisa.") -> API function.
+INSTRUCTIONS = {
+    f.__name__: f
+    for f in (
+        nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar,
+        tensor_scalar_reduce, scalar_tensor_tensor, tensor_tensor_scan, tensor_copy, reciprocal, memset,
+        tensor_reduce, tensor_partition_reduce, bn_stats, bn_aggr, iota, affine_select, dma_copy, dma_transpose,
+    )
+}  # fmt: skip
+
+__all__ = [
+    *INSTRUCTIONS,
+    "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version",
+    "Engine", "ReduceCmd", "DgeMode", "OobMode", "NcVersion",
+    "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
+]  # fmt: skip

@@ -16,7 +16,6 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
-
 # Functions called with every freshly traced and verified kernel. Tools register here explicitly (the test suite
 # checks that each traced kernel's text round-trips through the parser).
 TRACE_HOOKS: list = []

@@ -11,8 +11,10 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
+from nki_dsl.ir.affine import Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Op
 from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.trace.builder import caller_loc, current
@@ -45,12 +47,13 @@ def build_op(
     if unknown:
         raise NkiApiError(f"unexpected operand(s) {sorted(unknown)}", loc, name)
     attrs = _attrs(name, spec, attrs or {}, loc)
+    ir_operands = _align_ranks(spec, ir_operands, attrs)
 
     result = None
     if spec.result is not None:
         rtype = result_type if spec.result == "declared" else _infer_type(name, spec, ir_operands, attrs, dtype, loc)
         result = builder.new_tensor(rtype, "alloc" if spec.result == "declared" else "tile", hint)
-    op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc))
+    op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc, attrs))
     builder.emit(op)
     return NkiTensor(result) if result is not None else None
 
@@ -80,6 +83,43 @@ def _operand(op_name, ospec, value, loc) -> Access | Imm:
     )
 
 
+def _align_ranks(spec, operands: dict, attrs: dict) -> dict:
+    """Give tile operands the ranks the op combines them at.
+
+    * A tile always has a free axis: a 1-D access (``A[0:128, j]``, a 1-D HBM tensor) is read as ``[n, 1]``.
+    * Operands of lower rank than the op broadcast *partition-aligned*: their partition axis lines up with the
+      others' and size-1 axes are inserted after it (``[128, 1]`` against ``[128, 4, 8]`` reads as
+      ``[128, 1, 1]``), because a tile's first axis is always its partition axis. Equal ranks broadcast as in
+      NumPy.
+    """
+    if spec.family == "reshape":
+        return operands
+    out = {n: _pad_to(v, 2) if isinstance(v, Access) and len(v.shape) == 1 else v for n, v in operands.items()}
+    tiles = {n: v for n, v in out.items() if isinstance(v, Access)}
+    if spec.shape is shape_rules.broadcast and tiles:
+        rank = max(len(v.shape) for v in tiles.values())
+        return {n: _pad_to(v, rank) if n in tiles else v for n, v in out.items()}
+    if spec.family in ("assign", "store"):
+        dst = next((out[o.name] for o in spec.writes if isinstance(out.get(o.name), Access)), None)
+        srcs = [o.name for o in spec.operands if o.role == "in" and isinstance(out.get(o.name), Access)]
+        if dst is not None:
+            return {n: _pad_to(v, len(dst.shape)) if n in srcs else v for n, v in out.items()}
+    if spec.family == "broadcast_to" and isinstance(out.get("x"), Access):
+        return {**out, "x": _pad_to(out["x"], len(attrs["shape"]))}
+    return out
+
+
+def _pad_to(a: Access, rank: int) -> Access:
+    """``a`` with size-1 axes inserted after its partition axis up to ``rank`` (no new index terms: the new axes
+    are broadcast)."""
+    k = rank - len(a.shape)
+    if k <= 0:
+        return a
+    shift = {f"d{j}": f"d{j + k}" for j in range(1, len(a.shape))}
+    index = tuple(e.rename(shift) for e in a.index)
+    return Access(a.tensor, index, (a.shape[0],) + (1,) * k + tuple(a.shape[1:]))
+
+
 def _attrs(op_name, spec, given: dict, loc) -> dict:
     known = {a.name for a in spec.attrs}
     unknown = set(given) - known
@@ -104,7 +144,7 @@ def _infer_type(op_name, spec, operands, attrs, dtype, loc) -> TensorType:
         result_dtype = dtypes.normalize(dtype)
     else:
         result_dtype = _result_dtype(spec, operands)
-    return TensorType(tuple(shape), result_dtype, Buffer(spec.result))
+    return TensorType(tuple(shape), result_dtype, Buffer(spec.result_buffer(attrs)))
 
 
 def _result_dtype(spec, operands) -> str:
@@ -127,7 +167,36 @@ def _result_dtype(spec, operands) -> str:
     return result
 
 
-def _mask(op_name, mask, spec, operands, result, loc):
+def _reduction_input(spec, operands) -> Access | None:
+    """The tile a free-axis reduction reads, for ops with ``axis``/``keepdims`` attributes."""
+    names = {a.name for a in spec.attrs}
+    if not {"axis", "keepdims"} <= names:
+        return None
+    tiles = [v for v in operands.values() if isinstance(v, Access)]
+    return tiles[0] if tiles else None
+
+
+def _mask_over_result(op_name, mask: MaskValue, in_rank: int, out_rank: int, attrs, loc) -> Mask:
+    """A reduction's mask written over its input's axes (``mask=(i0 < n)`` with ``i0`` from a 5-D mgrid), moved
+    to the result's axes. Conditions on a reduced axis would change what is summed, which a mask cannot do."""
+    reduced = set(shape_rules.normalize_axes(attrs["axis"], in_rank))
+    kept = [k for k in range(in_rank) if k not in reduced]
+    rename = {f"d{k}": f"d{j}" for j, k in enumerate(kept)}
+    aligned = mask.aligned(in_rank)
+    bad = sorted(v for v in aligned.vars() if var_kind(v) == "axis" and var_number(v) in reduced)
+    if bad:
+        raise NkiTraceError(
+            f"the mask constrains reduced axis {', '.join(bad)}; a mask may only select kept (e.g. partition) axes",
+            loc,
+            op_name,
+        )
+    moved = aligned.rename(rename)
+    if any(var_number(v) >= out_rank for v in moved.vars() if var_kind(v) == "axis"):
+        raise NkiTraceError(f"mask of rank {len(mask.shape)} does not fit the result of rank {out_rank}", loc, op_name)
+    return moved
+
+
+def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
     if mask is None:
         return None
     if not isinstance(mask, MaskValue):
@@ -139,6 +208,9 @@ def _mask(op_name, mask, spec, operands, result, loc):
     else:
         written = [operands[o.name] for o in spec.writes if o.name in operands]
         ndim = len(written[0].shape) if written else len(mask.shape)
+    reduced = _reduction_input(spec, operands)
+    if reduced is not None and len(mask.shape) == len(reduced.shape) and len(mask.shape) != ndim:
+        return _mask_over_result(op_name, mask, len(reduced.shape), ndim, attrs, loc)
     if len(mask.shape) > ndim:
         raise NkiTraceError(f"mask of rank {len(mask.shape)} is applied to an op of rank {ndim}", loc, op_name)
     aligned = mask.aligned(ndim)

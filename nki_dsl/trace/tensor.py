@@ -58,9 +58,9 @@ class _TileLike:
 
     def __setitem__(self, key, value) -> None:
         target = index_access(self.access(), key, caller_loc())
-        if isinstance(value, TileView) and value._accumulated_into is not None:
-            if _same_access(value._accumulated_into, target):
-                return  # ``t[k] += x`` already accumulated in TileView.__iadd__
+        accumulated = isinstance(value, TileView) and value._accumulated_into is not None
+        if accumulated and _same_access(value._accumulated_into, target):
+            return  # ``t[k] += x`` already accumulated in TileView.__iadd__
         _memory().assign(target, value)
 
     def broadcast_to(self, shape):

@@ -5,14 +5,25 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.verify.rules import RULES
+from nki_dsl.verify.program import shared
+from nki_dsl.verify.rules import RULES, WELL_FORMED
 
 
 def verify_kernel(kernel: Kernel, target: str = "trn2") -> list[Diagnostic]:
-    """Every diagnostic, in program order."""
+    """Every diagnostic, in source-line order. Rules past the well-formedness checks run only on well-formed IR."""
     found: list[Diagnostic] = []
-    for rule in RULES:
-        found.extend(rule(kernel, target))
+    with shared(kernel):
+        for rule in WELL_FORMED:
+            found = rule(kernel, target)
+            if found:
+                return _ordered(found)
+        for rule in RULES:
+            if rule not in WELL_FORMED:
+                found.extend(rule(kernel, target))
+    return _ordered(found)
+
+
+def _ordered(found: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(found, key=lambda d: (d.loc.line, d.rule))
 
 

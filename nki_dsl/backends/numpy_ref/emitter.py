@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nki_dsl import dtypes
+from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affine_code
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.types import Buffer
-from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affine_code
 
 
 @dataclass
@@ -242,7 +241,8 @@ class OpContext:
         when there is no correspondence (such an op cannot take a mask over tile axes)."""
         v = self.op.operands[name]
         if isinstance(v, Imm):
-            return repr(v.value) if not isinstance(v.value, float) or np.isfinite(v.value) else f"np.float32({v.value!r})"
+            finite = not isinstance(v.value, float) or np.isfinite(v.value)
+            return repr(v.value) if finite else f"np.float32({v.value!r})"
         return self.code(v, axes).read
 
     def code(self, access: Access, axes: str | dict[int, int] | None = "aligned") -> AccessCode:

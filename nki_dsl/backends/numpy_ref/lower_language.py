@@ -8,7 +8,6 @@ from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.runtime import ROUND
 
-
 TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
 
 

@@ -1,7 +1,225 @@
-"""Op table entries for ``nki.isa`` (nisa) engine instructions. Each names the engine it runs on."""
+"""Op table entries for ``nki.isa`` (nisa) engine instructions. Each names the engine it runs on.
+
+Instructions that let the kernel pick an engine (``engine=``) record the choice as an ``engine`` attribute whose
+``choices`` are the engines allowed, and ``OpSpec.engine`` holds the default. Function arguments (activation
+functions, ALU operators, reductions) are ``fn`` attributes; an absent optional function is ``"none"``.
+"""
 
 from __future__ import annotations
 
-from nki_dsl.ir.ops.spec import OpSpec
+from nki_dsl.ir import functions
+from nki_dsl.ir.ops import shapes as rules
+from nki_dsl.ir.ops.spec import ANY_BUFFER, REQUIRED, AttrSpec, OperandSpec, OpSpec
 
-ISA_OPS: list[OpSpec] = []
+# Scalar-engine activation functions (reference/nki.md §2.3, "Activation functions").
+ACTIVATIONS = (
+    "copy", "square", "sigmoid", "relu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid", "silu",
+    "silu_dx", "tanh", "softplus", "mish", "erf", "erf_dx", "exp", "log", "sin", "arctan", "sqrt", "rsqrt",
+    "reciprocal", "sign", "abs",
+)  # fmt: skip
+ALU_OPS = functions.BINARY
+REDUCE_OPS = functions.REDUCIBLE
+# Free-axis reductions fused into activation / tensor_scalar (accumulator registers hold fp32 sums and extremes).
+ACCUMULATE_OPS = ("add", "maximum", "minimum", "multiply")
+REDUCE_CMDS = ("idle", "reset", "reset_reduce", "reduce")
+OOB_MODES = ("error", "skip")
+DGE_MODES = ("none", "swdge", "hwdge", "unknown")
+# The transposes the DMA engines perform, by rank (nki.md §2.3 dma_transpose).
+DMA_TRANSPOSE_AXES = {2: ((1, 0),), 3: ((2, 1, 0),), 4: ((3, 1, 2, 0),)}
+BN_STATS_WIDTH = 6  # (count, mean, count*var) of the even elements, then of the odd elements
+BN_GROUP = 3
+
+
+def _engine_attr(*engines: str) -> AttrSpec:
+    return AttrSpec("engine", "str", engines[0], choices=engines)
+
+
+def _fn(name: str, choices: tuple[str, ...], default=None) -> AttrSpec:
+    return AttrSpec(name, "fn", REQUIRED if default is None else default, choices=choices)
+
+
+def _per_partition(shapes: dict, data: str, names: tuple[str, ...]) -> None:
+    """Operands broadcast along the free axes must be ``[P, 1]`` tiles with the data's partition count."""
+    p = shapes[data][0]
+    for n in names:
+        s = shapes.get(n)
+        if s is not None and (len(s) != 2 or s[0] != p or s[1] != 1):
+            raise rules.ShapeError(
+                f"operand '{n}' {list(s)} must be a [{p}, 1] tile (one value per partition of "
+                f"'{data}' {list(shapes[data])})"
+            )
+
+
+def _at_least_2d(shapes: dict, name: str) -> tuple[int, ...]:
+    s = tuple(shapes[name])
+    if len(s) < 2:
+        raise rules.ShapeError(f"operand '{name}' {list(s)} must be a tile of rank >= 2 (partition axis first)")
+    return s
+
+
+def _nc_matmul_shape(shapes, attrs):
+    st, mv = shapes["stationary"], shapes["moving"]
+    if len(st) != 2 or len(mv) != 2:
+        raise rules.ShapeError(f"operands 'stationary' {list(st)} and 'moving' {list(mv)} must be 2-D tiles")
+    if st[0] != mv[0]:
+        raise rules.ShapeError(f"contraction (partition) sizes differ: 'stationary' {list(st)} vs 'moving' {list(mv)}")
+    return (st[1], mv[1])
+
+
+def _activation_shape(shapes, attrs):
+    s = _at_least_2d(shapes, "data")
+    _per_partition(shapes, "data", ("bias", "scale", "reduce_res"))
+    return s
+
+
+def _tensor_scalar_shape(shapes, attrs):
+    s = _at_least_2d(shapes, "data")
+    _per_partition(shapes, "data", ("operand0", "operand1", "reduce_res"))
+    return s
+
+
+def _scalar_tensor_tensor_shape(shapes, attrs):
+    _per_partition(shapes, "data", ("operand0",))
+    return rules.broadcast({"data": shapes["data"], "operand1": shapes["operand1"]}, attrs)
+
+
+def _scan_shape(shapes, attrs):
+    d0, d1 = _at_least_2d(shapes, "data0"), _at_least_2d(shapes, "data1")
+    if d0 != d1:
+        raise rules.ShapeError(f"operands 'data0' {list(d0)} and 'data1' {list(d1)} must have the same shape")
+    _per_partition(shapes, "data0", ("initial",))
+    return d0
+
+
+def _tensor_reduce_shape(shapes, attrs):
+    s = _at_least_2d(shapes, "data")
+    if 0 in rules.normalize_axes(attrs["axis"], len(s)):
+        raise rules.ShapeError(f"axis {list(attrs['axis'])} includes the partition axis 0; tensor_reduce reduces "
+                               f"free axes (use nisa.tensor_partition_reduce across partitions)")  # fmt: skip
+    return rules.reduce_axes("data")(shapes, attrs)
+
+
+def _partition_reduce_shape(shapes, attrs):
+    return (1, *_at_least_2d(shapes, "data")[1:])
+
+
+def _bn_stats_shape(shapes, attrs):
+    return (_at_least_2d(shapes, "data")[0], BN_STATS_WIDTH)
+
+
+def _bn_aggr_shape(shapes, attrs):
+    s = shapes["data"]
+    if len(s) != 2 or s[1] % BN_GROUP or not s[1]:
+        raise rules.ShapeError(f"operand 'data' {list(s)} must be [P, 3*k]: (count, mean, count*var) groups as "
+                           f"nisa.bn_stats writes them")  # fmt: skip
+    return (s[0], 2)
+
+
+def _affine_select_shape(shapes, attrs):
+    return _at_least_2d(shapes, "on_true_tile")
+
+
+def _dma_transpose_shape(shapes, attrs):
+    s = shapes["src"]
+    axes = tuple(attrs["axes"])
+    if sorted(axes) != list(range(len(s))):
+        raise rules.ShapeError(f"axes {list(axes)} is not a permutation of the {len(s)} axes of 'src' {list(s)}")
+    return tuple(s[a] for a in axes)
+
+
+DATA = OperandSpec("data")
+PER_PARTITION = dict(scalar=True)  # an immediate, or a [P, 1] tile broadcast along the free axes
+
+ISA_OPS: list[OpSpec] = [
+    # -- Tensor engine -------------------------------------------------------------------------------------------
+    OpSpec("nisa.nc_matmul", "isa.nc_matmul",
+           (OperandSpec("stationary", buffers=("sbuf",)), OperandSpec("moving", buffers=("sbuf",))),
+           (AttrSpec("is_stationary_onezero", "bool", False), AttrSpec("is_moving_onezero", "bool", False),
+            AttrSpec("is_transpose", "bool", False), AttrSpec("tile_position", "ints", ()),
+            AttrSpec("tile_size", "ints", ())),
+           result="psum", result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
+           doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
+    OpSpec("nisa.nc_transpose", "isa.nc_transpose", (DATA,), (_engine_attr("tensor", "vector"),),
+           result="psum", result_dtype="first", shape=rules.transposed("data"), engine="tensor",
+           result_by_attr=("engine", (("tensor", "psum"), ("vector", "sbuf"))),
+           doc="2-D transpose: Tensor engine into PSUM (<=128x128) or Vector engine into SBUF (<=32x32)"),
+    # -- Scalar engine -------------------------------------------------------------------------------------------
+    OpSpec("nisa.activation", "isa.activation",
+           (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
+            OperandSpec("reduce_res", role="out", optional=True)),
+           (_fn("op", ACTIVATIONS), _fn("reduce_op", ("none",) + ACCUMULATE_OPS, "none"),
+            AttrSpec("reduce_cmd", "str", "idle", choices=REDUCE_CMDS)),
+           result_dtype="first", shape=_activation_shape, engine="scalar", extra={"promote": ["data"]},
+           doc="op(data * scale + bias); with reduce_op, reduce_res receives the free-axis reduction"),
+    OpSpec("nisa.activation_reduce", "isa.activation",
+           (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
+            OperandSpec("reduce_res", role="out")),
+           (_fn("op", ACTIVATIONS), _fn("reduce_op", ACCUMULATE_OPS)),
+           result_dtype="first", shape=_activation_shape, engine="scalar", extra={"promote": ["data"]},
+           doc="activation plus the free-axis reduction of its output into reduce_res"),
+    # -- Vector engine: elementwise ------------------------------------------------------------------------------
+    OpSpec("nisa.tensor_tensor", "isa.tensor_tensor", (OperandSpec("data1"), OperandSpec("data2")),
+           (_fn("op", ALU_OPS), _engine_attr("vector", "gpsimd")),
+           shape=rules.broadcast, engine="vector", doc="data1 op data2"),
+    OpSpec("nisa.tensor_scalar", "isa.tensor_scalar",
+           (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("operand1", optional=True, **PER_PARTITION)),
+           (_fn("op0", ALU_OPS), AttrSpec("reverse0", "bool", False), _fn("op1", ("none",) + ALU_OPS, "none"),
+            AttrSpec("reverse1", "bool", False), _engine_attr("vector", "scalar", "gpsimd")),
+           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", extra={"promote": ["data"]},
+           doc="(data op0 operand0) op1 operand1, operands immediates or [P, 1] tiles; reverse swaps an op's operands"),
+    OpSpec("nisa.tensor_scalar_reduce", "isa.tensor_scalar_reduce",
+           (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("reduce_res", role="out")),
+           (_fn("op0", ALU_OPS), AttrSpec("reverse0", "bool", False), _fn("reduce_op", ACCUMULATE_OPS)),
+           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", extra={"promote": ["data"]},
+           doc="data op0 operand0, and its free-axis reduction into reduce_res"),
+    OpSpec("nisa.scalar_tensor_tensor", "isa.scalar_tensor_tensor",
+           (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("operand1")),
+           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", "bool", False),
+            AttrSpec("reverse1", "bool", False)),
+           shape=_scalar_tensor_tensor_shape, engine="vector", extra={"promote": ["data", "operand1"]},
+           doc="(data op0 operand0) op1 operand1, operand0 an immediate or [P, 1] tile, operand1 a tile"),
+    OpSpec("nisa.tensor_tensor_scan", "isa.tensor_tensor_scan",
+           (OperandSpec("data0"), OperandSpec("data1"), OperandSpec("initial", **PER_PARTITION)),
+           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", "bool", False),
+            AttrSpec("reverse1", "bool", False)),
+           shape=_scan_shape, engine="vector", extra={"promote": ["data0", "data1"]},
+           doc="r[:, j] = (data0[:, j] op0 r[:, j-1]) op1 data1[:, j], r[:, -1] = initial, along the free axes"),
+    OpSpec("nisa.tensor_copy", "isa.tensor_copy", (OperandSpec("src"),), (_engine_attr("vector", "scalar", "gpsimd"),),
+           result_dtype="first", shape=rules.same_as("src"), engine="vector", doc="a copy of src (SBUF/PSUM -> SBUF)"),
+    OpSpec("nisa.reciprocal", "isa.reciprocal", (DATA,), result_dtype="first", shape=rules.same_as("data"),
+           engine="vector", doc="1 / data"),
+    OpSpec("nisa.memset", "isa.memset", (OperandSpec("value", tile=False, scalar=True),),
+           (AttrSpec("shape", "shape"), _engine_attr("vector", "gpsimd")),
+           result_dtype="float32", shape=rules.from_attr("shape"), engine="vector", doc="a tile filled with value"),
+    # -- Vector engine: reductions and statistics ----------------------------------------------------------------
+    OpSpec("nisa.tensor_reduce", "isa.tensor_reduce", (DATA,),
+           (_fn("op", REDUCE_OPS), AttrSpec("axis", "ints"), AttrSpec("negate", "bool", False),
+            AttrSpec("keepdims", "bool", False)),
+           result_dtype="first", shape=_tensor_reduce_shape, engine="vector",
+           doc="op-reduction of data along free axes; negated when negate"),
+    OpSpec("nisa.bn_stats", "isa.bn_stats", (DATA,), result_dtype="first", shape=_bn_stats_shape, engine="vector",
+           doc="per partition: count, mean, count*var of the even elements, then of the odd elements"),
+    OpSpec("nisa.bn_aggr", "isa.bn_aggr", (DATA,), result_dtype="first", shape=_bn_aggr_shape, engine="vector",
+           doc="mean and population variance per partition from concatenated (count, mean, count*var) groups"),
+    # -- GpSimd engine -------------------------------------------------------------------------------------------
+    OpSpec("nisa.tensor_partition_reduce", "isa.tensor_partition_reduce", (DATA,), (_fn("op", REDUCE_OPS),),
+           result_dtype="first", shape=_partition_reduce_shape, engine="gpsimd",
+           doc="op-reduction across partitions -> [1, F]"),
+    OpSpec("nisa.iota", "isa.iota", (), (AttrSpec("expr", "affine"), AttrSpec("shape", "shape")),
+           result_dtype="int32", shape=rules.from_attr("shape"), engine="gpsimd",
+           doc="a tile holding the integer values of an index expression over its axes d0..dn"),
+    OpSpec("nisa.affine_select", "isa.affine_select",
+           (OperandSpec("on_true_tile"), OperandSpec("on_false_value", tile=False, scalar=True)),
+           (AttrSpec("pred", "mask"),), result_dtype="first", shape=_affine_select_shape, engine="gpsimd",
+           extra={"promote": ["on_true_tile"]},
+           doc="on_true_tile where the compile-time predicate over the tile axes holds, else on_false_value"),
+    # -- DMA -----------------------------------------------------------------------------------------------------
+    OpSpec("nisa.dma_copy", "isa.dma_copy",
+           (OperandSpec("dst", role="out", buffers=ANY_BUFFER), OperandSpec("src", buffers=ANY_BUFFER)),
+           (_fn("dst_rmw_op", ("none", "add"), "none"), AttrSpec("oob_mode", "str", "error", choices=OOB_MODES),
+            AttrSpec("dge_mode", "str", "unknown", choices=DGE_MODES)),
+           result=None, engine="dma", doc="src -> dst (any memory), optionally dst = dst + src"),
+    OpSpec("nisa.dma_transpose", "isa.dma_transpose", (OperandSpec("src", buffers=ANY_BUFFER),),
+           (AttrSpec("axes", "ints"),), result_dtype="first", shape=_dma_transpose_shape, engine="dma",
+           doc="src with its axes permuted (2-D: swapped) into SBUF"),
+]  # fmt: skip

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nki_dsl.ir import functions
-from nki_dsl.ir.ops import shapes as S
+from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.spec import ANY_BUFFER, HBM, ON_CHIP, AttrSpec, OperandSpec, OpSpec
 
 X = OperandSpec("x")
@@ -14,7 +14,7 @@ Y_OR_SCALAR = OperandSpec("y", scalar=True)
 def _matmul_shape(shapes, attrs):
     x, y = shapes["x"], shapes["y"]
     if len(x) != 2 or len(y) != 2:
-        raise S.ShapeError(f"operands 'x' {list(x)} and 'y' {list(y)} must be 2-D tiles")
+        raise shape_rules.ShapeError(f"operands 'x' {list(x)} and 'y' {list(y)} must be 2-D tiles")
     # transpose_x: x is [K, M] (contraction on partitions); otherwise x is [M, K] and is transposed first.
     m = x[1] if attrs["transpose_x"] else x[0]
     return (m, y[1])
@@ -23,14 +23,14 @@ def _matmul_shape(shapes, attrs):
 def _expand_dims_shape(shapes, attrs):
     s = list(shapes["x"])
     axes = (attrs["axis"],) if isinstance(attrs["axis"], int) else tuple(attrs["axis"])
-    for a in S.normalize_axes(axes, len(s) + len(axes)):
+    for a in shape_rules.normalize_axes(axes, len(s) + len(axes)):
         s.insert(a, 1)
     return tuple(s)
 
 
 def _unary(name: str) -> OpSpec:
     int_fn = name in functions.BITWISE or name in functions.LOGICAL
-    return OpSpec(f"nl.{name}", "unary", (X,), shape=S.same_as("x"), int_only=name in functions.BITWISE,
+    return OpSpec(f"nl.{name}", "unary", (X,), shape=shape_rules.same_as("x"), int_only=name in functions.BITWISE,
                   result_dtype="bool_" if int_fn and name.startswith("logical") else "first",
                   extra={"fn": name})  # fmt: skip
 
@@ -40,13 +40,13 @@ def _binary(name: str) -> OpSpec:
         rdt = "bool_"
     else:
         rdt = "promote"
-    return OpSpec(f"nl.{name}", "binary", (X_OR_SCALAR, Y_OR_SCALAR), shape=S.broadcast, result_dtype=rdt,
+    return OpSpec(f"nl.{name}", "binary", (X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast, result_dtype=rdt,
                   int_only=name in functions.BITWISE, extra={"fn": name})  # fmt: skip
 
 
 def _reduce(name: str, fn: str) -> OpSpec:
     return OpSpec(f"nl.{name}", "reduce", (X,), (AttrSpec("axis", "ints"), AttrSpec("keepdims", "bool", False)),
-                  shape=S.reduce_axes("x"), result_dtype="first", extra={"fn": fn})  # fmt: skip
+                  shape=shape_rules.reduce_axes("x"), result_dtype="first", extra={"fn": fn})  # fmt: skip
 
 
 UNARY_NL = tuple(f for f in functions.UNARY if f != "copy")
@@ -55,36 +55,36 @@ REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multipl
               "mean": "mean", "var": "var"}  # fmt: skip
 
 LANGUAGE_OPS: list[OpSpec] = [
-    OpSpec("alloc", "alloc", (), result="declared", result_dtype="declared", shape=S.declared,
+    OpSpec("alloc", "alloc", (), result="declared", result_dtype="declared", shape=shape_rules.declared,
            doc="declare a tensor (nl.ndarray, nl.empty_like, an HBM output); its contents start undefined"),
     OpSpec("nl.full", "fill", (), (AttrSpec("value", "float"),), result="declared", result_dtype="declared",
-           shape=S.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
-    OpSpec("nl.load", "load", (OperandSpec("src", buffers=HBM),), shape=S.same_as("src"), result_dtype="first",
-           doc="HBM -> SBUF"),
+           shape=shape_rules.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
+    OpSpec("nl.load", "load", (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
+           result_dtype="first", doc="HBM -> SBUF"),
     OpSpec("nl.load_transpose2d", "load_transpose2d", (OperandSpec("src", buffers=HBM),),
-           shape=S.transposed("src"), result_dtype="first", doc="HBM -> SBUF with the two dims swapped",
+           shape=shape_rules.transposed("src"), result_dtype="first", doc="HBM -> SBUF with the two dims swapped",
            extra={"mask_axes": "transposed"}),
     OpSpec("nl.store", "store", (OperandSpec("dst", role="out", buffers=HBM), OperandSpec("value")),
            result=None, doc="SBUF/PSUM -> HBM"),
     OpSpec("assign", "assign", (OperandSpec("dst", role="out", buffers=ON_CHIP), OperandSpec("src", scalar=True)),
            (AttrSpec("accumulate", "fn", "none", choices=("none",) + functions.REDUCIBLE),),
            result=None, doc="t[...] = x, or t[...] += x (accumulate=add) into an existing on-chip tensor"),
-    OpSpec("nl.copy", "copy", (X,), shape=S.same_as("x"), result_dtype="first"),
-    OpSpec("nl.transpose", "transpose", (X,), shape=S.transposed("x"), result_dtype="first",
+    OpSpec("nl.copy", "copy", (X,), shape=shape_rules.same_as("x"), result_dtype="first"),
+    OpSpec("nl.transpose", "transpose", (X,), shape=shape_rules.transposed("x"), result_dtype="first",
            extra={"mask_axes": "transposed"}),
-    OpSpec("nl.broadcast_to", "broadcast_to", (X,), (AttrSpec("shape", "ints"),), shape=S.from_attr("shape"),
+    OpSpec("nl.broadcast_to", "broadcast_to", (X,), (AttrSpec("shape", "ints"),), shape=shape_rules.from_attr("shape"),
            result_dtype="first"),
     OpSpec("nl.expand_dims", "expand_dims", (X,), (AttrSpec("axis", "ints"),), shape=_expand_dims_shape,
            result_dtype="first"),
     OpSpec("nl.matmul", "matmul", (OperandSpec("x", buffers=("sbuf",)), OperandSpec("y", buffers=("sbuf",))),
            (AttrSpec("transpose_x", "bool", False),), result="psum", result_dtype="float32",
            shape=_matmul_shape, doc="x @ y (or x.T @ y with transpose_x) on the Tensor engine, fp32 into PSUM"),
-    OpSpec("nl.where", "select", (OperandSpec("condition"), X_OR_SCALAR, Y_OR_SCALAR), shape=S.broadcast),
-    OpSpec("nl.dropout", "dropout", (X, OperandSpec("rate", scalar=True)), shape=S.same_as("x"),
+    OpSpec("nl.where", "select", (OperandSpec("condition"), X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast),
+    OpSpec("nl.dropout", "dropout", (X, OperandSpec("rate", scalar=True)), shape=shape_rules.same_as("x"),
            result_dtype="first", float_only=True),
     OpSpec("nl.random_seed", "random_seed", (OperandSpec("seed", scalar=True),), result=None),
     OpSpec("hbm.reshape", "reshape", (OperandSpec("x", buffers=HBM),), (AttrSpec("shape", "ints"),),
-           result="declared", result_dtype="declared", shape=S.declared,
+           result="declared", result_dtype="declared", shape=shape_rules.declared,
            doc="a reshaped view of an HBM tensor (same storage)"),
     *(_unary(f) for f in UNARY_NL),
     *(_binary(f) for f in BINARY_NL),

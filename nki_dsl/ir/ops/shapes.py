@@ -13,7 +13,7 @@ def broadcast(shapes: dict[str, tuple[int, ...]], attrs: dict) -> tuple[int, ...
         raise ShapeError("needs at least one tile operand")
     ndim = max(len(s) for s in shapes.values())
     out = [1] * ndim
-    for name, s in shapes.items():
+    for s in shapes.values():
         padded = (1,) * (ndim - len(s)) + tuple(s)
         for k, e in enumerate(padded):
             if e == out[k] or e == 1:

@@ -55,6 +55,9 @@ class OpSpec:
     promotion of the tile operands), ``first`` (dtype of the first tile operand), a dtype name, or ``declared``.
     ``engine``: the engine an ``nisa`` instruction names; None for language-level ops (lowering decides).
     ``float_only``: tile operands must be float; ``int_only``: must be integer or bool.
+    ``result_by_attr``: for instructions whose result buffer follows an attribute (``nisa.nc_transpose`` writes
+    PSUM on the Tensor engine, SBUF on the Vector engine): ``(attr name, ((attr value, buffer), ...))``; values
+    not listed keep ``result``. Read the buffer with ``result_buffer(attrs)``.
     """
 
     name: str
@@ -69,6 +72,7 @@ class OpSpec:
     int_only: bool = False
     doc: str = ""
     extra: dict = field(default_factory=dict)
+    result_by_attr: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
     def operand(self, name: str) -> OperandSpec:
         for o in self.operands:
@@ -81,6 +85,13 @@ class OpSpec:
             if a.name == name:
                 return a
         raise KeyError(name)
+
+    def result_buffer(self, attrs: dict[str, object]) -> str | None:
+        """Where this op's result lives, given its attributes (``result`` unless ``result_by_attr`` says else)."""
+        if self.result_by_attr is None:
+            return self.result
+        attr, table = self.result_by_attr
+        return dict(table).get(attrs.get(attr), self.result)
 
     @property
     def writes(self) -> tuple[OperandSpec, ...]:

@@ -1,0 +1,402 @@
+"""Parse IR text (``grammar.lark``) into a Kernel: the exact inverse of ``printer.print_kernel``.
+
+IR text arrives from outside (Hub bundles), so the parser checks everything it builds: every op, operand and
+attribute name is in the op table; each attribute value has its spec's kind; a tensor is defined once (a parameter,
+or the result of an op) before it is used, in program order. Scope, shape and hardware rules are the verifier's
+job; it runs on every parsed kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from nki_dsl import dtypes
+from nki_dsl.errors import NkiParseError, SourceLoc
+from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
+from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tensor
+from nki_dsl.ir.ops import OPS, OpSpec
+from nki_dsl.ir.printer import result_kind
+from nki_dsl.ir.types import Buffer, TensorType
+
+_GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+# How syntax errors name the grammar's pattern terminals; literal terminals show their text.
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "OPNAME": "an op name",
+    "TENSOR": "a tensor (%name)",
+    "INT": "an integer",
+    "FLOAT": "a float",
+    "DIMS": "a shape (128x512)",
+    "STRING": "a string",
+    "CMP": "a comparison",
+    "$END": "the end of the text",
+}
+
+
+@functools.cache
+def _lark():
+    import lark  # deferred: importing nki_dsl must not pay for building the parser
+
+    return lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True)
+
+
+def parse_kernel(text: str, path: str = "<nkir>") -> Kernel:
+    """Parse one kernel. ``path`` names the text in error messages (e.g. the bundle file it came from)."""
+    from lark.exceptions import UnexpectedInput
+
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, path) from None
+    return _Builder(path).kernel(tree)
+
+
+def _syntax_error(e, path: str) -> NkiParseError:
+    token = getattr(e, "token", None)
+    if token is None:
+        found = repr(e.char)
+    elif token.type == "$END":
+        found = "end of text"
+    else:
+        found = repr(str(token))
+    message = f"unexpected {found} at column {e.column}"
+    # accepts() replays the parser on each terminal: exact, where the LALR tables' lookahead sets are a superset.
+    interactive = getattr(e, "interactive_parser", None)
+    expected = interactive.accepts() if interactive is not None else getattr(e, "expected", None)
+    if expected:
+        message += "; expected " + ", ".join(sorted(_describe_terminal(t) for t in expected))
+    return NkiParseError(message, SourceLoc(path, e.line))
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _TERMINAL_NAMES:
+        return _TERMINAL_NAMES[name]
+    pattern = _lark().get_terminal(name).pattern
+    return repr(pattern.value) if pattern.type == "str" else name
+
+
+class _MeaningError(Exception):
+    """Well-formed text that means nothing valid; ``_Builder._at`` adds the line and the op."""
+
+
+@dataclass(frozen=True)
+class _Word:
+    """A bare name in a value: a dtype or function name, ``none``, or a lone affine variable."""
+
+    text: str
+
+
+class _Builder:
+    """Builds the Kernel from the parse tree top-down, so tensors are defined and used in program order."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.tensors: dict[str, Tensor] = {}
+        self.source_file = ""
+
+    @contextmanager
+    def _at(self, node, op: str | None = None):
+        try:
+            yield
+        except _MeaningError as e:
+            line = node.line if hasattr(node, "line") else node.meta.line
+            raise NkiParseError(str(e), SourceLoc(self.path, line), op) from None
+
+    def kernel(self, tree) -> Kernel:
+        name, params, outputs, grid, source, *consts, body = tree.children
+        with self._at(source):
+            self.source_file = _string(source.children[0])
+        kernel = Kernel(str(name), [self._param(p) for p in params.children], [], [], source_file=self.source_file)
+        with self._at(grid):
+            kernel.grid = _ints(_value(grid.children[0]), "the grid")
+        for const in consts:
+            with self._at(const):
+                key, value = const.children
+                key = _string(key)
+                if key in kernel.constants:
+                    raise _MeaningError(f"constant {key!r} is given twice")
+                kernel.constants[key] = _constant(_value(value))
+        kernel.body = self._body(body)
+        for out in outputs.children:
+            with self._at(out):
+                kernel.outputs.append(self._use(out))
+        return kernel
+
+    def _param(self, node) -> Tensor:
+        with self._at(node):
+            name, type_node = node.children
+            return self._define(name, _type(type_node), "param")
+
+    def _define(self, token, type_: TensorType, kind: str) -> Tensor:
+        name = str(token)[1:]
+        if name in self.tensors:
+            raise _MeaningError(f"tensor %{name} is defined twice")
+        tensor = self.tensors[name] = Tensor(name, type_, kind)
+        return tensor
+
+    def _use(self, token) -> Tensor:
+        tensor = self.tensors.get(str(token)[1:])
+        if tensor is None:
+            raise _MeaningError(f"tensor {token} is used before it is defined")
+        return tensor
+
+    def _body(self, node) -> list[Stmt]:
+        return [self._loop(s) if s.data == "loop" else self._op(s) for s in node.children]
+
+    def _loop(self, node) -> Loop:
+        kind, var, start, stop, step, loc, body = node.children
+        with self._at(node):
+            if _var(var) != "loop":
+                raise _MeaningError(f"loop index {var} is not a loop variable i<N>")
+            loop = Loop(str(kind), str(var), _signed(start), _signed(stop), _signed(step), [], self._loc(loc))
+        loop.body = self._body(body)
+        return loop
+
+    def _op(self, node) -> Op:
+        if node.data == "result_op":
+            result, call, type_node, loc = node.children
+        else:
+            (call, loc), result, type_node = node.children, None, None
+        name, *parts = call.children
+        spec = OPS.get(str(name))
+        with self._at(node, str(name)):
+            if spec is None:
+                raise _MeaningError("unknown op; it is not in the op table")
+            operands = self._operands(spec, [p for p in parts if p.data == "operand"])
+            attrs = _attrs(spec, [a for p in parts if p.data == "attrs" for a in p.children])
+            mask = next((_mask(p.children[0]) for p in parts if p.data == "mask"), None)
+            if result is not None:
+                result = self._define(result, _type(type_node), result_kind(spec))
+            return Op(spec.name, operands, attrs, result, self._loc(loc), mask)
+
+    def _operands(self, spec: OpSpec, nodes) -> dict[str, Operand]:
+        given: dict[str, Operand] = {}
+        for node in nodes:
+            name, value = node.children
+            name = _spec_name("operand", [o.name for o in spec.operands], name, given)
+            given[name] = self._access(value) if value.data == "access" else _immediate(_value(value), name)
+        return {o.name: given[o.name] for o in spec.operands if o.name in given}
+
+    def _access(self, node) -> Access:
+        tensor = self._use(node.children[0])
+        if len(node.children) == 1:
+            return tensor.full_access()
+        parts = node.children[1].children
+        dims = parts[-1] if parts and getattr(parts[-1], "type", None) == "DIMS" else None
+        index = tuple(_affine(_expr(e)) for e in parts if e is not dims)
+        shape = tuple(int(s) for s in dims.split("x")) if dims is not None else ()
+        return Access(tensor, index, shape)
+
+    def _loc(self, node) -> SourceLoc:
+        if len(node.children) == 1:
+            return SourceLoc(self.source_file, int(node.children[0]))
+        file, line = node.children
+        return SourceLoc(_string(file), int(line))
+
+
+def _spec_name(what: str, allowed: list[str], token, given: dict) -> str:
+    name = str(token)
+    if name not in allowed:
+        raise _MeaningError(f"unknown {what} {name!r}; the op table lists: {', '.join(allowed) or 'none'}")
+    if name in given:
+        raise _MeaningError(f"{what} {name!r} is given twice")
+    return name
+
+
+def _attrs(spec: OpSpec, nodes) -> dict[str, object]:
+    given: dict[str, object] = {}
+    for node in nodes:
+        name, value = node.children
+        name = _spec_name("attribute", [a.name for a in spec.attrs], name, given)
+        try:
+            given[name] = ATTR_PARSERS[spec.attr(name).kind](_value(value))
+        except _MeaningError as e:
+            raise _MeaningError(f"attribute {name!r}: {e}") from None
+    return {a.name: given[a.name] for a in spec.attrs if a.name in given}
+
+
+def _type(node) -> TensorType:
+    dtype, *dims, buffer = node.children
+    if str(dtype) not in dtypes.BY_SHORT:
+        raise _MeaningError(f"unknown dtype {str(dtype)!r}; expected one of: {', '.join(dtypes.BY_SHORT)}")
+    if str(buffer) not in {b.value for b in Buffer}:
+        raise _MeaningError(f"unknown buffer {str(buffer)!r}; expected one of: {', '.join(b.value for b in Buffer)}")
+    par = [k for k, d in enumerate(dims) if getattr(d, "data", None) == "par_dim"]
+    if len(par) > 1:
+        raise _MeaningError("a type marks more than one partition dimension")
+    shape = tuple(int(d.children[0] if k in par else d) for k, d in enumerate(dims))
+    return TensorType(shape, dtypes.BY_SHORT[str(dtype)].name, Buffer(str(buffer)), par[0] if par else 0)
+
+
+def _signed(node) -> int:
+    return -int(node.children[0]) if getattr(node, "data", None) == "neg_int" else int(node)
+
+
+def _string(token) -> str:
+    try:
+        return json.loads(str(token))
+    except json.JSONDecodeError as e:
+        raise _MeaningError(f"bad string literal {str(token)}: {e.msg}") from None
+
+
+# -- values: one syntax, converted by what the context expects --------------------------------------------------
+
+
+def _value(node):
+    """A Python value: int, float, bool, str, tuple, Mask, ``_Word`` (bare name) or Affine."""
+    kind = node.data
+    if kind == "expr":
+        return _expr(node)
+    if kind in ("float", "neg_float"):
+        value = float(node.children[0])
+        return -value if kind == "neg_float" else value
+    if kind == "string":
+        return _string(node.children[0])
+    if kind in ("true", "false"):
+        return kind == "true"
+    if kind == "tuple":
+        return tuple(_value(c) for c in node.children)
+    return _mask(node)
+
+
+def _expr(node) -> int | _Word | Affine:
+    """A lone integer stays an int and a lone name a ``_Word``; anything longer is an Affine."""
+    terms = [(t.data == "neg", t.children[0]) for t in node.children]
+    if len(terms) == 1:
+        negative, atom = terms[0]
+        if getattr(atom, "type", None) == "INT":
+            return -int(atom) if negative else int(atom)
+        if getattr(atom, "type", None) == "NAME" and not negative:
+            return _Word(str(atom))
+    return sum((_atom(atom) * (-1 if negative else 1) for negative, atom in terms), Affine())
+
+
+def _atom(atom) -> Affine:
+    if getattr(atom, "data", None) == "scaled":
+        coef, name = atom.children
+        _var(name)
+        return Affine.var(str(name), int(coef))
+    if atom.type == "INT":
+        return Affine.of(int(atom))
+    _var(atom)
+    return Affine.var(str(atom))
+
+
+def _var(name) -> str:
+    try:
+        return var_kind(str(name))
+    except ValueError:
+        raise _MeaningError(f"{str(name)!r} is not a variable; expected i<N>, pid<N> or d<N>") from None
+
+
+def _affine(value) -> Affine:
+    if isinstance(value, Affine):
+        return value
+    if isinstance(value, _Word):
+        _var(value.text)
+        return Affine.var(value.text)
+    _want(isinstance(value, int) and not isinstance(value, bool), "an affine expression")
+    return Affine.of(value)
+
+
+def _mask(node) -> Mask:
+    constraints: list[Affine] = []
+    for c in node.children:
+        lhs, op, rhs = c.children
+        constraints += compare(_affine(_expr(lhs)), str(op), _affine(_expr(rhs))).constraints
+    return Mask.of(*constraints)
+
+
+def _want(ok: bool, what: str) -> None:
+    if not ok:
+        raise _MeaningError(f"expected {what}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ints(v, what: str) -> tuple[int, ...]:
+    _want(isinstance(v, tuple) and all(_is_int(x) for x in v), f"a tuple of ints for {what}")
+    return v
+
+
+def _immediate(v, operand: str) -> Imm:
+    _want(isinstance(v, int | float), f"a tensor or a number for operand {operand!r}")
+    return Imm(v)
+
+
+def _constant(v):
+    if isinstance(v, _Word) and v.text == "none":
+        return None
+    if isinstance(v, tuple):
+        return tuple(_constant(x) for x in v)
+    _want(isinstance(v, int | float | str), "a number, string, bool, none or tuple as the constant's value")
+    return v
+
+
+def _word(v, names, what: str) -> str:
+    _want(isinstance(v, _Word) and v.text in names, what)
+    return v.text
+
+
+def _attr_int(v):
+    _want(_is_int(v), "an int")
+    return v
+
+
+def _attr_float(v):
+    _want(isinstance(v, float), "a float (written with a '.', an exponent, inf or nan)")
+    return v
+
+
+def _attr_bool(v):
+    _want(isinstance(v, bool), "true or false")
+    return v
+
+
+def _attr_str(v):
+    _want(isinstance(v, str), "a quoted string")
+    return v
+
+
+def _attr_dtype(v):
+    return dtypes.BY_SHORT[_word(v, dtypes.BY_SHORT, f"a dtype, one of: {', '.join(dtypes.BY_SHORT)}")].name
+
+
+def _attr_ints(v):
+    return _ints(v, "the value")
+
+
+def _attr_shape(v):
+    _want(isinstance(v, tuple) and all(_is_int(x) and x >= 0 for x in v), "a shape (a tuple of sizes)")
+    return v
+
+
+def _attr_fn(v):
+    _want(isinstance(v, _Word), "a function name")
+    return v.text
+
+
+def _attr_mask(v):
+    _want(isinstance(v, Mask), "a mask [constraint, ...]")
+    return v
+
+
+ATTR_PARSERS = {
+    "int": _attr_int,
+    "float": _attr_float,
+    "bool": _attr_bool,
+    "str": _attr_str,
+    "dtype": _attr_dtype,
+    "ints": _attr_ints,
+    "shape": _attr_shape,
+    "fn": _attr_fn,
+    "affine": _affine,
+    "mask": _attr_mask,
+}

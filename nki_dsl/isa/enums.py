@@ -1,0 +1,76 @@
+"""The enumerations and target queries of legacy ``nki.isa``: engines, accumulator commands, DMA modes and the
+NeuronCore generation."""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+
+
+class Engine(IntEnum):
+    """The engine an instruction runs on (``engine=``); ``unknown`` lets the compiler choose."""
+
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    vector = 5
+    sync = 6
+
+
+class ReduceCmd(Enum):
+    """What an instruction does with the engine's per-partition accumulator registers (``reduce_cmd=``).
+
+    ``idle``: do not use them; ``reset``: reset them; ``reset_reduce``: reset, then accumulate this instruction's
+    reduction; ``reduce``: accumulate onto their current value.
+    """
+
+    idle = 0
+    reset = 1
+    reset_reduce = 2
+    reduce = 3
+
+
+class DgeMode(Enum):
+    """Descriptor generation for a DMA (``dge_mode=``): software, hardware, none, or compiler's choice."""
+
+    none = 0
+    swdge = 1
+    hwdge = 2
+    unknown = 3
+
+
+class OobMode(Enum):
+    """What a DMA does with an out-of-bounds access (``oob_mode=``): raise, or skip the element."""
+
+    error = 0
+    skip = 1
+
+
+class NcVersion(IntEnum):
+    """NeuronCore generation: gen2 (Trn1/Inf2), gen3 (Trn2), gen4 (Trn3)."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+# Legacy NKI spells these in lower case (``nisa.engine.vector``, ``nisa.reduce_cmd.idle``).
+engine = Engine
+reduce_cmd = ReduceCmd
+dge_mode = DgeMode
+oob_mode = OobMode
+nc_version = NcVersion
+
+tensor_engine = Engine.tensor
+vector_engine = Engine.vector
+scalar_engine = Engine.scalar
+gpsimd_engine = Engine.gpsimd
+unknown_engine = Engine.unknown
+
+TARGET_VERSIONS = {"trn1": NcVersion.gen2, "inf2": NcVersion.gen2, "trn2": NcVersion.gen3, "trn3": NcVersion.gen4}
+DEFAULT_TARGET = "trn2"
+
+
+def get_nc_version() -> NcVersion:
+    """The NeuronCore generation kernels are traced for. Tracing targets the default trn2 (gen3)."""
+    return TARGET_VERSIONS[DEFAULT_TARGET]

@@ -1,0 +1,98 @@
+"""Rule ``affine-dependence``: the iterations of an ``affine_range`` loop are independent (reference/nki.md §1.4,
+DESIGN.md "Loop semantics"). Only accumulation (``+=``) into a tensor declared outside the loop may carry a value
+from one iteration to the next. Three ways to break that, for a tensor declared outside loop L:
+
+* a plain write whose index does not use L's index: every iteration writes the same elements;
+* a plain write and a read inside L at different indices: one iteration reads what another writes;
+* a read inside L of a tensor L accumulates into: the partial sum depends on the iteration order.
+"""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.affine import format_affine
+from nki_dsl.ir.nodes import Access, Kernel, Loop
+from nki_dsl.ir.ops import OPS
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.program import Program, Site, common_depth, program
+
+RULE = "affine-dependence"
+
+Ref = tuple[Site, str, Access]
+
+
+def is_accumulation(op, spec) -> bool:
+    """An op whose spec has an ``accumulate`` attribute set to anything but a plain write."""
+    if not any(a.name == "accumulate" for a in spec.attrs):
+        return False
+    return op.attrs.get("accumulate") not in ("none", False)
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    prog = program(kernel)
+    found = []
+    writes: dict[tuple[Loop, object], list[Ref]] = {}
+    reads: dict[tuple[Loop, object], list[Ref]] = {}
+    accums: dict[tuple[Loop, object], list[Ref]] = {}
+    for site, name, a in prog.accesses():
+        spec = OPS[site.op.name]
+        role = spec.operand(name).role
+        same: list[Loop] = []
+        for loop in _loops_outside_definition(prog, site, a):
+            key = (loop, a.tensor)
+            if role in ("in", "inout"):
+                reads.setdefault(key, []).append((site, name, a))
+            if role == "out" and is_accumulation(site.op, spec):
+                accums.setdefault(key, []).append((site, name, a))
+            elif role in ("out", "inout"):
+                writes.setdefault(key, []).append((site, name, a))
+                if loop.var not in a.vars():
+                    same.append(loop)
+        if same:
+            found.append(_same_elements(site, name, a, same))
+    for key, ws in writes.items():
+        found += _read_write(key[0], ws, reads.get(key, []))
+    for key, acc in accums.items():
+        if key in reads:
+            found.append(_read_accumulating(key[0], acc[0], reads[key][0]))
+    return found
+
+
+def _loops_outside_definition(prog: Program, site: Site, a: Access) -> list[Loop]:
+    """The affine loops (with more than one iteration) that enclose this access but not the tensor's definition."""
+    def_site = prog.defs.get(a.tensor)
+    k = common_depth(def_site.loops, site.loops) if def_site is not None else 0
+    return [lp for lp in site.loops[k:] if lp.kind == "affine" and lp.trip_count > 1]
+
+
+def _same_elements(site: Site, name: str, a: Access, loops: list[Loop]) -> Diagnostic:
+    indices = " and ".join(lp.var for lp in loops)
+    msg = (f"writes {d.access(a)} (operand '{name}') at the same elements in every iteration of {d.loops(loops)}; "
+           f"use += to accumulate, index the write with {indices}, or use nl.sequential_range for a "
+           f"loop-carried value")  # fmt: skip
+    return d.diagnostic(site.op, RULE, msg)
+
+
+def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref]) -> list[Diagnostic]:
+    for wsite, wname, w in ws:
+        if loop.var not in w.vars():
+            continue  # already reported as a write to the same elements
+        for rsite, _, r in rs:
+            if r.index != w.index or r.shape != w.shape:
+                msg = (f"writes {d.access(w)} (operand '{wname}') at {_index(w)} while line {rsite.op.loc.line} "
+                       f"reads it at {_index(r)} in the same {d.loop(loop)}: one iteration reads what another "
+                       f"writes; use nl.sequential_range")  # fmt: skip
+                return [d.diagnostic(wsite.op, RULE, msg)]
+    return []
+
+
+def _read_accumulating(loop: Loop, acc: Ref, read: Ref) -> Diagnostic:
+    rsite, rname, r = read
+    msg = (f"reads {d.access(r)} (operand '{rname}') inside {d.loop(loop)}, which accumulates into it at line "
+           f"{acc[0].op.loc.line}: the partial sum depends on the iteration order; read it after the loop, or use "
+           f"nl.sequential_range")  # fmt: skip
+    return d.diagnostic(rsite.op, RULE, msg)
+
+
+def _index(a: Access) -> str:
+    return "[" + ", ".join(format_affine(e) for e in a.index) + "]"

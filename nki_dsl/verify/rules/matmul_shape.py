@@ -1,0 +1,54 @@
+"""Rule ``matmul-shape``: the Tensor engine computes ``stationary[K, M].T @ moving[K, N]`` with K <= 128
+(partitions), M <= 128 (PE columns) and N <= 512 (one PSUM bank of fp32), and both operands share K
+(reference/nki.md §1.2 TC#3, §6). ``nl.matmul(x, y)`` transposes ``x`` [M, K] first; with ``transpose_x=True``
+``x`` is already [K, M]; ISA matmuls name their operands ``stationary`` and ``moving``."""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.ops import OPS
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.limits import MOVING_FMAX, PMAX, STATIONARY_FMAX
+from nki_dsl.verify.operands import is_matmul, matmul_roles
+from nki_dsl.verify.program import program
+
+RULE = "matmul-shape"
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    found = []
+    for site in program(kernel).sites:
+        spec = OPS[site.op.name]
+        roles = matmul_roles(site.op, spec) if is_matmul(spec) else None
+        if roles is None:
+            continue
+        s_name, s, (k, m) = roles.stationary
+        m_name, mv, (k2, n) = roles.moving
+        s_tile = f"stationary tile [{k}, {m}]"
+        s_from = f"(operand '{s_name}' {d.access(s)}{', transposed' if roles.transposed else ''})"
+        m_tile = f"moving tile [{k2}, {n}]"
+        m_from = f"(operand '{m_name}' {d.access(mv)})"
+        msgs = []
+        if k > PMAX:
+            msgs.append(f"{s_tile} exceeds the partition limit of {PMAX} {s_from}")
+        if m > STATIONARY_FMAX:
+            msgs.append(f"{s_tile} exceeds the stationary free-size limit of {STATIONARY_FMAX} {s_from}")
+        if k2 > PMAX:
+            msgs.append(f"{m_tile} exceeds the partition limit of {PMAX} {m_from}")
+        if n > MOVING_FMAX:
+            msgs.append(f"{m_tile} exceeds the moving free-size limit of {MOVING_FMAX} {m_from}; "
+                        f"split N into tiles of at most {MOVING_FMAX}")  # fmt: skip
+        if k != k2:
+            msgs.append(f"contraction sizes differ: {s_tile} {s_from} has K={k}, {m_tile} {m_from} has K={k2}; "
+                        f"{_layout(s_name, m_name, roles.transposed)}")  # fmt: skip
+        found += [d.diagnostic(site.op, RULE, msg) for msg in msgs]
+    return found
+
+
+def _layout(s_name: str, m_name: str, transposed: bool) -> str:
+    if s_name == "stationary":
+        return "the stationary operand is [K, M] and the moving operand [K, N]"
+    if transposed:
+        return f"nl.matmul({s_name}, {m_name}) computes {s_name} @ {m_name}: {s_name} is [M, K] and {m_name} [K, N]"
+    return f"with transpose_x=True, {s_name} is [K, M] and {m_name} [K, N]"

@@ -1,0 +1,144 @@
+"""Rule ``out-of-bounds``: every index of every access stays inside its tensor for all values of the loop
+indices, program ids and tile axes, as far as the op's mask allows (reference/nki.md §1.3 masks, §5.1
+``err_tensor_access_out_of_bound``).
+
+Ranges are static: a loop index spans ``[start, last]``, ``pid<N>`` spans the launch grid, an axis ``d<k>`` the
+access extent. A mask narrows them: a constraint on one variable narrows that variable, and a constraint on a
+multiple of the index expression itself (the ragged-edge idiom ``mask=(i_p < n)`` with ``i_p`` the index) bounds
+the index directly. The mask ranges over the op's iteration space; its axes apply to an access whose extents
+line up with it, right-aligned.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from math import ceil, floor
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.affine import Affine
+from nki_dsl.ir.nodes import Access, Kernel, Op
+from nki_dsl.ir.ops import OPS
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.operands import iteration_shape
+from nki_dsl.verify.program import Site, program
+
+RULE = "out-of-bounds"
+
+Ranges = dict[str, tuple[int, int]]
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    found = []
+    grid = kernel.grid or (1,)
+    pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
+    for site in program(kernel).sites:
+        base = _scalar_ranges(site, pids)
+        if base is None:
+            continue  # inside a loop that never runs
+        for name, value in site.op.operands.items():
+            if isinstance(value, Access):
+                found += _check_access(site.op, name, value, base)
+    return found
+
+
+def _scalar_ranges(site: Site, pids: Ranges) -> Ranges | None:
+    ranges = dict(pids)
+    for loop in site.loops:
+        if loop.trip_count <= 0:
+            return None
+        ranges[loop.var] = (loop.start, loop.last)
+    return ranges
+
+
+def _check_access(op: Op, name: str, a: Access, base: Ranges) -> list[Diagnostic]:
+    if any(s <= 0 for s in a.shape):
+        return []
+    ranges = dict(base)
+    ranges.update({f"d{k}": (0, s - 1) for k, s in enumerate(a.shape)})
+    constraints = _mask_for(op, a)
+    if not _narrow(ranges, constraints):
+        return []  # the mask switches the op off entirely
+    out = []
+    for dim, (expr, size) in enumerate(zip(a.index, a.tensor.type.shape)):
+        lo, hi = _bounds(expr, ranges, constraints)
+        if lo > hi or (lo >= 0 and hi <= size - 1):
+            continue
+        where = f"exceeds dimension size of {size}" if hi > size - 1 else "goes below 0"
+        msg = (f"out-of-bound access for tensor {d.ref(a.tensor)} on dimension {dim}: index range [{lo}, {hi}] "
+               f"{where} ({d.operand(name, a)}); restrict the op to the valid elements with mask=")  # fmt: skip
+        out.append(d.diagnostic(op, RULE, msg))
+    return out
+
+
+def _mask_for(op: Op, a: Access) -> list[Affine]:
+    """The op's mask constraints in the access's own axis names; constraints on axes that do not line up with
+    the access are dropped (they cannot be related to its indices)."""
+    if op.mask is None:
+        return []
+    space = iteration_shape(op, OPS[op.name]) or ()
+    shift = len(space) - len(a.shape)
+    rename, dropped = {}, set()
+    for k, extent in enumerate(space):
+        j = k - shift
+        if 0 <= j < len(a.shape) and a.shape[j] == extent:
+            rename[f"d{k}"] = f"d{j}"
+        else:
+            dropped.add(f"d{k}")
+    out = []
+    for c in op.mask.constraints:
+        if not c.vars() & dropped:
+            out.append(c.rename(rename))
+    return out
+
+
+def _narrow(ranges: Ranges, constraints: list[Affine]) -> bool:
+    """Apply one-variable constraints ``c*v + k >= 0`` to the ranges; False when a range becomes empty."""
+    for c in constraints:
+        if len(c.terms) != 1:
+            continue
+        (v, coef), k = c.terms[0], c.const
+        if v not in ranges:
+            continue
+        lo, hi = ranges[v]
+        if coef > 0:
+            lo = max(lo, ceil(Fraction(-k, coef)))
+        else:
+            hi = min(hi, floor(Fraction(k, -coef)))
+        if lo > hi:
+            return False
+        ranges[v] = (lo, hi)
+    return True
+
+
+def _bounds(expr: Affine, ranges: Ranges, constraints: list[Affine]) -> tuple[int, int]:
+    lo, hi = expr.bounds(ranges)
+    if not expr.terms:
+        return lo, hi
+    for c in constraints:
+        ratio = _ratio(expr, c)
+        if ratio is None:
+            continue
+        # expr = ratio * (c - c.const) + expr.const and c >= 0, so expr is bounded on one side.
+        edge = -ratio * c.const + expr.const
+        if ratio > 0:
+            lo = max(lo, ceil(edge))
+        else:
+            hi = min(hi, floor(edge))
+    return lo, hi
+
+
+def _ratio(expr: Affine, c: Affine) -> Fraction | None:
+    """``r`` with ``expr.terms == r * c.terms``, or None."""
+    if len(expr.terms) != len(c.terms):
+        return None
+    ratio = None
+    for (v, a), (w, b) in zip(expr.terms, c.terms):
+        if v != w:
+            return None
+        r = Fraction(a, b)
+        if ratio is None:
+            ratio = r
+        elif r != ratio:
+            return None
+    return ratio
+

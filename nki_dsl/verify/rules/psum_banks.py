@@ -1,0 +1,36 @@
+"""Rule ``psum-banks``: at most 8 PSUM banks are in use at any point of the program (reference/nki.md §1.1).
+Each PSUM tile occupies whole banks: ``ceil(free bytes / 2 KiB)`` per block. Liveness follows program order
+(``Program.live_ranges``); the message is given where use peaks and lists the tensors live there."""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.types import TensorType
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.limits import PSUM_BANK_BYTES, PSUM_BANKS
+from nki_dsl.verify.program import peak, program
+from nki_dsl.verify.rules.psum_tile_size import tile_bytes
+
+RULE = "psum-banks"
+
+
+def banks(t: TensorType) -> int:
+    blocks = 1
+    for s in t.block_shape:
+        blocks *= s
+    return blocks * max(1, -(-tile_bytes(t) // PSUM_BANK_BYTES))
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    ranges = program(kernel).live_ranges("psum")
+    used, live = peak(ranges, lambda r: banks(r.tensor.type))
+    if used <= PSUM_BANKS:
+        return []
+    at = max(live, key=lambda r: r.start).site  # the definition that reaches the peak
+    items = [f"{d.tensor(r.tensor)} ({d.plural(banks(r.tensor.type), 'bank')}, line {r.site.op.loc.line})"
+             for r in live]  # fmt: skip
+    msg = (f"{used} PSUM banks are in use here, more than the {PSUM_BANKS} a NeuronCore has "
+           f"({PSUM_BANK_BYTES} bytes per partition each); live PSUM tensors: {d.listing(items)}; "
+           f"copy results out of PSUM (nl.copy) sooner or reuse one accumulator")  # fmt: skip
+    return [d.diagnostic(at.op, RULE, msg)]

@@ -1,0 +1,41 @@
+"""Rule ``psum-tile-size``: a PSUM tile fits one 2 KiB bank per partition, 512 fp32 values (reference/nki.md
+§1.1, §1.2 TC#2). A tensor with block dimensions holds one such tile per block."""
+
+from __future__ import annotations
+
+from nki_dsl import dtypes
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.types import TensorType
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.limits import PSUM_BANK_BYTES
+from nki_dsl.verify.operands import matmul_limits_broken
+from nki_dsl.verify.program import program
+
+RULE = "psum-tile-size"
+
+
+def tile_bytes(t: TensorType) -> int:
+    """Bytes per partition of one tile (one block) of an on-chip tensor."""
+    n = dtypes.get(t.dtype).itemsize
+    for s in t.free_shape:
+        n *= s
+    return n
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    found = []
+    for site in program(kernel).sites:
+        t = site.op.result
+        if t is None or t.type.buffer.value != "psum":
+            continue
+        size = tile_bytes(t.type)
+        if size <= PSUM_BANK_BYTES or matmul_limits_broken(site.op, OPS[site.op.name]):
+            continue
+        each = "each block of " if t.type.block_shape else ""
+        fp32 = PSUM_BANK_BYTES // 4
+        msg = (f"{each}PSUM tensor {d.tensor(t)} needs {size} bytes per partition; a PSUM tile must fit one "
+               f"{PSUM_BANK_BYTES}-byte bank ({fp32} fp32 values per partition)")  # fmt: skip
+        found.append(d.diagnostic(site.op, RULE, msg))
+    return found

@@ -1,0 +1,41 @@
+"""Rule ``scope``: a tile or tensor made inside a loop body is used only inside that loop (reference/nki.md §5.1
+"referenced outside of its parent scope"; DESIGN.md "Loop semantics"). The body is traced once, so a Python
+variable rebound in the loop and read after it would silently see one iteration's tile."""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.ops import OPS
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.program import common_depth, program
+
+RULE = "scope"
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    prog = program(kernel)
+    found, seen = [], set()
+    for t, def_site in prog.defs.items():
+        if not def_site.loops:
+            continue
+        kind = "tensor" if OPS[def_site.op.name].result == "declared" else "tile"
+        for use in prog.uses.get(t, ()):
+            k = common_depth(def_site.loops, use.site.loops)
+            if k == len(def_site.loops) or (t, k) in seen:
+                continue
+            seen.add((t, k))
+            loop = def_site.loops[k]
+            msg = (f"operand '{use.name}' is {kind} {d.access(use.access)}, made at line {def_site.op.loc.line} "
+                   f"inside the {d.LOOP_API.get(loop.kind, loop.kind)} loop at {loop.loc} and used after the loop "
+                   f"ends; the body is traced once, so it holds one iteration's value: declare a buffer before the "
+                   f"loop and write into it with t[...] = ...")  # fmt: skip
+            found.append(d.diagnostic(use.site.op, RULE, msg))
+    outputs = set(kernel.outputs)
+    for t, def_site in prog.defs.items():
+        if t in outputs and def_site.loops:
+            loop = def_site.loops[0]
+            msg = (f"output {d.tensor(t)} is declared inside the {d.LOOP_API.get(loop.kind, loop.kind)} loop at "
+                   f"{loop.loc}; declare kernel outputs before any loop")  # fmt: skip
+            found.append(d.diagnostic(def_site.op, RULE, msg))
+    return found

@@ -1,0 +1,76 @@
+"""Rule ``shape``: every result has the shape its op table entry computes from the operands (the tracer's result
+types are re-derived, so parsed IR cannot declare a different one), a stored or assigned value fits its
+destination after broadcasting its size-1 dimensions, and a reshape keeps the element count. Partition
+conflicts and non-2-D transposes are left to the rules that name them."""
+
+from __future__ import annotations
+
+import math
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops.shapes import ShapeError
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.operands import partition_conflict, tiles, transpose_rank_error, write_pair
+from nki_dsl.verify.program import program
+
+RULE = "shape"
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    found = []
+    for site in program(kernel).sites:
+        op, spec = site.op, OPS[site.op.name]
+        if partition_conflict(op, spec) or transpose_rank_error(op, spec):
+            continue
+        msg = _result_problem(op, spec) or _write_problem(op, spec) or _reshape_problem(op, spec)
+        if msg:
+            found.append(d.diagnostic(op, RULE, msg))
+    return found
+
+
+def _result_problem(op, spec) -> str | None:
+    if op.result is None or spec.shape is None or spec.result == "declared":
+        return None
+    shapes = {n: tuple(a.shape) for n, a in tiles(op)}
+    try:
+        expected = spec.shape(shapes, op.attrs)
+    except ShapeError as e:
+        return str(e)
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        return f"cannot derive the result shape from the operands and attributes ({type(e).__name__}: {e})"
+    if expected is None or tuple(expected) == tuple(op.result.type.shape):
+        return None
+    given = ", ".join(f"'{n}' {d.dims(s)}" for n, s in shapes.items())
+    return (f"result {d.tensor(op.result)} does not have the shape {d.dims(expected)} that {op.name} gives "
+            f"for its operands ({given})")  # fmt: skip
+
+
+def _write_problem(op, spec) -> str | None:
+    pair = write_pair(op, spec)
+    if pair is None:
+        return None
+    (dn, dst), (sn, src) = pair
+    extra = len(src.shape) - len(dst.shape)
+    fits = all(s == 1 for s in src.shape[:max(extra, 0)]) and all(
+        s in (1, t) for s, t in zip(src.shape[max(extra, 0):], dst.shape[max(-extra, 0):])
+    )
+    if fits:
+        return None
+    return (f"{d.operand(sn, src)} does not fit the destination {d.operand(dn, dst)}: the shapes must match, "
+            f"except that size-1 dimensions of '{sn}' are broadcast")  # fmt: skip
+
+
+def _reshape_problem(op, spec) -> str | None:
+    if spec.family != "reshape" or op.result is None:
+        return None
+    sources = tiles(op)
+    if not sources:
+        return None
+    name, src = sources[0]
+    n_src, n_out = math.prod(src.tensor.type.shape), math.prod(op.result.type.shape)
+    if n_src == n_out:
+        return None
+    return (f"result {d.tensor(op.result)} has {n_out} elements but operand '{name}' {d.tensor(src.tensor)} "
+            f"has {n_src}; a reshape keeps every element")  # fmt: skip

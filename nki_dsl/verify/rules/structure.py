@@ -1,0 +1,157 @@
+"""Rule ``structure``: the IR is well formed, so the other rules (and every backend) may trust it.
+
+Parsed IR is a security boundary: an op must be in the op table with the operands and attributes it lists, a
+tensor must be defined once, before it is used; loops need a valid index variable and a positive step.
+"""
+
+from __future__ import annotations
+
+from nki_dsl import dtypes
+from nki_dsl.errors import Diagnostic, SourceLoc
+from nki_dsl.ir.affine import Affine, Mask, var_kind
+from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
+from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.types import Buffer, TensorType
+from nki_dsl.verify.describe import ref
+
+RULE = "structure"
+
+
+def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+    found: list[Diagnostic] = []
+    defined = set()
+    names: dict[str, object] = {}
+    kernel_loc = SourceLoc(kernel.source_file, 0)
+
+    def define(t, loc, op_name) -> None:
+        problem = _type_problem(t.type)
+        if problem:
+            found.append(Diagnostic(loc, op_name, RULE, f"tensor {ref(t)} has a malformed type: {problem}"))
+        if t in defined or names.get(t.name, t) is not t:
+            found.append(Diagnostic(loc, op_name, RULE, f"tensor {ref(t)} is defined more than once"))
+        defined.add(t)
+        names[t.name] = t
+
+    for p in kernel.params:
+        define(p, kernel_loc, "kernel")
+
+    def walk(body, loop_vars: tuple[str, ...]) -> None:
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                problem = _loop_problem(stmt, loop_vars)
+                if problem:
+                    found.append(Diagnostic(stmt.loc, "loop", RULE, problem))
+                walk(stmt.body, loop_vars + (stmt.var,))
+            elif isinstance(stmt, Op):
+                for msg in _op_problems(stmt, defined):
+                    found.append(Diagnostic(stmt.loc, stmt.name, RULE, msg))
+                if stmt.result is not None:
+                    define(stmt.result, stmt.loc, stmt.name)
+            else:
+                found.append(Diagnostic(kernel_loc, "kernel", RULE, f"{type(stmt).__name__} is not an op or a loop"))
+
+    walk(kernel.body, ())
+    for t in kernel.outputs:
+        if t not in defined:
+            found.append(Diagnostic(kernel_loc, "kernel", RULE, f"output {ref(t)} is not defined in the kernel"))
+    return found
+
+
+def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
+    if loop.kind not in ("affine", "sequential"):
+        return f"loop kind {loop.kind!r} is not 'affine' or 'sequential'"
+    if not _is_var(loop.var, "loop"):
+        return f"loop index {loop.var!r} is not a loop variable i<N>"
+    if loop.var in enclosing:
+        return f"loop index {loop.var} is already the index of an enclosing loop"
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (loop.start, loop.stop, loop.step)):
+        return f"loop {loop.var} bounds must be ints"
+    if loop.step <= 0:
+        return f"loop {loop.var} has step {loop.step}; the step must be positive"
+    return None
+
+
+def _op_problems(op: Op, defined: set) -> list[str]:
+    spec = OPS.get(op.name)
+    if spec is None:
+        return [f"'{op.name}' is not an op in the op table"]
+    out = []
+    listed = {o.name for o in spec.operands}
+    for name in op.operands:
+        if name not in listed:
+            out.append(f"unknown operand '{name}'; {op.name} takes {', '.join(sorted(listed)) or 'none'}")
+    for o in spec.operands:
+        value = op.operands.get(o.name)
+        if value is None:
+            if not o.optional:
+                out.append(f"operand '{o.name}' is missing")
+        elif isinstance(value, Imm):
+            if not o.scalar:
+                out.append(f"operand '{o.name}' must be a tile, not the number {value.value!r}")
+        elif isinstance(value, Access):
+            if not o.tile:
+                out.append(f"operand '{o.name}' must be a number, not a tile")
+            out += _access_problems(o.name, value, defined)
+        else:
+            out.append(f"operand '{o.name}' is neither a tile access nor a number")
+    attrs = {a.name for a in spec.attrs}
+    for name in op.attrs:
+        if name not in attrs:
+            out.append(f"unknown attribute '{name}'")
+    for a in spec.attrs:
+        if a.default is REQUIRED and a.name not in op.attrs:
+            out.append(f"attribute '{a.name}' is missing")
+        value = op.attrs.get(a.name)
+        if a.choices is not None and value is not None and value not in a.choices:
+            out.append(f"attribute '{a.name}' = {value!r} is not one of {', '.join(a.choices)}")
+    if (spec.result is None) != (op.result is None):
+        out.append("produces a result, but the op table says it has none" if op.result is not None
+                   else "has no result, but the op table says it produces one")  # fmt: skip
+    if op.mask is not None and not (
+        isinstance(op.mask, Mask) and all(_is_affine(c) for c in op.mask.constraints)
+    ):
+        out.append("mask is not a conjunction of affine constraints")
+    return out
+
+
+def _access_problems(name: str, a: Access, defined: set) -> list[str]:
+    out = []
+    if a.tensor not in defined:
+        out.append(f"operand '{name}' uses tensor {ref(a.tensor)} before it is defined")
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in a.shape):
+        out.append(f"operand '{name}' has a malformed shape {list(a.shape)}")
+    if len(a.index) != len(a.tensor.type.shape):
+        out.append(
+            f"operand '{name}' indexes {ref(a.tensor)} with {len(a.index)} expressions, "
+            f"but it has {len(a.tensor.type.shape)} dimensions"
+        )
+    if not all(_is_affine(e) for e in a.index):
+        out.append(f"operand '{name}' has an index that is not an affine expression")
+    return out
+
+
+def _type_problem(t) -> str | None:
+    if not isinstance(t, TensorType):
+        return "not a tensor type"
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in t.shape):
+        return f"shape {list(t.shape)} is not made of sizes"
+    if t.dtype not in dtypes.BY_NAME:
+        return f"unknown dtype {t.dtype!r}"
+    if not isinstance(t.buffer, Buffer):
+        return f"unknown buffer {t.buffer!r}"
+    if not (0 <= t.par_axis < max(len(t.shape), 1)):
+        return f"partition axis {t.par_axis} is out of range"
+    if t.par_axis and not t.buffer.on_chip:
+        return "only on-chip tensors have block dimensions"
+    return None
+
+
+def _is_affine(e) -> bool:
+    return isinstance(e, Affine) and all(isinstance(c, int) for _, c in e.terms) and isinstance(e.const, int)
+
+
+def _is_var(name: str, kind: str) -> bool:
+    try:
+        return var_kind(name) == kind
+    except (ValueError, TypeError):
+        return False
