@@ -146,10 +146,13 @@ def cmd_run(args) -> int:
         if expected is not None:
             ref = np.asarray(expected[k], dtype=np.float32)
             got = np.asarray(out, dtype=np.float32)
-            err_value = float(np.max(np.abs(got - ref))) if got.size else 0.0
-            ok = got.shape == ref.shape and np.allclose(got, ref, rtol=args.rtol, atol=args.atol)
-            failed |= not ok
-            err, status = f"{err_value:.3g}", "[green]match[/]" if ok else "[red]MISMATCH[/]"
+            if got.shape != ref.shape:
+                failed, err, status = True, f"reference shape {list(ref.shape)}", "[red]MISMATCH[/]"
+            else:
+                err_value = float(np.max(np.abs(got - ref))) if got.size else 0.0
+                ok = bool(np.allclose(got, ref, rtol=args.rtol, atol=args.atol))
+                failed |= not ok
+                err, status = f"{err_value:.3g}", "[green]match[/]" if ok else "[red]MISMATCH[/]"
         table.add_row(str(k), str(list(out.shape)), str(out.dtype), err, status)
     console.print(table)
     return 1 if failed else 0
