@@ -1,7 +1,7 @@
 """Lesson 3: reading the IR a kernel traces into, and the NumPy code it runs as.
 
 Tracing runs the kernel body once. Loops stay loops (``affine i0 = range(...)``), indices stay symbolic
-(``128*i0 + d0``), and every op remembers the kernel line that made it (``loc(...)``). The text form is exact:
+(``d0 + 128*i0``), and every op remembers the kernel line that made it (``loc(...)``). The text form is exact:
 parsing it gives the same kernel back, which is how kernels are shared on the Hub.
 Run it: ``python tutorials/03_reading_the_ir.py``.
 """
@@ -35,11 +35,14 @@ def main():
     text = traced.text
     print(text)
     # What to look for in the text above:
-    # * `kernel @softmax_rows(%x: f32[300, 64] hbm) -> (%out)`: the signature, with HBM parameters.
+    # * `kernel softmax_rows(%x: f32[300, 64] hbm) -> (%0)`: the signature, with HBM parameters and outputs.
     # * `affine i0 = range(0, 3, 1)`: the loop, traced once no matter how many iterations it has.
-    # * `%x[128*i0 + d0, d1 ; 128x64]`: an access; d0, d1 are the tile's own axes, i0 the loop index.
-    # * `mask[...]`: the compile-time predicate that trims the ragged last tile.
+    # * `%x[d0 + 128*i0, d1 ; 128x64]`: an access; d0, d1 are the tile's own axes, i0 the loop index.
+    # * `mask[d0 + 128*i0 <= 299]`: the predicate that trims the ragged last tile (rows 300..383 are skipped).
     # * `loc(N)`: the line of this file that created each op; diagnostics point there.
+    for fragment in ("kernel softmax_rows(%x: f32[300, 64] hbm) -> (%0)", "affine i0 = range(0, 3, 1)",
+                     "%x[d0 + 128*i0, d1 ; 128x64]", "mask[d0 + 128*i0 <= 299]", "loc(23)"):
+        assert fragment in text, f"this lesson's notes describe {fragment!r}; the IR printed above changed"
 
     again = nki.parse_ir(text)  # the parser verifies what it reads: Hub bundles are untrusted input
     assert again.text == text, "printing the parsed IR gives the same text"
