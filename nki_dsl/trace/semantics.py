@@ -55,7 +55,7 @@ def build_op(
         result = builder.new_tensor(rtype, "alloc" if spec.result == "declared" else "tile", hint)
     op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc, attrs))
     builder.emit(op)
-    return NkiTensor(result) if result is not None else None
+    return NkiTensor(result, op.mask) if result is not None else None
 
 
 def _operand(op_name, ospec, value, loc) -> Access | Imm:
@@ -197,8 +197,8 @@ def _mask_over_result(op_name, mask: MaskValue, in_rank: int, out_rank: int, att
 
 
 def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
-    if mask is None:
-        return None
+    if mask is None or isinstance(mask, Mask):
+        return mask  # None, or already over the op's axes (inherited from the op that computed the value)
     if not isinstance(mask, MaskValue):
         raise NkiApiError(
             f"mask must be a comparison of indices (e.g. i_p < n), got {type(mask).__name__}", loc, op_name

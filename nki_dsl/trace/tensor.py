@@ -11,6 +11,7 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiTraceError
+from nki_dsl.ir.affine import Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.trace.access import index_access
 from nki_dsl.trace.builder import caller_loc
@@ -61,7 +62,7 @@ class _TileLike:
         accumulated = isinstance(value, TileView) and value._accumulated_into is not None
         if accumulated and _same_access(value._accumulated_into, target):
             return  # ``t[k] += x`` already accumulated in TileView.__iadd__
-        _memory().assign(target, value)
+        _memory().assign(target, value, mask=_computed_mask(value, target))
 
     def broadcast_to(self, shape):
         return _memory().broadcast_to(self, shape=shape)
@@ -166,12 +167,16 @@ class _TileLike:
 
 
 class NkiTensor(_TileLike):
-    """A whole tensor. In-place ``t += x`` accumulates into it (the PSUM / SBUF accumulation idiom)."""
+    """A whole tensor. In-place ``t += x`` accumulates into it (the PSUM / SBUF accumulation idiom).
 
-    __slots__ = ("tensor",)
+    ``mask`` is the mask of the op that computed this tile (over its axes): the op wrote nothing outside it, so
+    ``t[...] = x`` / ``t[...] += x`` write only there too, as the instruction writing into ``t`` would in NKI."""
 
-    def __init__(self, tensor: Tensor):
+    __slots__ = ("tensor", "mask")
+
+    def __init__(self, tensor: Tensor, mask: Mask | None = None):
         self.tensor = tensor
+        self.mask = mask
 
     def access(self) -> Access:
         return self.tensor.full_access()
@@ -181,7 +186,7 @@ class NkiTensor(_TileLike):
         return self.tensor.name
 
     def __iadd__(self, other):
-        _memory().assign(self.access(), other, accumulate="add")
+        _memory().assign(self.access(), other, accumulate="add", mask=_computed_mask(other, self.access()))
         return self
 
     def reshape(self, shape):
@@ -205,7 +210,7 @@ class TileView(_TileLike):
         return self._access
 
     def __iadd__(self, other):
-        _memory().assign(self._access, other, accumulate="add")
+        _memory().assign(self._access, other, accumulate="add", mask=_computed_mask(other, self._access))
         return TileView(self._access, accumulated_into=self._access)
 
     def reshape(self, shape):
@@ -213,6 +218,13 @@ class TileView(_TileLike):
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"
+
+
+def _computed_mask(value, target: Access) -> Mask | None:
+    """The mask a write of ``value`` into ``target`` inherits from the op that computed ``value``."""
+    if isinstance(value, NkiTensor) and value.mask is not None and len(value.shape) == len(target.shape):
+        return value.mask
+    return None
 
 
 def _same_access(a: Access, b: Access) -> bool:

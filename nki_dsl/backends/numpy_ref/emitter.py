@@ -37,6 +37,13 @@ def tensor_var(name: str) -> str:
     return f"t_{name}"
 
 
+def number_literal(value) -> str:
+    """Source for a Python number; ``repr`` of an infinite or NaN float (``inf``) is not a valid expression."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return f"np.float32({str(value)!r})"
+    return repr(value)
+
+
 class Emitter:
     def __init__(self, kernel: Kernel, handlers):
         self.kernel = kernel
@@ -241,8 +248,7 @@ class OpContext:
         when there is no correspondence (such an op cannot take a mask over tile axes)."""
         v = self.op.operands[name]
         if isinstance(v, Imm):
-            finite = not isinstance(v.value, float) or np.isfinite(v.value)
-            return repr(v.value) if finite else f"np.float32({v.value!r})"
+            return number_literal(v.value)
         return self.code(v, axes).read
 
     def code(self, access: Access, axes: str | dict[int, int] | None = "aligned") -> AccessCode:

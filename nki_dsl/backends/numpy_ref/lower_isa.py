@@ -12,7 +12,7 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.access_code import affine_code
-from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext
+from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm
@@ -72,7 +72,7 @@ def _bind(ctx: OpContext, expr: str) -> str:
 def _reduce_into(ctx: OpContext, value: str, reduce_op: str, cmd: str = "idle") -> None:
     """Reduce ``value`` (the instruction's fp32 output over the box) along its free axes and write it into the
     ``[P, 1]`` operand ``reduce_res``, as the accumulator registers do under ``cmd``."""
-    identity = f"np.float32({IDENTITY[reduce_op]!r})"
+    identity = f"np.float32({number_literal(IDENTITY[reduce_op])})"
     if ctx.residual:  # positions the mask leaves out do not contribute
         value = f"np.where({ctx.residual}, {value}, {identity})"
     ndim = len(ctx.shape)

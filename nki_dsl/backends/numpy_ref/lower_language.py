@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, tensor_var
+from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.runtime import ROUND
 
@@ -21,7 +21,7 @@ def alloc(ctx: OpContext) -> Lowered:
 def fill(ctx: OpContext) -> Lowered:
     t = ctx.op.result
     value = ROUND[t.type.dtype](np.float32(ctx.op.attrs["value"])).item()  # the constant as the dtype holds it
-    ctx.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r}, fill={value!r})")
+    ctx.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r}, fill={number_literal(value)})")
     return Lowered()
 
 
