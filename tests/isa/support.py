@@ -40,3 +40,22 @@ def assert_close(got, expected, dtype=F32, rtol=None, atol=None):
     rtol = RTOL[dtype] if rtol is None else rtol
     atol = rtol if atol is None else atol
     np.testing.assert_allclose(f32(got), rounded(expected, dtype), rtol=rtol, atol=atol)
+
+
+def run_tiles(body, a, b=None, c=None):
+    """Run a kernel that loads each given input into SBUF, applies ``body`` to the tiles and stores the tile (or
+    tuple of tiles) it returns; returns the output array(s)."""
+    import nki_dsl as nki
+    import nki_dsl.language as nl
+
+    @nki.jit
+    def kernel(x, y, z):
+        res = body(*[nl.load(t) for t in (x, y, z) if t is not None])
+        outs = []
+        for r in res if isinstance(res, tuple) else (res,):
+            out = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.shared_hbm)
+            nl.store(out, r)
+            outs.append(out)
+        return tuple(outs) if isinstance(res, tuple) else outs[0]
+
+    return kernel(a, b, c)
