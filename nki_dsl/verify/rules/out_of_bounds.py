@@ -75,7 +75,13 @@ def _mask_for(op: Op, a: Access) -> list[Affine]:
     the access are dropped (they cannot be related to its indices)."""
     if op.mask is None:
         return []
-    space = iteration_shape(op, OPS[op.name]) or ()
+    spec = OPS[op.name]
+    space = iteration_shape(op, spec) or ()
+    constraints = op.mask.constraints
+    if spec.extra.get("mask_axes") == "transposed":
+        # Masks live over the result's axes; the operand of a transpose (its only access) sees them swapped back.
+        space = tuple(reversed(space))
+        constraints = [c.rename({"d0": "d1", "d1": "d0"}) for c in constraints]
     shift = len(space) - len(a.shape)
     rename, dropped = {}, set()
     for k, extent in enumerate(space):
@@ -85,7 +91,7 @@ def _mask_for(op: Op, a: Access) -> list[Affine]:
         else:
             dropped.add(f"d{k}")
     out = []
-    for c in op.mask.constraints:
+    for c in constraints:
         if not c.vars() & dropped:
             out.append(c.rename(rename))
     return out
