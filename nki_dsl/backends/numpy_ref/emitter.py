@@ -211,6 +211,10 @@ class OpContext:
                 if a not in self.box:
                     self.box[a] = ("0", str(self.shape[a]), str(self.shape[a]))
         if guards:
+            if self.op.result is not None:
+                # The result exists even when the mask switches the whole op off (later unmasked ops may read it):
+                # allocate it, as poison, before the guard.
+                self._emit_alloc()
             self.e.line(f"if {' and '.join(guards)}:")
             self.e.depth += 1
             self._opened = 1
@@ -304,11 +308,16 @@ class OpContext:
                 rounded = f"np.array({value}, dtype=np.float32)"
             self.e.line(f"{var} = {rounded}")
             return
-        self.e.line(f"{var} = alloc_on_chip({t.type.shape}, {dt!r})")
+        if not self._opened:
+            self._emit_alloc()
         region = f"{var}[{self.box_slices()}]"
         if self.residual:
             rounded = f"np.where({self.residual}, {rounded}, {region})"
         self.e.line(f"{region} = {rounded}")
+
+    def _emit_alloc(self) -> None:
+        t = self.op.result
+        self.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r})")
 
     def _may_alias_mutated(self) -> bool:
         """Could this op's result, if it were a view of its operands, see or cause an in-place write?"""
