@@ -190,6 +190,8 @@ def tensor_reduce(ctx: OpContext) -> Lowered:
     kept = [k for k in range(len(ctx.op.operands["data"].shape)) if k not in axis]
     data = ctx.read("data", axes="aligned" if keepdims else dict(enumerate(kept)))
     value = f"{REDUCTIONS[attrs['op']]}({data}, axis={axis}, keepdims={keepdims})"
+    if not keepdims and len(kept) < len(ctx.shape):  # all free axes reduced: the result keeps a size-1 one
+        value = f"{value}.reshape({ctx.box_shape()})"
     return Lowered(f"np.negative({value})" if attrs["negate"] else value)
 
 

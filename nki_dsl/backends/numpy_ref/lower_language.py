@@ -72,9 +72,14 @@ def reduce(ctx: OpContext) -> Lowered:
 
     fn = OPS[ctx.op.name].extra["fn"]
     attrs = ctx.op.attrs
-    # Without keepdims, result axes no longer line up with the input's.
-    x = ctx.read("x", axes="aligned" if attrs["keepdims"] else None)
-    return Lowered(f"{REDUCTIONS[fn]}({x}, axis={tuple(attrs['axis'])}, keepdims={attrs['keepdims']})")
+    axis, keepdims = tuple(attrs["axis"]), attrs["keepdims"]
+    # Without keepdims, result axis j is the j-th kept input axis (a trailing size-1 free axis has none).
+    kept = [k for k in range(len(ctx.op.operands["x"].shape)) if k not in axis]
+    x = ctx.read("x", axes="aligned" if keepdims else dict(enumerate(kept)))
+    value = f"{REDUCTIONS[fn]}({x}, axis={axis}, keepdims={keepdims})"
+    if not keepdims and len(kept) < len(ctx.shape):
+        value = f"{value}.reshape({ctx.box_shape()})"
+    return Lowered(value)
 
 
 def matmul(ctx: OpContext) -> Lowered:

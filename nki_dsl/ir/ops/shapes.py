@@ -42,7 +42,12 @@ def reduce_axes(operand: str):
         axes = normalize_axes(attrs["axis"], len(shape))
         if attrs.get("keepdims", False):
             return tuple(1 if k in axes else e for k, e in enumerate(shape))
-        return tuple(e for k, e in enumerate(shape) if k not in axes)
+        kept = tuple(e for k, e in enumerate(shape) if k not in axes)
+        if len(shape) >= 2 and 0 not in axes and len(kept) < 2:
+            # A tile keeps its partition dimension and one free dimension: reducing all free axes of [P, F]
+            # gives [P, 1], which broadcasts against [P, F] as the legacy rmsnorm/layernorm tutorials rely on.
+            return (*kept, 1)
+        return kept
 
     return rule
 
