@@ -32,7 +32,8 @@ def _rounder(name: str):
     def to_int(x):
         x = np.asarray(x)
         if x.dtype.kind == "f":
-            x = np.clip(np.rint(x), info.min, info.max)
+            # Clip in float64: int32's max is not a float32 (it rounds up to 2**31, which would wrap around).
+            x = np.clip(np.rint(x.astype(np.float64)), info.min, info.max)
         return x.astype(d.np_dtype)
 
     return to_int
