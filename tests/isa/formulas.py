@@ -50,3 +50,24 @@ ACTIVATION_FORMULAS = {
     "sign": (np.sign, (-2, 2)),
     "abs": (np.abs, (-2, 2)),
 }  # fmt: skip
+
+
+# Vector-engine ALU operators on float64 values (comparisons give 1.0 / 0.0), with a domain for the second
+# operand that keeps each one defined and well conditioned.
+ALU_FORMULAS = {
+    "add": (lambda a, b: a + b, (-2, 2)),
+    "subtract": (lambda a, b: a - b, (-2, 2)),
+    "multiply": (lambda a, b: a * b, (-2, 2)),
+    "divide": (lambda a, b: a / b, (0.5, 2)),
+    "maximum": (lambda a, b: np.where(a > b, a, b), (-2, 2)),
+    "minimum": (lambda a, b: np.where(a < b, a, b), (-2, 2)),
+    "greater": (lambda a, b: (a > b) * 1.0, (-2, 2)),
+    "less_equal": (lambda a, b: (a <= b) * 1.0, (-2, 2)),
+    "equal": (lambda a, b: (a == b) * 1.0, (-2, 2)),
+}
+
+
+def alu(name, a, b, reverse=False):
+    """``a op b``, or ``b op a`` when ``reverse`` (the operand order NKI's reverse flags select)."""
+    fn = ALU_FORMULAS[name][0]
+    return fn(b, a) if reverse else fn(a, b)
