@@ -21,12 +21,13 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 
 @pytest.fixture
 def golden():
-    """``golden(rule, error)``: the error lists only ``rule`` and reads exactly as ``golden/<rule>.txt``."""
+    """``golden(rule, error)``: the error lists only ``rule`` and reads exactly as ``golden/<rule>.txt``.
+    ``golden(rule, error, case)`` compares with ``golden/<rule>-<case>.txt``, for a rule with several faces."""
 
-    def compare(rule: str, error: NkiVerificationError) -> None:
+    def compare(rule: str, error: NkiVerificationError, case: str = "") -> None:
         assert {d.rule for d in error.diagnostics} == {rule}, str(error)
         text = str(error) + "\n"
-        path = GOLDEN_DIR / f"{rule}.txt"
+        path = GOLDEN_DIR / (f"{rule}-{case}.txt" if case else f"{rule}.txt")
         if os.environ.get("NKI_UPDATE_GOLDEN") == "1":
             path.write_text(text)
             return

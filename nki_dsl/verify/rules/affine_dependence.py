@@ -2,7 +2,8 @@
 DESIGN.md "Loop semantics"). Only accumulation (``+=``) into a tensor declared outside the loop may carry a value
 from one iteration to the next. Three ways to break that, for a tensor declared outside loop L:
 
-* a plain write whose index does not use L's index: every iteration writes the same elements;
+* a plain write whose index does not use L's index: every iteration writes the same elements (and when L also
+  reads the tensor, ``t[...] = t + x``, each iteration reads what the one before wrote);
 * a plain write and a read inside L at different indices: one iteration reads what another writes;
 * a read inside L of a tensor L accumulates into: the partial sum depends on the iteration order.
 """
@@ -34,6 +35,7 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
     writes: dict[tuple[Loop, object], list[Ref]] = {}
     reads: dict[tuple[Loop, object], list[Ref]] = {}
     accums: dict[tuple[Loop, object], list[Ref]] = {}
+    same_elements: list[tuple[Ref, list[Loop]]] = []
     for site, name, a in prog.accesses():
         spec = OPS[site.op.name]
         role = spec.operand(name).role
@@ -49,7 +51,10 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
                 if loop.var not in a.vars():
                     same.append(loop)
         if same:
-            found.append(_same_elements(site, name, a, same))
+            same_elements.append(((site, name, a), same))
+    for ref, loops in same_elements:
+        read = next((r for lp in loops for r in reads.get((lp, ref[2].tensor), ())), None)
+        found.append(_carried(ref, read, loops) if read else _same_elements(ref, loops))
     for key, ws in writes.items():
         found += _read_write(key[0], ws, reads.get(key, []))
     for key, acc in accums.items():
@@ -65,11 +70,25 @@ def _loops_outside_definition(prog: Program, site: Site, a: Access) -> list[Loop
     return [lp for lp in site.loops[k:] if lp.kind == "affine" and lp.trip_count > 1]
 
 
-def _same_elements(site: Site, name: str, a: Access, loops: list[Loop]) -> Diagnostic:
+def _same_elements(ref: Ref, loops: list[Loop]) -> Diagnostic:
+    site, name, a = ref
     indices = " and ".join(lp.var for lp in loops)
-    msg = (f"writes {d.access(a)} (operand '{name}') at the same elements in every iteration of {d.loops(loops)}; "
-           f"use += to accumulate, index the write with {indices}, or use nl.sequential_range for a "
-           f"loop-carried value")  # fmt: skip
+    fix = "accumulate with t[...] += x" if a.tensor.type.buffer.on_chip else "store once after the loop"
+    msg = (f"{d.operand(name, a)} writes the same elements in every iteration of {d.loops(loops)}, so the result "
+           f"depends on which iteration runs last; index the write with {indices}, {fix}, or use "
+           f"nl.sequential_range")  # fmt: skip
+    return d.diagnostic(site.op, RULE, msg)
+
+
+def _carried(ref: Ref, read: Ref, loops: list[Loop]) -> Diagnostic:
+    """``t[...] = t + x``: a value carried from one iteration to the next through ``t``."""
+    site, name, a = ref
+    rsite, rname, _ = read
+    reader = f"line {rsite.op.loc.line}, operand '{rname}' of {rsite.op.name}"
+    msg = (f"{d.tensor(a.tensor)} is read ({reader}) and written here (operand '{name}') in every iteration "
+           f"of {d.loops(loops)}: each iteration reads what the one before wrote, a loop-carried "
+           f"dependence that affine_range does not allow; accumulate with t[...] += x, or use "
+           f"nl.sequential_range")  # fmt: skip
     return d.diagnostic(site.op, RULE, msg)
 
 
@@ -79,9 +98,9 @@ def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref]) -> list[Diagnostic]:
             continue  # already reported as a write to the same elements
         for rsite, _, r in rs:
             if r.index != w.index or r.shape != w.shape:
-                msg = (f"writes {d.access(w)} (operand '{wname}') at {_index(w)} while line {rsite.op.loc.line} "
-                       f"reads it at {_index(r)} in the same {d.loop(loop)}: one iteration reads what another "
-                       f"writes; use nl.sequential_range")  # fmt: skip
+                msg = (f"{d.operand(wname, w)} writes at {_index(w)} while line {rsite.op.loc.line} reads "
+                       f"{d.ref(r.tensor)} at {_index(r)} in the same {d.loop(loop)}: one iteration reads what "
+                       f"another writes; use nl.sequential_range")  # fmt: skip
                 return [d.diagnostic(wsite.op, RULE, msg)]
     return []
 

@@ -15,8 +15,8 @@ from fractions import Fraction
 from math import ceil, floor
 
 from nki_dsl.errors import Diagnostic
-from nki_dsl.ir.affine import Affine
-from nki_dsl.ir.nodes import Access, Kernel, Op
+from nki_dsl.ir.affine import Affine, format_affine, var_kind
+from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import iteration_shape
@@ -37,7 +37,7 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
             continue  # inside a loop that never runs
         for name, value in site.op.operands.items():
             if isinstance(value, Access):
-                found += _check_access(site.op, name, value, base)
+                found += _check_access(site, name, value, base)
     return found
 
 
@@ -50,7 +50,8 @@ def _scalar_ranges(site: Site, pids: Ranges) -> Ranges | None:
     return ranges
 
 
-def _check_access(op: Op, name: str, a: Access, base: Ranges) -> list[Diagnostic]:
+def _check_access(site: Site, name: str, a: Access, base: Ranges) -> list[Diagnostic]:
+    op = site.op
     if any(s <= 0 for s in a.shape):
         return []
     ranges = dict(base)
@@ -64,10 +65,27 @@ def _check_access(op: Op, name: str, a: Access, base: Ranges) -> list[Diagnostic
         if lo > hi or (lo >= 0 and hi <= size - 1):
             continue
         where = f"exceeds dimension size of {size}" if hi > size - 1 else "goes below 0"
-        msg = (f"out-of-bound access for tensor {d.ref(a.tensor)} on dimension {dim}: index range [{lo}, {hi}] "
-               f"{where} ({d.operand(name, a)}); restrict the op to the valid elements with mask=")  # fmt: skip
+        fix = "fix the loop bounds or " if any(var_kind(v) == "loop" for v in expr.vars()) else ""
+        msg = (f"out-of-bound access for tensor {d.typed(a.tensor)} on dimension {dim}: index range [{lo}, {hi}] "
+               f"{where}; the index is {format_affine(expr)}{_scalar_vars(expr, site.loops, ranges)} "
+               f"({d.operand(name, a)}); {fix}restrict the op to the valid elements with mask=")  # fmt: skip
         out.append(d.diagnostic(op, RULE, msg))
     return out
+
+
+def _scalar_vars(expr: Affine, loops: tuple[Loop, ...], ranges: Ranges) -> str:
+    """`` with i0 in [0, 2] from the affine_range loop at line 9``: where the loop indices and program ids of an index
+    come from, so an overrun through a loop names the loop. Tile axes ``d<k>`` span the access and go unnamed."""
+    by_var = {lp.var: lp for lp in loops}
+    parts = []
+    for v in sorted(expr.vars()):
+        if var_kind(v) == "axis":
+            continue
+        lo, hi = ranges[v]
+        lp = by_var.get(v)
+        source = f"the {d.LOOP_API.get(lp.kind, lp.kind)} loop at line {lp.loc.line}" if lp else "the launch grid"
+        parts.append(f"{v} in [{lo}, {hi}] from {source}")
+    return " with " + " and ".join(parts) if parts else ""
 
 
 def _mask_for(op: Op, a: Access) -> list[Affine]:

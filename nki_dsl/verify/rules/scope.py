@@ -26,16 +26,18 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
                 continue
             seen.add((t, k))
             loop = def_site.loops[k]
-            msg = (f"operand '{use.name}' is {kind} {d.access(use.access)}, made at line {def_site.op.loc.line} "
-                   f"inside the {d.LOOP_API.get(loop.kind, loop.kind)} loop at {loop.loc} and used after the loop "
-                   f"ends; the body is traced once, so it holds one iteration's value: declare a buffer before the "
-                   f"loop and write into it with t[...] = ...")  # fmt: skip
+            api = d.LOOP_API.get(loop.kind, loop.kind)
+            msg = (f"operand '{use.name}' reads {kind} {d.access(use.access)} after the {api} loop at line "
+                   f"{loop.loc.line} that made it (line {def_site.op.loc.line}); the loop body is traced once, so "
+                   f"after the loop the {kind} holds one iteration's value, and rebinding a variable in the loop "
+                   f"(t = t + x) carries nothing across iterations: declare the tensor before the loop and write "
+                   f"into it with t[...] = ... (or t[...] += x to accumulate)")  # fmt: skip
             found.append(d.diagnostic(use.site.op, RULE, msg))
     outputs = set(kernel.outputs)
     for t, def_site in prog.defs.items():
         if t in outputs and def_site.loops:
             loop = def_site.loops[0]
-            msg = (f"output {d.tensor(t)} is declared inside the {d.LOOP_API.get(loop.kind, loop.kind)} loop at "
-                   f"{loop.loc}; declare kernel outputs before any loop")  # fmt: skip
+            msg = (f"output {d.tensor(t)} is declared inside the {d.LOOP_API.get(loop.kind, loop.kind)} loop at line "
+                   f"{loop.loc.line}; declare kernel outputs before any loop")  # fmt: skip
             found.append(d.diagnostic(def_site.op, RULE, msg))
     return found

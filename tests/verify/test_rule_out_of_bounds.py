@@ -1,0 +1,74 @@
+import numpy as np
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+
+ROWS_256 = np.zeros((256, 512), np.float32)
+
+
+@nki.jit
+def three_tiles_of_256_rows(a):
+    out = nl.ndarray((384, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(3):
+        x = nl.load(a[i * 128 + nl.arange(128)[:, None], nl.arange(512)[None, :]])  # i = 2 reads rows 256..383
+        nl.store(out[i * 128:(i + 1) * 128, :], value=x)
+    return out
+
+
+def test_golden_overrun_through_a_loop_index_names_the_loop(golden, rejected):
+    golden("out-of-bounds", rejected(three_tiles_of_256_rows, ROWS_256))
+
+
+def test_two_tiles_of_256_rows_are_in_bounds(traced):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((256, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            x = nl.load(a[i * 128 + nl.arange(128)[:, None], nl.arange(512)[None, :]])
+            nl.store(out[i * 128:(i + 1) * 128, :], value=x)
+        return out
+
+    traced(kernel, ROWS_256)
+
+
+def test_a_mask_on_the_ragged_tile_makes_the_overrun_valid(traced):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((300, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            i_p = i * 128 + nl.arange(128)[:, None]
+            x = nl.load(a[i_p, nl.arange(512)[None, :]], mask=(i_p < 300))
+            nl.store(out[i_p, nl.arange(512)[None, :]], value=x, mask=(i_p < 300))
+        return out
+
+    traced(kernel, np.zeros((300, 512), np.float32))
+
+
+def test_a_free_axis_overrun_names_the_dimension_and_no_loop(rejected):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a[nl.arange(128)[:, None], nl.arange(512)[None, :] + 8])
+        nl.store(out, value=x)
+        return out
+
+    (diag,) = rejected(kernel, np.zeros((128, 512), np.float32)).diagnostics
+    assert diag.rule == "out-of-bounds"
+    assert diag.message == (
+        "out-of-bound access for tensor %a f32[128, 512] on dimension 1: index range [8, 519] exceeds dimension "
+        "size of 512; the index is d1 + 8 (operand 'src' %a[128, 512] in 'hbm'); restrict the op to the valid "
+        "elements with mask="
+    )
+
+
+def test_a_program_id_overrun_names_the_launch_grid(rejected):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.load(a[nl.program_id(0) * 64 + nl.arange(128)[:, None], nl.arange(512)[None, :]])
+        nl.store(out, value=x)
+        return out
+
+    (diag,) = rejected(kernel[2], ROWS_256[0:128]).diagnostics
+    assert "index range [0, 191] exceeds dimension size of 128" in diag.message
+    assert "with pid0 in [0, 1] from the launch grid" in diag.message
