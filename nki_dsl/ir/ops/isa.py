@@ -7,6 +7,8 @@ functions, ALU operators, reductions) are ``fn`` attributes; an absent optional 
 
 from __future__ import annotations
 
+import math
+
 from nki_dsl.ir import functions
 from nki_dsl.ir.ops import shapes as rules
 from nki_dsl.ir.ops.spec import ANY_BUFFER, REQUIRED, AttrSpec, OperandSpec, OpSpec
@@ -27,6 +29,7 @@ DGE_MODES = ("none", "swdge", "hwdge", "unknown")
 # The transposes the DMA engines perform, by rank (nki.md §2.3 dma_transpose).
 DMA_TRANSPOSE_AXES = {2: ((1, 0),), 3: ((2, 1, 0),), 4: ((3, 1, 2, 0),)}
 BN_STATS_WIDTH = 6  # (count, mean, count*var) of the even elements, then of the odd elements
+BN_STATS_FMAX = 512  # elements per partition bn_stats reads (nl.tile_size.bn_stats_fmax, reference/nki.md §1.2)
 BN_GROUP = 3
 
 
@@ -104,7 +107,13 @@ def _partition_reduce_shape(shapes, attrs):
 
 
 def _bn_stats_shape(shapes, attrs):
-    return (_at_least_2d(shapes, "data")[0], BN_STATS_WIDTH)
+    s = _at_least_2d(shapes, "data")
+    free = math.prod(s[1:])
+    if free > BN_STATS_FMAX:
+        raise rules.ShapeError(f"operand 'data' {list(s)} has {free} elements per partition, more than the "
+                               f"{BN_STATS_FMAX} bn_stats reads (nl.tile_size.bn_stats_fmax); split the free axis "
+                               f"and combine the statistics with nisa.bn_aggr")  # fmt: skip
+    return (s[0], BN_STATS_WIDTH)
 
 
 def _bn_aggr_shape(shapes, attrs):
