@@ -101,6 +101,9 @@ class _TileLike:
     def __mod__(self, o):
         return _math().mod(self, o)
 
+    def __rmod__(self, o):
+        return _math().mod(o, self)
+
     def __neg__(self):
         return _math().negative(self)
 
@@ -113,17 +116,32 @@ class _TileLike:
     def __and__(self, o):
         return _math().bitwise_and(self, o)
 
+    def __rand__(self, o):
+        return _math().bitwise_and(o, self)
+
     def __or__(self, o):
         return _math().bitwise_or(self, o)
+
+    def __ror__(self, o):
+        return _math().bitwise_or(o, self)
 
     def __xor__(self, o):
         return _math().bitwise_xor(self, o)
 
+    def __rxor__(self, o):
+        return _math().bitwise_xor(o, self)
+
     def __lshift__(self, o):
         return _math().left_shift(self, o)
 
+    def __rlshift__(self, o):
+        return _math().left_shift(o, self)
+
     def __rshift__(self, o):
         return _math().right_shift(self, o)
+
+    def __rrshift__(self, o):
+        return _math().right_shift(o, self)
 
     def __lt__(self, o):
         return _math().less(self, o)
