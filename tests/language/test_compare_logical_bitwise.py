@@ -124,8 +124,11 @@ def test_python_operators_on_int_tiles(expr):
 
 
 # Integer arithmetic is exact; mixed widths promote as NKI does: (int8, uint8) -> int16, (int32, uint32) -> fp32.
-@pytest.mark.parametrize(("dx", "dy", "dout"), [(np.int32, np.int32, np.int32), (np.int8, np.uint8, np.int16),
-                                                (np.int16, np.int32, np.int32), (np.int32, np.uint32, np.float32)])  # fmt: skip
+INT_PROMOTIONS = [(np.int32, np.int32, np.int32), (np.int8, np.uint8, np.int16), (np.int16, np.int32, np.int32),
+                  (np.int32, np.uint32, np.float32)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("dx", "dy", "dout"), INT_PROMOTIONS)
 @pytest.mark.parametrize("op", ["add", "subtract", "multiply", "maximum", "minimum"])
 def test_integer_arithmetic(op, dx, dy, dout):
     x, y = small_ints((128, 32), dx, 11, 0, 100), small_ints((128, 32), dy, 12, 0, 100)
