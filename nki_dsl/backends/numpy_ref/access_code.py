@@ -61,7 +61,11 @@ class AccessCode:
         if self.whole:
             return f"{self.target}[...] = {value}"  # in place: other names may alias the array
         if self.missing:
-            raise NotImplementedError("a write whose index ignores an axis writes one element several times")
+            if any(self.shape[a] != "1" for a in self.missing):
+                raise NotImplementedError("a write whose index ignores an axis writes one element several times")
+            # Size-1 axes no dimension depends on (``t[ip, k] = x`` with x [P, 1]): drop them from the value.
+            kept = [s for a, s in enumerate(self.shape) if a not in self.missing]
+            value = f"np.broadcast_to({value}, ({', '.join(self.shape)},)).reshape(({''.join(f'{k}, ' for k in kept)}))"
         if self.perm is not None:
             inverse = tuple(int(k) for k in np.argsort(self.perm))
             value = f"np.transpose({value}, {inverse})"
