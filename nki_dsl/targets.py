@@ -1,0 +1,164 @@
+"""Hardware constants of one NeuronCore per target (trn1, trn2, trn3): the single table the verifier, the allocator
+and the simulator's cost model read. Every field names its source section in ``reference/nki.md``; where sources
+disagree the comment says which value was chosen and why, and the other is kept as a documented alternative. The
+model must predict, not fit: never change a constant to make one benchmark look better."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nki_dsl.errors import NkiApiError
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    nc_version: int  # NeuronCore generation: v2 (Trn1/Inf2), v3 (Trn2), v4 (Trn3) (§1.1 table, §2.3 enums)
+    cores_per_chip: int  # §1.1 table "cores / chip"
+
+    # --- on-chip memory (§1.1, §1.2) ---
+    partitions: int  # SBUF and PSUM partitions, tile_size.pmax (§1.1, §1.2 TC#1)
+    sbuf_bytes_per_partition: int  # §1.1 table "SBUF / core" divided by 128 partitions
+    psum_bytes_per_partition: int  # §1.1 table "PSUM / core": 128 x 16 KiB
+    psum_banks: int  # §1.1 "8 banks x 2 KiB per partition"
+    psum_bank_bytes: int  # §1.1, §1.2 TC#2: one bank holds 512 fp32 per partition
+
+    # --- engine clocks, GHz (§1.1 table) ---
+    tensor_ghz: float
+    vector_ghz: float
+    scalar_ghz: float
+    gpsimd_ghz: float
+
+    # --- instruction issue (§2.3) ---
+    min_ii_cycles: int  # "MIN_II is roughly 64 engine cycles" (§2.3 header)
+
+    # --- Tensor engine (§3.1, §3.2) ---
+    pe_rows: int  # 128x128 systolic array (§3.1)
+    pe_cols: int
+    mm_init_latency_cycles: int  # MM_INIT_LATENCY = 64 TensorE cycles; II ~ max(N, 64) (§3.2)
+    fp32_matmul_slowdown: int  # "FP32 ~ 4x slower" (§3.2; §3.1 FP32 TFLOPS = 1/4 of bf16)
+    fast_load_stationary_factor: int  # LoadStationary "up to 4x faster" than MultiplyMoving (§3.2)
+    quoted_bf16_tflops: float  # quoted dense BF16 peak per core (§3.1); tests check it against 128*128*2*clock
+    quoted_fp32_tflops: float  # quoted FP32 matmul peak per core (§3.1)
+
+    # --- Vector / Scalar / GpSimd (§3.3, §3.1) ---
+    vector_static_overhead_cycles: int  # +100 cycles for dependent or N << 128 instructions (§3.3)
+    sbuf_access_overhead_cycles: int  # ~60 cycles to initiate an SBUF/PSUM access, quoted for NC-v2 (§3.3)
+    stride_penalty: float  # minor-dim stride > 16 B halves bandwidth (§3.3)
+    stride_penalty_min_bytes: int  # the 16 B threshold of that penalty (§3.3)
+    # Elements per cycle across all partitions. The §2.3 costs (N cycles for N elements per partition) are the
+    # 128-lane baseline; NC-v3+ perf modes raise bf16/fp16 SBUF-contiguous copies/tensor_scalar to 4x (512) and other
+    # dtypes / non-contiguous / tensor_tensor to 2x (256) (§3.1 VectorE row, §3.3 "NC-v3 VectorE perf mode").
+    vector_lanes: int  # 128 lanes: one partition per lane (§3.1)
+    vector_elems_per_cycle_16bit: int  # bf16/fp16(/fp8 on v4) peak (§3.1)
+    vector_elems_per_cycle_other: int  # other dtypes peak (§3.1)
+    scalar_elems_per_cycle_16bit: int  # §3.1 ScalarE row: v4 gets 256 for bf16/fp16/fp8 (§3.3 "NC-v4 ScalarE 2x")
+    scalar_elems_per_cycle_other: int  # §3.1 ScalarE row: 128
+    act_read_accumulator_cycles: int  # ActReadAccumulator ~64 ScalarE cycles (§3.3)
+    gpsimd_start_cycles: int  # GPSIMD_START ~150 cycles (iota 150 + N, affine_select; §2.3)
+    dynamic_copy_min_ii_cycles: int  # MIN_II_DYNAMIC ~600 cycles (tensor_copy_dynamic_*; §2.3)
+
+    # --- DMA (§3.4) ---
+    dma_engines: int  # 16 DMA engines per core (§1.1, §3.4)
+    dma_queues_per_engine: int  # 16 queues per engine, in order within a queue (§3.4)
+    # Per-engine peak, bytes per ns. Chosen: the newer DMA bandwidth guide's table (17 / 23 / 33 B/ns). The NC-v2 arch
+    # guide says 27 GiB/s (= 29 B/ns) and the newer guide's own prose says 27.2 / 38.4 GB/s; the table is chosen
+    # because the measured Trn2 example (32 KiB in 1416 ns = 23.1 B/ns, §3.4) agrees with it and not with the prose.
+    dma_engine_bytes_per_ns: float
+    dma_engine_bytes_per_ns_alt: float  # documented alternative: 27 GiB/s (v2 arch guide) / 38.4 GB/s (v4 prose)
+    # Fixed cost of one transfer, ns. Chosen: ~1300 ns "descriptor setup, synchronization, and semaphore-to-start
+    # latency (cross-engine)" (§3.4), the cost every queued DMA pays in the documented model. Alternative: a
+    # hardware-DGE instruction "takes about 600 ns" on NC-v3 (§3.4); kept as ``dge_fixed_ns`` for DGE-mode DMAs.
+    dma_fixed_ns: float
+    dge_fixed_ns: float | None  # HW DGE per-instruction cost: NC-v3 only is documented (§3.4); None where unknown
+    dma_partitions_per_engine: int  # "each DMA engine ... eight SBUF partitions (128 / 16)" (§3.4)
+    # Small-transfer efficiency curve in bytes per partition (§3.4): below 256 B overhead-bound, 256 B-2 KiB
+    # improving, >= 2 KiB approaches peak, >= 4 KiB fully amortised.
+    dma_overhead_bound_bytes: int
+    dma_near_peak_bytes: int
+    dma_full_efficiency_bytes: int
+    quoted_dma_gb_per_s: float  # quoted per-core DMA peak, = engines x per-engine (§3.4 table: 272 / 368 / 528 GB/s)
+
+    # --- HBM (§1.1 table, §3.4) ---
+    hbm_chip_gb_per_s: float  # chip HBM bandwidth (§1.1): trn1 820, trn2 2900 ("2.9 TB/sec"), trn3 4700
+
+    @property
+    def psum_bank_fp32(self) -> int:
+        """fp32 elements per partition in one PSUM bank (512, tile_size.psum_fmax; §1.2 TC#2)."""
+        return self.psum_bank_bytes // 4
+
+    @property
+    def hbm_bytes_per_ns_per_core(self) -> float:
+        """HBM bandwidth per core, derived: chip bandwidth shared evenly by its cores (§3.4 'HBM per core')."""
+        return self.hbm_chip_gb_per_s / self.cores_per_chip
+
+    @property
+    def dma_bytes_per_ns(self) -> float:
+        """Aggregate DMA peak of one core: all engines streaming at once (§3.4)."""
+        return self.dma_engines * self.dma_engine_bytes_per_ns
+
+    def clock_ghz(self, engine: str) -> float:
+        """Clock of ``engine`` ('tensor', 'vector', 'scalar', 'gpsimd')."""
+        try:
+            return {"tensor": self.tensor_ghz, "vector": self.vector_ghz, "scalar": self.scalar_ghz,
+                    "gpsimd": self.gpsimd_ghz}[engine]  # fmt: skip
+        except KeyError:
+            raise ValueError(f"{self.name} has no clock for engine {engine!r}") from None
+
+
+# Facts the three targets share (§1.1, §1.2, §2.3, §3.2-§3.4); only the 'v2' numbers are documented for the
+# overheads (MM_INIT_LATENCY, 60-cycle access, 100-cycle static overhead) and are used for all generations.
+_COMMON = dict(
+    partitions=128, psum_bytes_per_partition=16 * KIB, psum_banks=8, psum_bank_bytes=2 * KIB,
+    min_ii_cycles=64, pe_rows=128, pe_cols=128, mm_init_latency_cycles=64, fp32_matmul_slowdown=4,
+    fast_load_stationary_factor=4, vector_static_overhead_cycles=100, sbuf_access_overhead_cycles=60,
+    stride_penalty=2.0, stride_penalty_min_bytes=16, vector_lanes=128, act_read_accumulator_cycles=64,
+    gpsimd_start_cycles=150, dynamic_copy_min_ii_cycles=600, dma_engines=16, dma_queues_per_engine=16,
+    dma_fixed_ns=1300.0, dma_partitions_per_engine=8, dma_overhead_bound_bytes=256, dma_near_peak_bytes=2 * KIB,
+    dma_full_efficiency_bytes=4 * KIB,
+)  # fmt: skip
+
+TARGETS: dict[str, Target] = {
+    "trn1": Target(
+        name="trn1", nc_version=2, cores_per_chip=2, sbuf_bytes_per_partition=192 * KIB,
+        tensor_ghz=2.8, vector_ghz=1.12, scalar_ghz=1.4, gpsimd_ghz=1.4,
+        quoted_bf16_tflops=92.0, quoted_fp32_tflops=23.0,
+        # NC-v2 VectorE/ScalarE: "128 lanes", no perf modes (§3.1)
+        vector_elems_per_cycle_16bit=128, vector_elems_per_cycle_other=128,
+        scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
+        dma_engine_bytes_per_ns=17.0, dma_engine_bytes_per_ns_alt=27 * 2**30 / 1e9, dge_fixed_ns=None,
+        quoted_dma_gb_per_s=272.0, hbm_chip_gb_per_s=820.0, **_COMMON,
+    ),
+    "trn2": Target(
+        name="trn2", nc_version=3, cores_per_chip=8, sbuf_bytes_per_partition=224 * KIB,
+        tensor_ghz=2.4, vector_ghz=0.96, scalar_ghz=1.2, gpsimd_ghz=1.2,
+        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0,
+        vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
+        scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
+        dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0,
+        quoted_dma_gb_per_s=368.0, hbm_chip_gb_per_s=2900.0, **_COMMON,
+    ),
+    "trn3": Target(
+        name="trn3", nc_version=4, cores_per_chip=8, sbuf_bytes_per_partition=256 * KIB,
+        tensor_ghz=2.4, vector_ghz=1.2, scalar_ghz=1.2, gpsimd_ghz=1.2,
+        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0,
+        vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
+        scalar_elems_per_cycle_16bit=256, scalar_elems_per_cycle_other=128,
+        dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None,
+        quoted_dma_gb_per_s=528.0, hbm_chip_gb_per_s=4700.0, **_COMMON,
+    ),
+}
+
+DEFAULT_TARGET = "trn2"  # tracing and tile_size default to trn2 (nki_dsl/isa/enums.py get_nc_version)
+
+
+def get_target(name: str | Target) -> Target:
+    """The Target called ``name`` (a Target passes through); unknown names raise, listing the valid ones."""
+    if isinstance(name, Target):
+        return name
+    try:
+        return TARGETS[name]
+    except (KeyError, TypeError):
+        raise NkiApiError(f"unknown target {name!r}; expected one of {', '.join(TARGETS)}") from None
