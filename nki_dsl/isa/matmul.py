@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from nki_dsl.errors import NkiApiError
+from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
 from nki_dsl.isa.arguments import engine_name, flag, ints, shape_of
 from nki_dsl.isa.enums import Engine
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.semantics import build_op
-
-VECTOR_TRANSPOSE_MAX = 32  # the Vector engine transposes tiles of at most 32x32 (reference/nki.md §2.3)
 
 
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,

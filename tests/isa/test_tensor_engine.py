@@ -117,3 +117,14 @@ def test_nc_transpose_rejects_an_engine_it_cannot_use():
 
     with pytest.raises(nki.NkiApiError, match=r"engine=gpsimd is not supported.*tensor, vector"):
         kernel(rand((32, 32)))
+
+
+def test_nc_transpose_on_the_vector_engine_is_limited_to_32x32():
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_transpose(nl.load(a), engine=nisa.vector_engine))
+        return out
+
+    with pytest.raises(nki.NkiError, match=r"nisa\.nc_transpose.*\[32, 64\].*32x32.*Tensor engine"):
+        kernel(rand((32, 64)))

@@ -31,6 +31,7 @@ DMA_TRANSPOSE_AXES = {2: ((1, 0),), 3: ((2, 1, 0),), 4: ((3, 1, 2, 0),)}
 BN_STATS_WIDTH = 6  # (count, mean, count*var) of the even elements, then of the odd elements
 BN_STATS_FMAX = 512  # elements per partition bn_stats reads (nl.tile_size.bn_stats_fmax, reference/nki.md §1.2)
 BN_GROUP = 3
+VECTOR_TRANSPOSE_MAX = 32  # the Vector engine transposes tiles of at most 32x32 (reference/nki.md §2.3)
 
 
 def _engine_attr(*engines: str) -> AttrSpec:
@@ -67,6 +68,15 @@ def _nc_matmul_shape(shapes, attrs):
     if st[0] != mv[0]:
         raise rules.ShapeError(f"contraction (partition) sizes differ: 'stationary' {list(st)} vs 'moving' {list(mv)}")
     return (st[1], mv[1])
+
+
+def _nc_transpose_shape(shapes, attrs):
+    s = rules.transposed("data")(shapes, attrs)
+    if attrs.get("engine") == "vector" and any(n > VECTOR_TRANSPOSE_MAX for n in s):
+        n = VECTOR_TRANSPOSE_MAX
+        raise rules.ShapeError(f"operand 'data' {list(shapes['data'])} is larger than the {n}x{n} tiles the "
+                               f"Vector engine transposes; use the Tensor engine")  # fmt: skip
+    return s
 
 
 def _activation_shape(shapes, attrs):
@@ -149,7 +159,7 @@ ISA_OPS: list[OpSpec] = [
            result="psum", result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
            doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
     OpSpec("nisa.nc_transpose", "isa.nc_transpose", (DATA,), (_engine_attr("tensor", "vector"),),
-           result="psum", result_dtype="first", shape=rules.transposed("data"), engine="tensor",
+           result="psum", result_dtype="first", shape=_nc_transpose_shape, engine="tensor",
            result_by_attr=("engine", (("tensor", "psum"), ("vector", "sbuf"))),
            doc="2-D transpose: Tensor engine into PSUM (<=128x128) or Vector engine into SBUF (<=32x32)"),
     # -- Scalar engine -------------------------------------------------------------------------------------------
