@@ -6,6 +6,7 @@ Goldens are the whole ``str(NkiVerificationError)`` per rule, in ``golden/<rule>
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from pathlib import Path
@@ -51,10 +52,11 @@ def rejected():
 
 @pytest.fixture
 def traced():
-    """``traced(kernel, *args)``: the verified IR of a valid kernel, to be altered as a parser might."""
+    """``traced(kernel, *args)``: the verified IR of a valid kernel, to be altered as a parser might. A copy: the
+    kernel's trace cache keeps the original, which other tests may trace again."""
 
     def trace(kernel, *args, **kwargs):
-        return nki.trace(kernel, *args, **kwargs).ir
+        return copy.deepcopy(nki.trace(kernel, *args, **kwargs).ir)
 
     return trace
 

@@ -1,5 +1,6 @@
-"""Rule ``dtype``: ops that only make sense on floats (or only on integers: bitwise ops) get tiles of that kind,
-and the Tensor engine writes fp32 (reference/nki.md §1.4 "PSUM accumulation always FP32", §5.1)."""
+"""Rule ``dtype``: ops that only make sense on floats (or only on integers: bitwise ops) get tiles of that kind;
+the Tensor engine multiplies float tiles (fp8, bf16, fp16, fp32; reference/nki.md §1.2, §2.3) and writes fp32
+(§1.4 "PSUM accumulation always FP32", §5.1)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,14 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         op, spec = site.op, OPS[site.op.name]
-        for name, a in tiles(op) if spec.float_only or spec.int_only else ():
+        float_only = spec.float_only or is_matmul(spec)
+        for name, a in tiles(op) if float_only or spec.int_only else ():
             dt = dtypes.get(a.tensor.type.dtype)
-            if spec.float_only and not dt.is_float:
+            if float_only and not dt.is_float:
                 msg = f"{d.operand(name, a)} has dtype {dt.name}; {op.name} takes float tiles only"
+                if is_matmul(spec):
+                    msg += (" (the Tensor engine multiplies fp8, bf16, fp16 or fp32 tiles; convert with dtype= on "
+                            "the nl.load or nl.copy that makes it)")
                 found.append(d.diagnostic(op, RULE, msg))
             elif spec.int_only and dt.is_float:
                 msg = (f"{d.operand(name, a)} has dtype {dt.name}; {op.name} takes integer "

@@ -28,7 +28,7 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
             for v in sorted(a.vars()):
                 problem = _out_of_scope(v, loop_vars, n_pids, len(a.shape))
                 if problem:
-                    found.append(d.diagnostic(op, RULE, f"operand '{name}' indexes with {problem}"))
+                    found.append(d.diagnostic(op, RULE, f"{d.operand(name, a)} indexes with {problem}"))
         if op.mask is not None:
             space = iteration_shape(op, OPS[op.name]) or ()
             for v in sorted(op.mask.vars()):

@@ -12,7 +12,7 @@ from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS, REQUIRED
 from nki_dsl.ir.types import Buffer, TensorType
-from nki_dsl.verify.describe import ref
+from nki_dsl.verify.describe import LOOP_API, ref
 
 RULE = "structure"
 
@@ -40,7 +40,7 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
             if isinstance(stmt, Loop):
                 problem = _loop_problem(stmt, loop_vars)
                 if problem:
-                    found.append(Diagnostic(stmt.loc, "loop", RULE, problem))
+                    found.append(Diagnostic(stmt.loc, LOOP_API.get(stmt.kind, "loop"), RULE, problem))
                 walk(stmt.body, loop_vars + (stmt.var,))
             elif isinstance(stmt, Op):
                 for msg in _op_problems(stmt, defined):

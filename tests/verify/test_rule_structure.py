@@ -1,0 +1,54 @@
+"""The tracer and the parser only build well-formed IR, so these tests alter it by hand, as a pass or a Hub
+bundle the parser's grammar allows could."""
+
+import numpy as np
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+from nki_dsl.ir.parser import parse_kernel
+from nki_dsl.verify import verify_kernel
+
+ZERO_STEP_LOOP = """\
+kernel k(%a: f32[256, 512] hbm) -> (%0) {
+  grid ()
+  source "k.py"
+  %0 = alloc() : f32[256, 512] shared_hbm loc(3)
+  affine i0 = range(0, 2, 0) loc(4) {
+    %1 = nl.load(src=%a[d0 + 128*i0, d1 ; 128x512]) : f32[128, 512] sbuf loc(5)
+    nl.store(dst=%0[d0 + 128*i0, d1 ; 128x512], value=%1) loc(6)
+  }
+}
+"""
+
+
+def test_golden_loop_that_never_advances(golden, reverified):
+    golden("structure", reverified(parse_kernel(ZERO_STEP_LOOP)))
+
+
+def test_the_same_loop_with_step_one_is_accepted():
+    assert verify_kernel(parse_kernel(ZERO_STEP_LOOP.replace("range(0, 2, 0)", "range(0, 2, 1)"))) == []
+
+
+@nki.jit
+def copy_kernel(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(a))
+    return out
+
+
+def test_a_tensor_used_before_its_definition_is_rejected(traced, reverified):
+    ir = traced(copy_kernel, np.zeros((128, 512), np.float32))
+    alloc, load, store = ir.body
+    ir.body[:] = [alloc, store, load]  # a pass that moved the store above the load
+    (diag,) = reverified(ir).diagnostics
+    assert (diag.rule, diag.op) == ("structure", "nl.store")
+    assert diag.message == "operand 'value' uses tensor %1 before it is defined"
+
+
+def test_other_rules_do_not_run_on_malformed_ir(reverified):
+    # With %a only 64 rows the loads would also be out of bounds, but bounds of a loop that never advances mean
+    # nothing: only the structure problem is reported.
+    small = ZERO_STEP_LOOP.replace("%a: f32[256, 512] hbm", "%a: f32[64, 512] hbm")
+    assert [d.rule for d in reverified(parse_kernel(small)).diagnostics] == ["structure"]
+    fixed = small.replace("range(0, 2, 0)", "range(0, 2, 1)")
+    assert [d.rule for d in reverified(parse_kernel(fixed)).diagnostics] == ["out-of-bounds"]  # the load
