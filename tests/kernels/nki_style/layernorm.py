@@ -91,7 +91,7 @@ def nki_layernorm_kernel_v2(input_tensor, epsilon, gamma_vector, beta_vector):
         mean = mean_var[i_p_io, 0]
         var = mean_var[i_p_io, 1]
 
-        rstd = nisa.activation(op=nl.rsqrt, data=var, bias=epsilon, scale=1.0, mask=(rows < num_rows))
+        rstd = nl.rsqrt(var + epsilon, mask=(rows < num_rows))
         normed = nisa.tensor_scalar(data=input_sb, op0=np.subtract, operand0=mean, op1=np.multiply,
                                     operand1=rstd, mask=(rows < num_rows))
         scaled = nisa.tensor_tensor(normed, gamma_sb.broadcast_to((nl.tile_size.pmax, n)), op=np.multiply,
