@@ -6,6 +6,7 @@ from nki_dsl.language.buffers import hbm, par_dim, private_hbm, psum, sbuf, shar
 from nki_dsl.language.composite import rms_norm, softmax
 from nki_dsl.language.creation import empty_like, full, full_like, ndarray, ones, ones_like, zeros, zeros_like
 from nki_dsl.language.iterators import affine_range, sequential_range, static_range
+from nki_dsl.language.loop_reduce import loop_reduce
 from nki_dsl.language.math import *  # noqa: F403 - the generated elementwise/reduction ops
 from nki_dsl.language.math import dropout, matmul, random_seed, where
 from nki_dsl.language.memory import broadcast_to, copy, expand_dims, load, load_transpose2d, store, transpose
