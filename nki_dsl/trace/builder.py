@@ -25,7 +25,7 @@ def current(api: str) -> Builder:
     builder = _active.get()
     if builder is None:
         raise NkiApiError(
-            f"{api} was called outside an NKI kernel; call it inside a function decorated with @nki.jit "
+            f"{_entry_point(api)} was called outside an NKI kernel; call it inside a function decorated with @nki.jit "
             f"and launch that kernel (kernel(...) or kernel[grid](...))",
             caller_loc(),
         )
@@ -36,12 +36,35 @@ def is_tracing() -> bool:
     return _active.get() is not None
 
 
+_NAMESPACES = {"nki_dsl.language": "nl", "nki_dsl.isa": "nisa"}
+
+
+def _entry_point(op: str) -> str:
+    """The public function the user called (``nl.zeros``), which may differ from the IR op it builds
+    (``nl.full``): the outermost frame in this package, when it is a function of ``nl`` or ``nisa``."""
+    frame, entry = sys._getframe(1), None
+    while frame is not None and in_package(frame.f_code.co_filename):
+        entry, frame = frame, frame.f_back
+    if entry is None:
+        return op
+    for package, alias in _NAMESPACES.items():
+        fn = getattr(sys.modules.get(package), entry.f_code.co_name, None)
+        if getattr(fn, "__code__", None) is entry.f_code:
+            return f"{alias}.{entry.f_code.co_name}"
+    return op
+
+
+def in_package(filename: str) -> bool:
+    """True for source files of nki_dsl itself (as opposed to kernels and the code that calls them)."""
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
 def caller_loc() -> SourceLoc:
     """The first stack frame outside this package: the kernel source line being traced."""
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep):
+        if not in_package(filename):
             return SourceLoc(filename, frame.f_lineno)
         frame = frame.f_back
     return SourceLoc("<unknown>", 0)

@@ -13,6 +13,7 @@ import inspect
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.trace.call_errors import api_call_error
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
@@ -75,7 +76,13 @@ class JitKernel:
         key = (self.source_hash, bound.key, grid, target)
         kernel = self._traced.get(key)
         if kernel is None:
-            kernel = trace_kernel(self.fn, bound, grid)
+            try:
+                kernel = trace_kernel(self.fn, bound, grid)
+            except TypeError as e:  # a kernel line called an nl/nisa function with arguments it does not take
+                error = api_call_error(e)
+                if error is None:
+                    raise
+                raise error from None
             check(kernel, target=target)
             for hook in TRACE_HOOKS:
                 hook(kernel)
