@@ -90,6 +90,8 @@ def cmd_trace(args) -> int:
 
 
 def cmd_check(args) -> int:
+    from rich.markup import escape
+
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import verify_kernel
 
@@ -99,11 +101,12 @@ def cmd_check(args) -> int:
     kernel = parse_kernel(text)
     diagnostics = verify_kernel(kernel, target=args.target)
     for d in diagnostics:
-        console.print(f"[bold red]error[/]: {d}")
+        # error[rule]: as compilers print error codes; the text is escaped, since IR shapes look like markup
+        console.print(f"[bold red]error[/]{escape(f'[{d.rule}]: {d}')}", soft_wrap=True)
     if diagnostics:
-        console.print(f"{args.file}: {len(diagnostics)} error(s)")
+        console.print(f"{escape(args.file)}: {len(diagnostics)} error(s)", soft_wrap=True)
         return 1
-    console.print(f"[green]ok[/]: {args.file}: kernel {kernel.name} is valid for {args.target}")
+    console.print(f"[green]ok[/]: {escape(args.file)}: kernel {kernel.name} is valid for {args.target}", soft_wrap=True)
     return 0
 
 
@@ -189,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except NkiError as e:
-        _console().print(f"[bold red]error[/]: {e}")
+        from rich.markup import escape
+
+        _console().print(f"[bold red]error[/]: {escape(str(e))}", soft_wrap=True)
         return 1
 
 
