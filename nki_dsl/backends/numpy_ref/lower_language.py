@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import numpy as np
 
 from nki_dsl import dtypes
@@ -110,6 +113,28 @@ def random_seed(ctx: OpContext) -> Lowered:
     return Lowered()
 
 
+def constant(ctx: OpContext) -> Lowered:
+    t = ctx.op.result
+    # Decoded once, at compile time: the generated code names a read-only array.
+    array = decode_constant(ctx.op.attrs["data"], t.type.shape, t.type.dtype)
+    ctx.e.line(f"{tensor_var(t.name)} = {ctx.e.const(array)}")
+    return Lowered()
+
+
+def decode_constant(data: str, shape: tuple[int, ...], dtype_name: str) -> np.ndarray:
+    """The ``data`` attribute of ``nl.shared_constant`` (base64 of zlib-compressed raw bytes), read-only. IR text
+    may be untrusted: never inflate more than the tensor's size, and insist on exactly that many bytes."""
+    np_dtype = dtypes.get(dtype_name).np_dtype
+    size = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
+    inflater = zlib.decompressobj()
+    raw = inflater.decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
+    if len(raw) != size or not inflater.eof:
+        raise ValueError(f"nl.shared_constant data does not hold exactly {size} bytes for {dtype_name}{list(shape)}")
+    array = np.frombuffer(raw, dtype=np_dtype).reshape(shape)
+    array.setflags(write=False)
+    return array
+
+
 def reshape(ctx: OpContext) -> Lowered:
     src = ctx.op.operands["x"].tensor
     ctx.e.line(f"{tensor_var(ctx.op.result.name)} = {tensor_var(src.name)}.reshape({ctx.op.attrs['shape']})")
@@ -121,4 +146,5 @@ FAMILY_HANDLERS = {
     "assign": assign, "copy": copy, "transpose": transpose, "broadcast_to": broadcast_to,
     "expand_dims": expand_dims, "unary": unary, "binary": binary, "reduce": reduce, "matmul": matmul,
     "select": select, "dropout": dropout, "random_seed": random_seed, "reshape": reshape,
+    "constant": constant,
 }  # fmt: skip
