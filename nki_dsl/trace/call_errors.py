@@ -57,10 +57,14 @@ def _explain(fn, op: str, problem: str) -> str:
     if unexpected is None:
         return f"{problem}; {usage}"
     kw = unexpected["kw"]
-    close = difflib.get_close_matches(kw, _keywords(signature), n=1) if signature is not None else []
-    if close:
-        return f"unexpected keyword argument '{kw}'; did you mean '{close[0]}'?"
-    return f"unexpected keyword argument '{kw}'; {usage}"
+    hint = did_you_mean(kw, _keywords(signature)) if signature is not None else ""
+    return f"unexpected keyword argument '{kw}'; {hint or usage}"
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """``did you mean 'dtype'?`` for the closest candidate, or "" when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=1)
+    return f"did you mean '{close[0]}'?" if close else ""
 
 
 def _signature(fn) -> inspect.Signature | None:

@@ -10,6 +10,7 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
+from nki_dsl.trace.call_errors import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ class BoundArgs:
 def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
     """Match call arguments to the kernel signature; returns the specs and the actual arrays by name."""
     sig = inspect.signature(fn)
+    named = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
+    for kw in kwargs:
+        if kw not in sig.parameters and not open_ended:  # before binding, which would only say what is missing
+            hint = did_you_mean(kw, named) or f"it takes {', '.join(named) or 'no arguments'}"
+            raise NkiApiError(f"kernel {fn.__name__}: unexpected keyword argument '{kw}'; {hint}")
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:

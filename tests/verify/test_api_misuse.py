@@ -143,3 +143,15 @@ def test_a_users_own_helper_keeps_pythons_error():
         nki.trace(kernel, A)
     assert not isinstance(info.value, NkiApiError)
     assert "got an unexpected keyword argument 'factr'" in str(info.value)
+
+
+def test_a_misspelled_kernel_argument_suggests_the_parameter():
+    @nki.jit
+    def add_bias(a, bias):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(a), nl.load(bias)))
+        return out
+
+    with pytest.raises(NkiApiError) as info:
+        add_bias(A, bais=A)
+    assert str(info.value) == "kernel add_bias: unexpected keyword argument 'bais'; did you mean 'bias'?"
