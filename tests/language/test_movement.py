@@ -2,6 +2,7 @@
 expand_dims, in-place writes and accumulation into SBUF tensors, and HBM reshape. Moves are exact, except a
 dtype change, which rounds once to nearest even."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -29,6 +30,34 @@ def test_load_store_conversions(src, load_dtype, dst):
     got = load_store_kernel(x, None if load_dtype is None else load_dtype.name, dst.name)
     want = exact(x) if load_dtype is None else exact(rounded(exact(x), load_dtype))
     assert_ulps(got, want, dst, ulps=0, what="load/store")
+
+
+F8E4M3, F8E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
+
+
+@pytest.mark.parametrize("fp8", [F8E4M3, F8E5M2], ids=["e4m3", "e5m2"])
+def test_load_to_fp8(fp8):
+    x = rand((128, 64), F32, 2.0**-4, 200, seed=11, signed=True)  # inside both formats' normal range
+    got = load_store_kernel(x, "float8_e4m3" if fp8 == F8E4M3 else "float8_e5m2", "float32")
+    assert_ulps(got, exact(rounded(exact(x), fp8)), F32, ulps=0, what="load(dtype=fp8)")
+
+
+# Ties, values beyond each integer range, and NaN (the poison of unwritten float memory).
+FLOAT_TO_INT = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 1e10, -1e10, 300.4, -7.6, 127.5, np.nan]
+
+
+def _to_int(v: float, dtype) -> int:
+    """Round to nearest even (Python's round), saturate to the range, NaN to 0."""
+    info = np.iinfo(dtype)
+    return 0 if np.isnan(v) else min(max(round(v), int(info.min)), int(info.max))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.int8, np.uint8, np.uint32], ids=lambda d: d.__name__)
+def test_load_float_to_int_rounds_and_saturates(dtype):
+    x = np.tile(np.array(FLOAT_TO_INT, F32), (128, 1))
+    got = load_store_kernel(x, np.dtype(dtype).name, np.dtype(dtype).name)
+    want = [_to_int(float(v), dtype) for v in x[0]]
+    np.testing.assert_array_equal(got, np.tile(np.array(want, dtype), (128, 1)))
 
 
 @nki.jit

@@ -3,7 +3,8 @@
 * On-chip float tiles are held as float32 arrays whose values are already rounded to the tile's dtype: engines
   compute in fp32 (reference/nki.md §2.3), and rounding happens when a result is written (round to nearest
   even, via ml_dtypes for bfloat16 and float8). Integer and bool tiles keep their own NumPy type.
-* Float -> integer conversion rounds to nearest even and saturates, like the NKI simulator (nki.md §2.6).
+* Float -> integer conversion rounds to nearest even and saturates, like the NKI simulator (nki.md §2.6); NaN
+  converts to 0.
 * PSUM accumulation is fp32: accumulating into an fp32 tile never rounds to a narrower type.
 * Memory nobody wrote reads as NaN (floats) or the most negative integer (ints): fresh on-chip and HBM
   tensors are filled with these, never with zeros, so a kernel that reads unwritten memory shows it.
@@ -33,7 +34,9 @@ def _rounder(name: str):
         x = np.asarray(x)
         if x.dtype.kind == "f":
             # Clip in float64: int32's max is not a float32 (it rounds up to 2**31, which would wrap around).
-            x = np.clip(np.rint(x.astype(np.float64)), info.min, info.max)
+            # NaN converts to 0, as saturating conversions do (a bare cast gives int32 min but int8 0).
+            x = np.nan_to_num(np.rint(x.astype(np.float64)), copy=False, nan=0.0)
+            x = np.clip(x, info.min, info.max)
         return x.astype(d.np_dtype)
 
     return to_int
