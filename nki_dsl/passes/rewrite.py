@@ -1,0 +1,127 @@
+"""The rewrite engine: a pass is data, a name and a table ``{op name: rule}``; one engine applies it to every op of a
+kernel, inside loops too, and returns a new kernel (the input, which the jit cache holds, is never mutated).
+
+A rule ``rule(op, ctx) -> list[Stmt]`` returns the statements that replace ``op`` (``[op]`` keeps it). Ops without a
+rule are kept as they are. ``RewriteContext`` gives rules fresh tensor names, op construction with attribute
+defaults from the op table, and what they need to know about the program around the op.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Stmt, Tensor
+from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.types import Buffer, TensorType
+
+Rule = Callable[[Op, "RewriteContext"], list[Stmt]]
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named rewrite: ``name`` is kebab-case and appears in every error a pass causes."""
+
+    name: str
+    rules: dict[str, Rule]
+    doc: str = ""
+
+    def __call__(self, kernel: Kernel, target: str = "trn2") -> Kernel:
+        return rewrite(kernel, self, target)
+
+
+@dataclass
+class RewriteContext:
+    kernel: Kernel
+    target: str
+    uses: Counter = field(default_factory=Counter)  # tensor name -> number of operand accesses reading/writing it
+    emitted: list[Stmt] = field(default_factory=list)  # statements already emitted in the current body
+    _names: set[str] = field(default_factory=set)
+
+    # -- names and tensors ---------------------------------------------------------------------------------------
+    def fresh_name(self, hint: str) -> str:
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "t"
+        k = 0
+        while f"{base}_{k}" in self._names:
+            k += 1
+        name = f"{base}_{k}"
+        self._names.add(name)
+        return name
+
+    def tile(self, like: Op, shape, dtype: str, buffer: str = "sbuf", hint: str = "") -> Tensor:
+        """A fresh tile named after the result of ``like`` (so listings show where a temporary came from)."""
+        base = hint or (like.result.name if like.result is not None else like.name.split(".")[-1])
+        return Tensor(self.fresh_name(base), TensorType(tuple(shape), dtype, Buffer(buffer)), "tile")
+
+    # -- ops -----------------------------------------------------------------------------------------------------
+    def op(self, name: str, like: Op, operands: dict, attrs: dict | None = None, result: Tensor | None = None,
+           mask="inherit") -> Op:  # fmt: skip
+        """An op of the op table at ``like``'s source line; absent attributes take their table defaults and
+        ``mask`` defaults to ``like``'s mask (masks carry over to the instructions an op lowers to)."""
+        spec = OPS[name]
+        given = dict(attrs or {})
+        full = {}
+        for a in spec.attrs:
+            value = given.pop(a.name, a.default)
+            if value is REQUIRED:
+                raise ValueError(f"{name}: missing attribute {a.name!r}")
+            full[a.name] = value
+        if given:
+            raise ValueError(f"{name}: unknown attributes {sorted(given)}")
+        ops = {k: v for k, v in operands.items() if v is not None}
+        return Op(name, ops, full, result, like.loc, like.mask if mask == "inherit" else mask)
+
+    def last_emitted(self) -> Stmt | None:
+        return self.emitted[-1] if self.emitted else None
+
+
+def rewrite(kernel: Kernel, rules_pass: Pass, target: str) -> Kernel:
+    # Rules may retype tensors (a load's tile becomes an explicit allocation): work on a private copy.
+    kernel = copy.deepcopy(kernel)
+    ctx = RewriteContext(kernel, target, uses=_uses(kernel), _names=_names(kernel))
+    body = _rewrite_body(kernel.body, rules_pass.rules, ctx)
+    return Kernel(kernel.name, kernel.params, body, kernel.outputs, kernel.grid, kernel.source_file,
+                  dict(kernel.constants))  # fmt: skip
+
+
+def _rewrite_body(body: list[Stmt], rules: dict[str, Rule], ctx: RewriteContext) -> list[Stmt]:
+    out: list[Stmt] = []
+    outer, ctx.emitted = ctx.emitted, out
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            inner = _rewrite_body(stmt.body, rules, ctx)
+            ctx.emitted = out
+            out.append(Loop(stmt.kind, stmt.var, stmt.start, stmt.stop, stmt.step, inner, stmt.loc))
+            continue
+        rule = rules.get(stmt.name)
+        out.extend(rule(stmt, ctx) if rule is not None else [stmt])
+    ctx.emitted = outer
+    return out
+
+
+def _uses(kernel: Kernel) -> Counter:
+    uses: Counter = Counter()
+    for stmt, _ in kernel.walk():
+        if isinstance(stmt, Op):
+            for v in stmt.operands.values():
+                if isinstance(v, Access):
+                    uses[v.tensor.name] += 1
+    uses.update(t.name for t in kernel.outputs)
+    return uses
+
+
+def _names(kernel: Kernel) -> set[str]:
+    names = {p.name for p in kernel.params}
+    for stmt, _ in kernel.walk():
+        if isinstance(stmt, Op) and stmt.result is not None:
+            names.add(stmt.result.name)
+    return names
+
+
+def full(t: Tensor) -> Access:
+    return t.full_access()
+
+
+__all__ = ["Pass", "Rule", "RewriteContext", "rewrite", "full", "Imm"]
