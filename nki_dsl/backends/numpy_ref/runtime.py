@@ -35,7 +35,7 @@ def _rounder(name: str):
         if x.dtype.kind == "f":
             # Clip in float64: int32's max is not a float32 (it rounds up to 2**31, which would wrap around).
             # NaN converts to 0, as saturating conversions do (a bare cast gives int32 min but int8 0).
-            x = np.nan_to_num(np.rint(x.astype(np.float64)), copy=False, nan=0.0)
+            x = np.nan_to_num(np.rint(x.astype(np.float64)), nan=0.0)
             x = np.clip(x, info.min, info.max)
         return x.astype(d.np_dtype)
 
