@@ -1,0 +1,170 @@
+"""Per-instruction durations from the cost formulas of reference/nki.md §2.3 and §3, with the target's constants.
+
+Every compute formula counts engine cycles and converts with that engine's clock (§1.1 table). ``N`` is elements
+per partition, ``P`` partitions. ``MIN_II`` (minimum initiation interval, ~64 cycles, §2.3 header) bounds every
+instruction from below: an engine cannot issue faster than that however small the tile is.
+
+A DMA is priced as a fixed per-transfer cost plus its payload streamed over the DMA engines it uses (§3.4). The
+two parts are returned separately: the scheduler lets fixed costs of transfers on different queues overlap, while
+payloads share the 16 engines' bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+
+from nki_dsl.targets import Target
+
+_SIXTEEN_BIT = frozenset({"bfloat16", "float16"})
+_FP32 = "float32"
+
+
+def _ii(t: Target, cycles: float) -> float:
+    return max(t.min_ii_cycles, cycles)
+
+
+def _matmul(t: Target, s) -> float:
+    # §2.3 nc_matmul / §3.2: II = max(min(64, N_stationary), N_moving), 4x for fp32 (average back-to-back cost;
+    # the 64 is MM_INIT_LATENCY, §3.2).
+    cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), s.n_moving)
+    return cycles * (t.fp32_matmul_slowdown if s.dtype == _FP32 else 1)
+
+
+def _transpose(t: Target, s) -> float:
+    if s.engine == "tensor":
+        return max(s.P, min(t.mm_init_latency_cycles, s.N))  # §2.3 nc_transpose on Tensor: max(P, min(64, F))
+    return _ii(t, s.N)  # §2.3 nc_transpose on Vector: max(MIN_II, N)
+
+
+def _vector_perf_mode(t: Target, s) -> float:
+    """NC-v3+ Vector perf mode for tensor_copy / tensor_scalar (§3.3): 4x for bf16/fp16 SBUF-to-SBUF with a
+    contiguous inner dim, 2x when not contiguous or one side is in PSUM. The 4x is the 16-bit elements per cycle
+    over the 128 lanes of the baseline (§3.1 VectorE row); NC-v2 has no perf mode (factor 1)."""
+    full = t.vector_elems_per_cycle_16bit // t.vector_lanes
+    if full <= 1 or not s.all_16bit:
+        return 1.0
+    if s.any_psum or not s.contiguous:
+        return max(1.0, full / 2)
+    return float(full)
+
+
+def _scalar_perf_mode(t: Target, s) -> float:
+    """NC-v4 ScalarE: 2x for bf16/fp16 tensor_scalar / tensor_copy (§3.3, §3.1 ScalarE row)."""
+    if s.all_16bit and s.opcode in ("nisa.tensor_scalar", "nisa.tensor_copy"):
+        return t.scalar_elems_per_cycle_16bit / t.scalar_elems_per_cycle_other
+    return 1.0
+
+
+def _gpsimd(t: Target, s) -> float:
+    return t.gpsimd_start_cycles + s.N  # §2.3 iota / affine_select: GPSIMD_START + N; §6 GpSimd 150 + N
+
+
+def _one_input(t: Target, s) -> float:
+    if s.engine == "scalar":
+        return _ii(t, s.N / _scalar_perf_mode(t, s))  # §2.3 / §3.3 ScalarE: max(MIN_II, N)
+    if s.engine == "gpsimd":
+        return _gpsimd(t, s)
+    return _ii(t, s.N / _vector_perf_mode(t, s))  # §2.3 tensor_copy / tensor_scalar: max(MIN_II, N)
+
+
+def _tensor_tensor(t: Target, s) -> float:
+    if s.engine == "gpsimd":
+        return _gpsimd(t, s)
+    # §2.3: max(MIN_II, N) if one input is in PSUM and the other in SBUF, or all-bf16 SBUF add/multiply/subtract;
+    # otherwise two reads per element, max(MIN_II, 2N). (The §3.3 NC-v3 "2x for all-16-bit tensor_tensor" is this
+    # same halving, not applied twice.)
+    fast = (s.any_psum and not s.all_psum) or (s.all_16bit and not s.any_psum and s.fn in ("add", "multiply",
+                                                                                           "subtract"))
+    return _ii(t, s.N if fast else 2 * s.N)
+
+
+def _activation(t: Target, s) -> float:
+    cycles = _ii(t, s.N / _scalar_perf_mode(t, s))  # §2.3 activation: max(MIN_II, N)
+    if s.reduces:
+        cycles += t.min_ii_cycles  # §2.3 activation_reduce: max(MIN_II, N) + MIN_II
+    return cycles
+
+
+def _tensor_reduce(t: Target, s) -> float:
+    # §2.3: N/2 when bf16 in and out and the op is add or max, else N.
+    fast = s.all_16bit and s.fn in ("add", "maximum")
+    return _ii(t, s.N / 2 if fast else s.N)
+
+
+def _memset(t: Target, s) -> float:
+    if s.engine == "gpsimd":
+        return _gpsimd(t, s)
+    # §2.3: max(MIN_II, N/2) when writing zero to a bf16/fp16 tile, else max(MIN_II, N).
+    return _ii(t, s.N / 2 if (s.value == 0 and s.out_16bit) else s.N)
+
+
+def _scalar_tensor_tensor(t: Target, s) -> float:
+    # §2.3: N for bf16 subtract-then-multiply with N even, else 2N.
+    fast = s.all_16bit and s.fn == "subtract" and s.fn1 == "multiply" and s.N % 2 == 0
+    return _ii(t, s.N if fast else 2 * s.N)
+
+
+COMPUTE: dict[str, object] = {
+    "nisa.nc_matmul": _matmul,
+    "nisa.nc_transpose": _transpose,
+    "nisa.activation": _activation,
+    "nisa.activation_reduce": lambda t, s: _ii(t, s.N) + t.min_ii_cycles,  # §2.3: max(MIN_II, N) + MIN_II
+    "nisa.tensor_tensor": _tensor_tensor,
+    "nisa.tensor_scalar": _one_input,
+    "nisa.tensor_copy": _one_input,
+    "nisa.tensor_scalar_reduce": lambda t, s: _ii(t, s.N) + t.min_ii_cycles,  # §2.3: max(MIN_II, N) + MIN_II
+    "nisa.scalar_tensor_tensor": _scalar_tensor_tensor,
+    "nisa.tensor_tensor_scan": lambda t, s: _ii(t, 2 * s.N),  # §2.3: max(MIN_II, 2N)
+    "nisa.reciprocal": lambda t, s: _ii(t, 8 * s.N),  # §2.3: max(MIN_II, 8N) on the Vector engine
+    "nisa.memset": _memset,
+    "nisa.tensor_reduce": _tensor_reduce,
+    "nisa.bn_stats": lambda t, s: _ii(t, s.N),  # §2.3: max(MIN_II, N)
+    "nisa.bn_aggr": lambda t, s: _ii(t, 13 * (s.N / 3)),  # §2.3: max(MIN_II, 13 * (N / 3))
+    # §2.3 gives no formula for the partition reduce; priced like the other GpSimd ops (GPSIMD_START + N).
+    "nisa.tensor_partition_reduce": _gpsimd,
+    "nisa.iota": _gpsimd,
+    "nisa.affine_select": _gpsimd,
+}
+
+DMA_OPCODES = frozenset({"nisa.dma_copy", "nisa.dma_transpose"})
+
+
+def compute_ns(t: Target, s) -> float:
+    """Duration in ns of compute instruction ``s`` (a stream template) on target ``t``."""
+    try:
+        formula = COMPUTE[s.opcode]
+    except KeyError:
+        raise NotImplementedError(f"no cost formula for {s.opcode}") from None
+    return formula(t, s) / t.clock_ghz(s.engine)
+
+
+def dma_efficiency(t: Target, chunk_bytes: float) -> float:
+    """Fraction of peak bandwidth a transfer reaches when each partition (descriptor) moves ``chunk_bytes``
+    contiguous bytes (§3.4 payload curve: < 256 B overhead-bound, 256 B - 2 KiB improving, >= 4 KiB fully
+    amortised).
+
+    Below the overhead-bound size a descriptor costs the same whatever it carries, so efficiency falls in
+    proportion to its size. At that size overhead and payload take equal time (the knee of an overhead-bound
+    curve), i.e. 50 %. From there efficiency rises log-linearly to 100 % at the fully amortised size, which puts
+    the "approaches peak" size (2 KiB) at 87.5 %."""
+    lo, full = t.dma_overhead_bound_bytes, t.dma_full_efficiency_bytes
+    if chunk_bytes >= full:
+        return 1.0
+    if chunk_bytes <= lo:
+        return 0.5 * max(chunk_bytes, 1) / lo
+    return 0.5 + 0.5 * math.log2(chunk_bytes / lo) / math.log2(full / lo)
+
+
+def dma_engines_used(t: Target, partitions: int) -> int:
+    """Engines one transfer spreads over: each serves ``dma_partitions_per_engine`` (8) partitions (§3.4)."""
+    return max(1, min(t.dma_engines, -(-partitions // t.dma_partitions_per_engine)))
+
+
+def dma_ns(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: bool = False) -> tuple[float, float, int]:
+    """``(fixed_ns, payload_ns, engines)`` of one transfer (§3.4): fixed per-transfer cost (hardware-DGE cost where
+    the target documents one and the kernel asked for it), then bytes / (per-engine bandwidth x engines used x
+    small-transfer efficiency)."""
+    engines = dma_engines_used(t, partitions)
+    fixed = t.dge_fixed_ns if (dge and t.dge_fixed_ns is not None) else t.dma_fixed_ns
+    payload = nbytes / (t.dma_engine_bytes_per_ns * engines * dma_efficiency(t, chunk_bytes))
+    return fixed, payload, engines

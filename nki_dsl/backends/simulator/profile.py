@@ -1,0 +1,181 @@
+"""What a simulated run reports: modelled latency, busy time per engine and DMA queue, FLOPs and bytes, roofline
+position and the critical path; a ``rich`` summary, a Chrome trace, and before/after comparison."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nki_dsl.backends.simulator import chrome_trace
+from nki_dsl.backends.simulator.engines import ENGINES
+from nki_dsl.targets import Target
+
+
+@dataclass(frozen=True)
+class Step:
+    """One instruction on the critical path."""
+
+    index: int
+    opcode: str
+    unit: str
+    start_ns: float
+    end_ns: float
+    loc: str
+
+
+@dataclass
+class Profile:
+    kernel: str
+    target: Target
+    latency_ns: float
+    instructions: int
+    unit_busy_ns: dict[str, float]  # every engine and DMA queue, including idle ones
+    dma_engine_busy_ns: float  # summed over the DMA engines (payload streaming only)
+    flops: float
+    tensor_flops: float
+    bytes_moved: int  # all DMA traffic
+    hbm_bytes: int  # DMA traffic to or from HBM
+    critical_path: list[Step]
+    schedule: object = field(repr=False, default=None)
+
+    # -- derived figures ----------------------------------------------------------------------------------------
+    @property
+    def latency_us(self) -> float:
+        return self.latency_ns / 1000.0
+
+    @property
+    def engine_busy(self) -> dict[str, float]:
+        """Busy fraction of the latency per compute engine, and ``dma``: the fraction of the DMA engines' combined
+        time spent streaming payload (how close the kernel runs to the DMA bandwidth)."""
+        t = max(self.latency_ns, 1e-9)
+        out = {e: self.unit_busy_ns.get(e, 0.0) / t for e in ENGINES}
+        out["dma"] = self.dma_engine_busy_ns / (self.target.dma_engines * t)
+        return out
+
+    @property
+    def dma_queue_busy(self) -> dict[str, float]:
+        t = max(self.latency_ns, 1e-9)
+        return {u: b / t for u, b in self.unit_busy_ns.items() if u.startswith("dma")}
+
+    @property
+    def bottleneck(self) -> str:
+        busy = self.engine_busy
+        return max(busy, key=busy.get)
+
+    @property
+    def tensor_peak_flops_per_ns(self) -> float:
+        """128 x 128 PEs, one multiply-add (2 FLOPs) each per cycle (§3.1: 128*128*2*clock)."""
+        t = self.target
+        return t.pe_rows * t.pe_cols * 2 * t.tensor_ghz
+
+    @property
+    def memory_bytes_per_ns(self) -> float:
+        """The memory roof: the DMA engines' aggregate peak, or the core's share of HBM if that is lower (§3.4)."""
+        return min(self.target.dma_bytes_per_ns, self.target.hbm_bytes_per_ns_per_core)
+
+    @property
+    def tensor_engine_utilisation(self) -> float:
+        return self.tensor_flops / (max(self.latency_ns, 1e-9) * self.tensor_peak_flops_per_ns)
+
+    @property
+    def hbm_bandwidth_fraction(self) -> float:
+        return self.hbm_bytes / (max(self.latency_ns, 1e-9) * self.memory_bytes_per_ns)
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """Tensor-engine FLOPs per HBM byte; above the ridge point the kernel can be compute-bound."""
+        return self.tensor_flops / max(self.hbm_bytes, 1)
+
+    @property
+    def ridge_point(self) -> float:
+        return self.tensor_peak_flops_per_ns / self.memory_bytes_per_ns
+
+    @property
+    def roofline_bound(self) -> str:
+        return "compute" if self.arithmetic_intensity >= self.ridge_point else "memory"
+
+    # -- output -------------------------------------------------------------------------------------------------
+    def save_trace(self, path) -> None:
+        chrome_trace.save(self.schedule, self.kernel, path)
+
+    def summary(self, console=None, path_steps: int = 8) -> None:
+        from rich.console import Console
+        from rich.table import Table
+
+        console = console or Console()
+        head = Table(title=f"{self.kernel} on {self.target.name}: {self.latency_us:.3f} us modelled, "
+                     f"{self.instructions} instructions")  # fmt: skip
+        head.add_column("engine")
+        head.add_column("busy (us)", justify="right")
+        head.add_column("busy %", justify="right")
+        busy = self.engine_busy
+        for e in ENGINES:
+            head.add_row(e, f"{self.unit_busy_ns.get(e, 0.0) / 1000:.3f}", f"{100 * busy[e]:.1f}")
+        queues = {u: b for u, b in self.unit_busy_ns.items() if u.startswith("dma") and b > 0}
+        head.add_row("dma (16 engines)", f"{self.dma_engine_busy_ns / 1000 / self.target.dma_engines:.3f}",
+                     f"{100 * busy['dma']:.1f}")
+        head.add_row(f"dma queues used: {len(queues)}", "", "")
+        console.print(head)
+        facts = Table(title="roofline")
+        facts.add_column("figure")
+        facts.add_column("value", justify="right")
+        facts.add_row("FLOPs (Tensor engine / all)", f"{self.tensor_flops:.4g} / {self.flops:.4g}")
+        facts.add_row("bytes moved (HBM / all DMA)", f"{self.hbm_bytes:,} / {self.bytes_moved:,}")
+        facts.add_row("Tensor-engine utilisation", f"{100 * self.tensor_engine_utilisation:.1f} %")
+        facts.add_row("HBM bandwidth fraction", f"{100 * self.hbm_bandwidth_fraction:.1f} %")
+        facts.add_row("arithmetic intensity (FLOP/B)", f"{self.arithmetic_intensity:.1f} "
+                      f"(ridge {self.ridge_point:.1f}: {self.roofline_bound}-bound)")  # fmt: skip
+        facts.add_row("busiest engine", self.bottleneck)
+        console.print(facts)
+        path = Table(title=f"critical path ({len(self.critical_path)} instructions, last {path_steps})")
+        for c in ("#", "instruction", "unit", "start (us)", "end (us)", "source"):
+            path.add_column(c)
+        for s in self.critical_path[-path_steps:]:
+            path.add_row(str(s.index), s.opcode, s.unit, f"{s.start_ns / 1000:.3f}", f"{s.end_ns / 1000:.3f}", s.loc)
+        console.print(path)
+
+    def compare(self, other: Profile) -> dict[str, tuple[float, float, float]]:
+        """``figure -> (self, other, other / self)`` for latency, busy fractions and roofline fractions."""
+        rows = {"latency_us": (self.latency_us, other.latency_us)}
+        for e, v in self.engine_busy.items():
+            rows[f"busy_{e}"] = (v, other.engine_busy[e])
+        rows["tensor_engine_utilisation"] = (self.tensor_engine_utilisation, other.tensor_engine_utilisation)
+        rows["hbm_bandwidth_fraction"] = (self.hbm_bandwidth_fraction, other.hbm_bandwidth_fraction)
+        rows["instructions"] = (self.instructions, other.instructions)
+        return {k: (a, b, (b / a) if a else float("inf")) for k, (a, b) in rows.items()}
+
+
+def build(kernel_name: str, target: Target, sched) -> Profile:
+    """Fold a ``Schedule`` into a ``Profile``."""
+    n = len(sched)
+    templates = sched.templates
+    busy = dict.fromkeys(sched.units, 0.0)
+    per_template = [0] * len(templates)
+    units, start, end = sched.unit, sched.start, sched.end
+    unit_busy = [0.0] * len(sched.units)
+    for k in range(n):
+        unit_busy[units[k]] += end[k] - start[k]
+        per_template[sched.template[k]] += 1
+    for u, b in zip(sched.units, unit_busy):
+        busy[u] = b
+    flops = sum(c * t.flops for c, t in zip(per_template, templates))
+    tflops = sum(c * t.tensor_flops for c, t in zip(per_template, templates))
+    nbytes = sum(c * t.nbytes for c, t in zip(per_template, templates))
+    hbm = sum(c * t.hbm_bytes for c, t in zip(per_template, templates))
+    latency = max(end) if n else 0.0
+    return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,
+                   critical_path(sched), sched)  # fmt: skip
+
+
+def critical_path(sched) -> list[Step]:
+    """The chain of instructions that set the end time: from the last to finish, follow recorded predecessors."""
+    if not len(sched):
+        return []
+    end = sched.end
+    k = max(range(len(end)), key=end.__getitem__)
+    chain = []
+    while k >= 0:
+        t = sched.templates[sched.template[k]]
+        chain.append(Step(k, t.opcode, sched.units[sched.unit[k]], sched.start[k], end[k], str(t.loc)))
+        k = sched.pred[k]
+    chain.reverse()
+    return chain
