@@ -9,6 +9,7 @@ from nki_dsl.errors import NkiApiError
 
 _REGISTRY = {
     "numpy": "nki_dsl.backends.numpy_ref",
+    "simulator": "nki_dsl.backends.simulator",  # outputs from the NumPy reference, timing in Executable.profile
 }
 
 
