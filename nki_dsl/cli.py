@@ -1,6 +1,7 @@
 """The ``nki`` command line: ``trace``, ``check`` and ``run`` kernels from files.
 
     nki trace FILE.py:KERNEL --arg a=256x1024:float16 --arg b=256x1024:float16 --grid 2,2
+    nki asm FILE.py:KERNEL --arg lhsT=512x512:float32 --arg rhs=512x512:float32 --target trn2
     nki check FILE.nkir
     nki run FILE.py:KERNEL --arg a=256x1024:float16 --reference FILE.py:FUNCTION
 """
@@ -89,6 +90,20 @@ def cmd_trace(args) -> int:
     return 0
 
 
+def cmd_asm(args) -> int:
+    """The engine-instruction listing: trace, lower, allocate for the target, print."""
+    import nki_dsl as nki
+    from nki_dsl.passes import run_pipeline
+    from nki_dsl.passes.allocate import allocate
+    from nki_dsl.passes.listing import listing
+
+    launch = _launch(args.kernel, parse_grid(args.grid))
+    kwargs = dict(parse_arg(a) for a in args.arg)
+    lowered = run_pipeline(nki.trace(launch, target=args.target, **kwargs).ir, args.target)
+    print(listing(lowered, allocate(lowered, args.target)), end="")
+    return 0
+
+
 def cmd_check(args) -> int:
     from rich.markup import escape
 
@@ -174,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
+    kernel_command("asm", "print the engine-instruction listing for a target").set_defaults(func=cmd_asm)
     check = sub.add_parser("check", help="parse and verify IR text")
     check.add_argument("file", help="an .nkir file")
     check.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))

@@ -21,6 +21,7 @@ class Placement:
     byte_offset: int
     bytes_per_partition: int
     buffers: int = 1
+    loop: str | None = None  # the loop variable whose iteration picks the copy (the tensor's innermost loop)
 
     @property
     def footprint(self) -> int:
@@ -42,3 +43,128 @@ class Allocation:
     def peak_bytes(self, buffer: str) -> int:
         """Highest byte address (per partition) any tensor in ``buffer`` reaches."""
         return max((p.byte_offset + p.footprint for p in self.placements.values() if p.buffer == buffer), default=0)
+
+
+# -- the allocator ------------------------------------------------------------------------------------------------
+
+MAX_BUFFERS = 3  # rotating copies tried first for a tile made in a loop body (then 2, then 1), as NKI's allocator
+SBUF_ALIGN = 4  # bytes; tile_size.sbuf_min_align is undocumented (reference/nki.md §1.2), 4 B keeps fp32 aligned
+
+
+@dataclass
+class _Live:
+    tensor: object  # nki_dsl.ir.nodes.Tensor
+    op: object  # the op that defined it (for error locations)
+    start: int
+    end: int
+    loop_span: tuple[int, int, int] | None  # innermost enclosing loop's (start, end, trip count), if it iterates
+    loop_var: str | None = None
+
+    def interval(self, buffers: int) -> tuple[int, int]:
+        # Rotating copies are in use across iterations: the tensor holds its space for the whole loop body.
+        return self.loop_span[:2] if buffers > 1 and self.loop_span else (self.start, self.end)
+
+
+def allocate(kernel, target="trn2") -> Allocation:
+    """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
+    ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them."""
+    from nki_dsl.targets import get_target
+
+    t = get_target(target)
+    lives = live_ranges(kernel)
+    out = Allocation(t.name)
+    for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, SBUF_ALIGN),
+                                   ("psum", t.psum_bytes_per_partition, t.psum_bank_bytes)):  # fmt: skip
+        group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
+        for copies in range(MAX_BUFFERS, 0, -1):
+            placed = _place(group, buffer, capacity, unit, copies)
+            if placed is not None:
+                out.placements.update(placed)
+                break
+        else:
+            raise _does_not_fit(group, buffer, capacity, unit, t.name)
+    return out
+
+
+def _size(lv: _Live, unit: int) -> int:
+    n = lv.tensor.type.bytes_per_partition
+    return -(-n // unit) * unit  # PSUM tiles take whole 2 KiB banks, so each starts on a bank boundary
+
+
+def _place(group, buffer, capacity, unit, copies) -> dict[str, Placement] | None:
+    """First fit in address order over tensors sorted by start; tensors whose intervals do not overlap share."""
+    placed: list[tuple[_Live, Placement]] = []
+    out = {}
+    for lv in sorted(group, key=lambda lv: (lv.start, -lv.tensor.type.bytes_per_partition)):
+        buffers = min(copies, lv.loop_span[2]) if lv.loop_span else 1
+        size = _size(lv, unit)
+        lo, hi = lv.interval(buffers)
+        busy = sorted((p.byte_offset, p.byte_offset + _size(o, unit) * p.buffers) for o, p in placed
+                      if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0]))  # fmt: skip
+        offset = 0
+        for b_lo, b_hi in busy:
+            if offset + size * buffers <= b_lo:
+                break
+            offset = max(offset, b_hi)
+        if offset + size * buffers > capacity:
+            return None
+        ty = lv.tensor.type
+        p = Placement(lv.tensor.name, buffer, 0, ty.partitions, offset, size, buffers,
+                      lv.loop_var if buffers > 1 else None)
+        placed.append((lv, p))
+        out[p.tensor] = p
+    return out
+
+
+def _does_not_fit(group, buffer, capacity, unit, target):
+    from nki_dsl.errors import Diagnostic, NkiVerificationError
+
+    points = sorted({lv.start for lv in group})
+    at = max(points, key=lambda x: sum(_size(lv, unit) for lv in group if lv.start <= x <= lv.end))
+    live = sorted((lv for lv in group if lv.start <= at <= lv.end), key=lambda lv: -_size(lv, unit))
+    total = sum(_size(lv, unit) for lv in live)
+    items = ", ".join(f"%{lv.tensor.name} {_size(lv, unit)} B (line {lv.op.loc.line})" for lv in live)
+    msg = (f"{buffer.upper()} cannot hold the tensors live here: {total} bytes per partition, more than the "
+           f"{capacity} a {target} partition has; live: {items}")
+    op = max(live, key=lambda lv: lv.start).op
+    return NkiVerificationError([Diagnostic(op.loc, op.name, "allocate", msg)])
+
+
+def live_ranges(kernel) -> list[_Live]:
+    """Program-order live ranges of the materialised on-chip tensors. A tensor used in a loop it was not defined
+    in stays live to that loop's end (every iteration reads it); results an ``assign`` consumes are written
+    straight into the assign's destination (``engines.fused_writes``) and take no space."""
+    from nki_dsl.ir.nodes import Access, Loop, Op
+    from nki_dsl.passes.engines import fused_writes
+
+    fused = {producer.result.name for producer in fused_writes(kernel)}
+    spans: dict[int, tuple[int, int, int]] = {}
+    order: list[tuple[object, tuple]] = []
+
+    def walk(body, loops):
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                start = len(order)
+                walk(stmt.body, loops + (stmt,))
+                spans[id(stmt)] = (start, max(start, len(order) - 1), stmt.trip_count)
+            else:
+                order.append((stmt, loops))
+
+    walk(kernel.body, ())
+    lives: dict[str, _Live] = {}
+    def_loops: dict[str, tuple] = {}
+    for pos, (op, loops) in enumerate(order):
+        assert isinstance(op, Op)
+        r = op.result
+        if r is not None and r.type.buffer.on_chip and r.name not in fused:
+            inner = spans[id(loops[-1])] if loops and spans[id(loops[-1])][2] > 1 else None
+            lives[r.name] = _Live(r, op, pos, pos, inner, loops[-1].var if inner else None)
+            def_loops[r.name] = loops
+        for v in op.operands.values():
+            if isinstance(v, Access) and v.tensor.name in lives:
+                lv, end = lives[v.tensor.name], pos
+                for lp in loops:
+                    if lp not in def_loops[v.tensor.name]:
+                        end = max(end, spans[id(lp)][1])
+                lv.end = max(lv.end, end)
+    return list(lives.values())
