@@ -3,6 +3,7 @@ else becomes a compile-time constant that is part of the cache key."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 
@@ -60,9 +61,15 @@ class BoundArgs:
         return tuple((n, v if not callable(v) else id(v)) for n, v in self.items)
 
 
+@functools.lru_cache(maxsize=256)
+def _signature(fn) -> inspect.Signature:
+    # Every launch binds its arguments; inspect.signature costs more than a small kernel's whole run.
+    return inspect.signature(fn)
+
+
 def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
     """Match call arguments to the kernel signature; returns the specs and the actual arrays by name."""
-    sig = inspect.signature(fn)
+    sig = _signature(fn)
     named = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     open_ended = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
     for kw in kwargs:
