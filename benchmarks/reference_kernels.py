@@ -82,18 +82,19 @@ def vit_attention(q, k, v, scale):
         kT = nl.load_transpose2d(k[h, nl.arange(seq)[:, None], i_d])  # [d, seq]
         for qi in nl.affine_range((seq + 127) // 128):
             i_q = qi * 128 + nl.arange(128)[:, None]
-            qT = nl.load_transpose2d(q[h, i_q, i_d], mask=(i_q < seq))  # [d, 128]
-            scores = nl.matmul(qT, kT, transpose_x=True)  # [128, seq] in PSUM
-            s = nl.multiply(scores, scale)
-            p = nl.exp(s - nl.max(s, axis=1, keepdims=True))
-            total = nl.sum(p, axis=1, keepdims=True)
+            rows = i_q < seq  # the last query tile is ragged: every op on its rows is masked to the valid ones
+            qT = nl.load_transpose2d(q[h, i_q, i_d], mask=rows)  # [d, 128]
+            scores = nl.matmul(qT, kT, transpose_x=True, mask=rows)  # [128, seq] in PSUM
+            s = nl.multiply(scores, scale, mask=rows)
+            p = nl.exp(nl.subtract(s, nl.max(s, axis=1, keepdims=True, mask=rows), mask=rows), mask=rows)
+            total = nl.sum(p, axis=1, keepdims=True, mask=rows)
             acc = nl.zeros((128, d), nl.float32, buffer=nl.psum)
             for start, size in kv_tiles:  # Python loop: unrolled, the ragged last key tile has a static size
                 i_k = start + nl.arange(size)[:, None]
                 pT = nl.transpose(p[nl.arange(128)[:, None], start + nl.arange(size)[None, :]])  # [size, 128]
                 v_tile = nl.load(v[h, i_k, i_d])  # [size, d]
-                acc += nl.matmul(pT, v_tile, transpose_x=True)
-            nl.store(out[h, i_q, i_d], value=acc / total, mask=(i_q < seq))
+                acc += nl.matmul(pT, v_tile, transpose_x=True, mask=rows)
+            nl.store(out[h, i_q, i_d], value=nl.divide(acc, total, mask=rows), mask=rows)
         _ = i_s
     return out
 

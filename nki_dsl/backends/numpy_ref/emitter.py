@@ -211,16 +211,18 @@ class OpContext:
                 if a not in self.box:
                     self.box[a] = ("0", str(self.shape[a]), str(self.shape[a]))
         if guards:
-            if self.op.result is not None:
-                # The result exists even when the mask switches the whole op off (later unmasked ops may read it):
-                # allocate it, as poison, before the guard.
-                self._emit_alloc()
             self.e.line(f"if {' and '.join(guards)}:")
             self.e.depth += 1
             self._opened = 1
 
     def close_mask(self) -> None:
         self.e.depth -= self._opened
+        if self._opened and self.op.result is not None:
+            # The result exists even when the mask switches the whole op off (later unmasked ops may read it).
+            self.e.line("else:")
+            self.e.depth += 1
+            self._emit_alloc()
+            self.e.depth -= 1
 
     def _constraint_array(self, c: Affine) -> str:
         ndim = len(self.shape)
@@ -308,12 +310,24 @@ class OpContext:
                 rounded = f"np.array({value}, dtype=np.float32)"
             self.e.line(f"{var} = {rounded}")
             return
-        if not self._opened:
-            self._emit_alloc()
         region = f"{var}[{self.box_slices()}]"
         if self.residual:
-            rounded = f"np.where({self.residual}, {rounded}, {region})"
-        self.e.line(f"{region} = {rounded}")
+            self._emit_alloc()
+            self.e.line(f"{region} = np.where({self.residual}, {rounded}, {region})")
+            return
+        # When the box covers the whole tile at run time (every full tile of a ragged loop), the value is the
+        # result: no poison fill, no copy into place.
+        if not fresh and dt == "float32" and self._may_alias_mutated():
+            rounded = f"np.array({value}, dtype=np.float32)"
+        full = " and ".join(f"{n} == {self.shape[a]}" for a, (_, _, n) in sorted(self.box.items()))
+        self.e.line(f"_value = {rounded}")
+        self.e.line(f"if {full}:")
+        self.e.line(f"    {var} = _value")
+        self.e.line("else:")
+        self.e.depth += 1
+        self._emit_alloc()
+        self.e.line(f"{region} = _value")
+        self.e.depth -= 1
 
     def _emit_alloc(self) -> None:
         t = self.op.result

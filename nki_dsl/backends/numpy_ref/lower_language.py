@@ -91,7 +91,10 @@ def reduce(ctx: OpContext) -> Lowered:
 
 
 def matmul(ctx: OpContext) -> Lowered:
-    x, y = ctx.read("x", axes=None), ctx.read("y", axes=None)
+    # Result [M, N]: axis 0 (M) is x's axis 1 when x is given as [K, M] (transpose_x), else x's axis 0; axis 1 (N)
+    # is y's axis 1. A mask's box over the result cuts x's M axis and y's N axis; K is never masked.
+    x_m_axis = 1 if ctx.op.attrs["transpose_x"] else 0
+    x, y = ctx.read("x", axes={0: x_m_axis}), ctx.read("y", axes={1: 1})
     # fp32 operands (already rounded to their tile dtype) and an fp32 product: PSUM accumulates in fp32.
     # The transposed operand is made contiguous first: OpenBLAS is pathologically slow on small transposed GEMMs.
     if ctx.op.attrs["transpose_x"]:
