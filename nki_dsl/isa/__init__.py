@@ -7,6 +7,7 @@ functions or names; ``mask=`` and ``dtype=`` work as on ``nl`` ops.
 
 from nki_dsl.isa.activations import activation, activation_reduce
 from nki_dsl.isa.dma import dma_copy, dma_transpose
+from nki_dsl.isa.dropout import dropout
 from nki_dsl.isa.enums import (
     DgeMode,
     Engine,
@@ -33,6 +34,7 @@ from nki_dsl.isa.vector_alu import (
     reciprocal,
     scalar_tensor_tensor,
     tensor_copy,
+    tensor_copy_predicated,
     tensor_scalar,
     tensor_scalar_reduce,
     tensor_tensor,
@@ -44,7 +46,8 @@ INSTRUCTIONS = {
     f.__name__: f
     for f in (
         nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar,
-        tensor_scalar_reduce, scalar_tensor_tensor, tensor_tensor_scan, tensor_copy, reciprocal, memset,
+        tensor_scalar_reduce, scalar_tensor_tensor, tensor_tensor_scan, tensor_copy, tensor_copy_predicated, dropout,
+        reciprocal, memset,
         tensor_reduce, tensor_partition_reduce, bn_stats, bn_aggr, iota, affine_select, dma_copy, dma_transpose,
     )
 }  # fmt: skip

@@ -1,11 +1,11 @@
-"""Vector-engine elementwise instructions: ALU operators on tiles and per-partition scalars, scans, copies,
-reciprocal and memset. Several may run on another engine via ``engine=``; arithmetic is fp32."""
+"""Vector-engine elementwise instructions: ALU operators on tiles and per-partition scalars, scans, copies
+(plain and predicated), reciprocal and memset. Several may run on another engine via ``engine=``; arithmetic is fp32."""
 
 from __future__ import annotations
 
-from nki_dsl.errors import NkiApiError
+from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.ops.isa import ACCUMULATE_OPS, ALU_OPS
-from nki_dsl.isa.arguments import engine_name, flag, fn_name, ints, number
+from nki_dsl.isa.arguments import engine_name, flag, fn_name, ints, number, shape_of
 from nki_dsl.isa.enums import Engine
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.semantics import build_op
@@ -107,3 +107,17 @@ def memset(shape, value, dtype, *, mask=None, engine=Engine.unknown):
     name = "nisa.memset"
     attrs = {"shape": ints(name, "shape", shape), "engine": engine_name(name, engine)}
     return build_op(name, {"value": value}, attrs, dtype=dtype, mask=mask)
+
+
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None):
+    """Copy ``src`` into ``dst`` where ``predicate`` is nonzero (where it is zero with ``reverse_pred``) on the
+    Vector engine; the other elements of ``dst`` keep their values. ``src``, ``dst`` and ``predicate`` are tiles
+    of one shape. Returns None (``dst`` is written in place), as ``nl.where`` lowers to it."""
+    name = "nisa.tensor_copy_predicated"
+    shapes = {n: shape_of(v) for n, v in (("dst", dst), ("src", src), ("predicate", predicate))}
+    for n in ("src", "predicate"):
+        if shapes[n] is not None and shapes["dst"] is not None and shapes[n] != shapes["dst"]:
+            raise NkiTraceError(f"'{n}' {list(shapes[n])} and 'dst' {list(shapes['dst'])} differ in shape",
+                                caller_loc(), name)  # fmt: skip
+    attrs = {"reverse_pred": flag(name, "reverse_pred", reverse_pred)}
+    build_op(name, {"dst": dst, "src": src, "predicate": predicate}, attrs, mask=mask)

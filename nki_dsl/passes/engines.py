@@ -16,9 +16,6 @@ from nki_dsl.ir.ops import OPS
 
 # nl ops with no rule in lower-language, the engine that runs them, and why they stay.
 EXEMPT: dict[str, tuple[str | None, str]] = {
-    "nl.where": ("vector", "a Vector-engine select (NKI lowers it to a predicated copy, tensor_copy_predicated; "
-                           "reference/nki.md §2.4 marks the exact lowering unconfirmed), not in the op table yet"),
-    "nl.dropout": ("vector", "nisa.dropout runs on the Vector engine (§2.3); not in the op table yet"),
     "nl.random_seed": (None, "sets the random-number state; no data instruction"),
     "nl.shared_constant": (None, "compile-time data placed in HBM before the kernel runs; no instruction"),
 }

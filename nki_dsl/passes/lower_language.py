@@ -3,12 +3,14 @@
 
 * ``nl.load`` / ``nl.store`` -> ``nisa.dma_copy`` (a store of a PSUM tile first copies it to SBUF: DMA cannot read
   PSUM, §1.1); ``nl.load_transpose2d`` -> ``nisa.dma_transpose``; a load's tile becomes an explicit ``alloc``;
-  (masked: a ``dma_copy`` through a transposing access pattern, so the mask stays aligned with the source);
 * ``nl.matmul`` -> ``nisa.nc_matmul`` (with ``transpose_x=False`` the x tile is first transposed on the Tensor
   engine and copied back to SBUF, since the Tensor engine reads SBUF only);
 * ``nl.transpose`` -> ``nisa.nc_transpose``: on the Vector engine into SBUF when both sides are <= 32, else on the
   Tensor engine into PSUM followed by a copy to SBUF;
+  Masks of transposes are over the result's axes, as the op table says of the instructions;
 * ``nl.copy`` -> ``nisa.tensor_copy``; ``nl.full`` (zeros, ones) -> ``nisa.memset``;
+* ``nl.where`` -> ``nisa.tensor_copy_predicated`` over a copy (or memset) of the other side (``select``);
+  ``nl.dropout`` -> ``nisa.dropout`` (Vector engine, §2.3);
 * ``nl.broadcast_to`` -> a copy reading the source with stride 0 along the broadcast axes: a DMA when it spreads
   one partition over many (compute engines cannot stride across partitions, §1.2), else ``tensor_copy``;
 * ``nl.expand_dims`` -> ``tensor_copy`` of the same elements viewed with the inserted axes;
@@ -20,8 +22,8 @@ instructions with ``dst=`` do; the source tile is never materialised. So ``acc +
 ``nc_matmul`` accumulating into the PSUM tile. Where the source is not such a tile (an immediate, a tile used
 elsewhere, or a Tensor-engine result bound for SBUF) the rule inserts the ``memset`` / ``tensor_copy`` that writes.
 
-Exemptions (kept as ``nl`` ops, see ``engines.EXEMPT``): ``nl.where``, ``nl.dropout`` and ``nl.random_seed``
-have no instruction in the op table yet.
+Exemptions (kept as ``nl`` ops, see ``engines.EXEMPT``): ``nl.random_seed`` and ``nl.shared_constant``, which
+are no data instructions.
 """
 
 from __future__ import annotations
@@ -29,13 +31,12 @@ from __future__ import annotations
 import numpy as np
 
 from nki_dsl.backends.numpy_ref.runtime import ROUND
-from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Imm, Op, Tensor
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, REDUCTIONS, UNARY_NL
 from nki_dsl.ir.types import Buffer
-from nki_dsl.passes import lower_math
-from nki_dsl.passes.rewrite import Pass, RewriteContext, full
+from nki_dsl.passes import lower_math, select
+from nki_dsl.passes.rewrite import Pass, RewriteContext, broadcast_access, full
 
 VECTOR_TRANSPOSE_MAX = 32  # nc_transpose on the Vector engine handles <= 32x32 (§2.3)
 
@@ -52,17 +53,8 @@ def load(op: Op, ctx: RewriteContext) -> list:
     return [_alloc(ctx, op, op.result), write]
 
 
-def _swapped(a: Access) -> Access:
-    """``a`` viewed with its two axes swapped: a transposing access pattern."""
-    return Access(a.tensor, tuple(e.rename({"d0": "d1", "d1": "d0"}) for e in a.index), tuple(a.shape[::-1]))
-
-
 def load_transpose2d(op: Op, ctx: RewriteContext) -> list:
-    if op.mask is not None:
-        # Masks are over the result's axes, and the verifier relates them to an operand by axis position; a DMA
-        # reading the source through a transposing access pattern keeps them aligned (same data movement).
-        src = _swapped(op.operands["src"])
-        return [_alloc(ctx, op, op.result), ctx.op("nisa.dma_copy", op, {"dst": full(op.result), "src": src})]
+    # A mask stays over the result's axes: dma_transpose's op-table entry says its operand's axes are permuted.
     return [ctx.op("nisa.dma_transpose", op, {"src": op.operands["src"]}, {"axes": (1, 0)}, op.result)]
 
 
@@ -87,11 +79,8 @@ def matmul(op: Op, ctx: RewriteContext) -> list:
 
 
 def transpose(op: Op, ctx: RewriteContext) -> list:
+    # A mask (over the result's axes) carries over to the transpose and to the copy out of PSUM.
     x, r = op.operands["x"], op.result
-    if op.mask is not None:
-        # nisa.nc_transpose's op-table entry does not mark its mask as over transposed axes, so the verifier could
-        # not relate a mask to its operand; left for the op table (issue 3 follow-up).
-        raise NotImplementedError(f"{op.loc}: a masked nl.transpose is not lowered yet")
     if max(x.shape) <= VECTOR_TRANSPOSE_MAX:
         return [ctx.op("nisa.nc_transpose", op, {"data": x}, {"engine": "vector"}, r)]
     out = []
@@ -102,6 +91,10 @@ def transpose(op: Op, ctx: RewriteContext) -> list:
     t = ctx.tile(op, r.type.shape, r.type.dtype, "psum")
     return out + [ctx.op("nisa.nc_transpose", op, {"data": x}, {"engine": "tensor"}, t),
                   ctx.op("nisa.tensor_copy", op, {"src": full(t)}, {}, r)]  # fmt: skip
+
+
+def dropout(op: Op, ctx: RewriteContext) -> list:
+    return [ctx.op("nisa.dropout", op, {"data": op.operands["x"], "prob": op.operands["rate"]}, {}, op.result)]
 
 
 def copy(op: Op, ctx: RewriteContext) -> list:
@@ -123,15 +116,9 @@ def fill(op: Op, ctx: RewriteContext) -> list:
     return [_alloc(ctx, op, t), ctx.op("nisa.memset", op, {"value": value}, {"shape": t.type.shape}, tile), write]
 
 
-def _broadcast_access(x: Access, shape) -> Access:
-    """``x`` read with stride 0 along its size-1 axes that ``shape`` stretches (index d_k := 0 there)."""
-    env = {f"d{k}": Affine() for k, (s, t) in enumerate(zip(x.shape, shape)) if s == 1 and t != 1}
-    return Access(x.tensor, tuple(e.substitute(env) for e in x.index), tuple(shape))
-
-
 def broadcast_to(op: Op, ctx: RewriteContext) -> list:
     x, r = op.operands["x"], op.result
-    src = _broadcast_access(x, r.type.shape)
+    src = broadcast_access(x, r.type.shape)
     if x.shape[0] == 1 and r.type.shape[0] != 1:  # across partitions: the DMA engines can gather one row 128 times
         return [_alloc(ctx, op, r), ctx.op("nisa.dma_copy", op, {"dst": full(r), "src": src})]
     return [ctx.op("nisa.tensor_copy", op, {"src": src}, {}, r)]
@@ -174,7 +161,7 @@ def assign(op: Op, ctx: RewriteContext) -> list:
 RULES = {
     "nl.load": load, "nl.store": store, "nl.load_transpose2d": load_transpose2d, "nl.matmul": matmul,
     "nl.transpose": transpose, "nl.copy": copy, "nl.full": fill, "nl.broadcast_to": broadcast_to,
-    "nl.expand_dims": expand_dims, "assign": assign,
+    "nl.expand_dims": expand_dims, "assign": assign, "nl.where": select.where, "nl.dropout": dropout,
     **{f"nl.{f}": lower_math.unary for f in UNARY_NL},
     **{f"nl.{f}": lower_math.binary for f in BINARY_NL},
     **{f"nl.{n}": lower_math.reduce for n in REDUCTIONS},

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Stmt, Tensor
 from nki_dsl.ir.ops import OPS, REQUIRED
 from nki_dsl.ir.types import Buffer, TensorType
@@ -124,4 +125,10 @@ def full(t: Tensor) -> Access:
     return t.full_access()
 
 
-__all__ = ["Pass", "Rule", "RewriteContext", "rewrite", "full", "Imm"]
+def broadcast_access(x: Access, shape) -> Access:
+    """``x`` read with stride 0 along its size-1 axes that ``shape`` stretches (index d_k := 0 there)."""
+    env = {f"d{k}": Affine() for k, (s, t) in enumerate(zip(x.shape, shape)) if s == 1 and t != 1}
+    return Access(x.tensor, tuple(e.substitute(env) for e in x.index), tuple(shape))
+
+
+__all__ = ["Pass", "Rule", "RewriteContext", "rewrite", "full", "broadcast_access", "Imm"]

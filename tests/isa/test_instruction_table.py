@@ -67,6 +67,7 @@ def _every_instruction(a, s, m):
     col = nisa.tensor_reduce(np.max, y, axis=1, negate=True, keepdims=True)
     row = nisa.tensor_partition_reduce(np.add, y)
     z = nisa.affine_select(i_p >= i_f, nisa.tensor_tensor(y, ones, np.subtract), -1.0)
+    nisa.tensor_copy_predicated(src=nisa.dropout(y, 0.25), dst=z, predicate=idx, reverse_pred=True)
     z = nisa.tensor_scalar(z, np.add, col, op1=np.add, operand1=mean_var[:, 0:1])
     z[0:1, :] = nisa.tensor_tensor(z[0:1, :], row, np.add)
     z[0:64, 0:64] = nisa.tensor_tensor(z[0:64, 0:64], nisa.dma_transpose(t), np.add)

@@ -176,6 +176,19 @@ def tensor_copy(ctx: OpContext) -> Lowered:
     return Lowered(ctx.read("src"), fresh=False)
 
 
+def tensor_copy_predicated(ctx: OpContext) -> Lowered:
+    pred = ctx.read("predicate")  # nonzero (NaN included) selects, as np.where's condition
+    src, dst = ctx.read("src"), ctx.read("dst")
+    value = f"np.where({pred}, {dst}, {src})" if ctx.op.attrs["reverse_pred"] else f"np.where({pred}, {src}, {dst})"
+    return Lowered(writes=[("dst", value, "none")])
+
+
+def dropout(ctx: OpContext) -> Lowered:
+    # The same draw as nl.dropout (one uniform per element of the box, kept where >= prob), so lowering is exact.
+    keep = f"(rng.uniform({ctx.box_shape()}) >= {ctx.read('prob')})"
+    return Lowered(f"np.where({keep}, {ctx.read('data')}, np.float32(0.0))")
+
+
 def reciprocal(ctx: OpContext) -> Lowered:
     return Lowered(f"(np.float32(1.0) / {_fp32(ctx, 'data')})")
 
@@ -288,6 +301,8 @@ ISA_HANDLERS = {
     "nisa.scalar_tensor_tensor": scalar_tensor_tensor,
     "nisa.tensor_tensor_scan": tensor_tensor_scan,
     "nisa.tensor_copy": tensor_copy,
+    "nisa.tensor_copy_predicated": tensor_copy_predicated,
+    "nisa.dropout": dropout,
     "nisa.reciprocal": reciprocal,
     "nisa.memset": memset,
     "nisa.tensor_reduce": tensor_reduce,

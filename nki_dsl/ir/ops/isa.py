@@ -104,6 +104,22 @@ def _scan_shape(shapes, attrs):
     return d0
 
 
+def _predicated_shape(shapes, attrs):
+    dst = tuple(shapes["dst"])
+    for n in ("src", "predicate"):
+        if tuple(shapes[n]) != dst:
+            raise rules.ShapeError(f"operand '{n}' {list(shapes[n])} must have the shape of 'dst' {list(dst)}")
+    return dst
+
+
+def _dropout_shape(shapes, attrs):
+    s = _at_least_2d(shapes, "data")
+    # a tile of probabilities broadcasts to data (NumPy rules), e.g. [P, 1]
+    if "prob" in shapes and rules.broadcast({"data": s, "prob": shapes["prob"]}, attrs) != s:
+            raise rules.ShapeError(f"operand 'prob' {list(shapes['prob'])} does not broadcast to 'data' {list(s)}")
+    return s
+
+
 def _tensor_reduce_shape(shapes, attrs):
     s = _at_least_2d(shapes, "data")
     if 0 in rules.normalize_axes(attrs["axis"], len(s)):
@@ -160,12 +176,12 @@ ISA_OPS: list[OpSpec] = [
            doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
     OpSpec("nisa.nc_transpose", "isa.nc_transpose", (DATA,), (_engine_attr("tensor", "vector"),),
            result="psum", result_dtype="first", shape=_nc_transpose_shape, engine="tensor",
-           result_by_attr=("engine", (("tensor", "psum"), ("vector", "sbuf"))),
+           result_by_attr=("engine", (("tensor", "psum"), ("vector", "sbuf"))), extra={"permutes": (1, 0)},
            doc="2-D transpose: Tensor engine into PSUM (<=128x128) or Vector engine into SBUF (<=32x32)"),
     # -- Scalar engine -------------------------------------------------------------------------------------------
     OpSpec("nisa.activation", "isa.activation",
            (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
-            OperandSpec("reduce_res", role="out", optional=True)),
+            OperandSpec("reduce_res", role="inout", optional=True)),  # read under reduce_cmd=reduce
            (_fn("op", ACTIVATIONS), _fn("reduce_op", ("none",) + ACCUMULATE_OPS, "none"),
             AttrSpec("reduce_cmd", "str", "idle", choices=REDUCE_CMDS)),
            result_dtype="first", shape=_activation_shape, engine="scalar", extra={"promote": ["data"]},
@@ -205,6 +221,13 @@ ISA_OPS: list[OpSpec] = [
            doc="r[:, j] = (data0[:, j] op0 r[:, j-1]) op1 data1[:, j], r[:, -1] = initial, along the free axes"),
     OpSpec("nisa.tensor_copy", "isa.tensor_copy", (OperandSpec("src"),), (_engine_attr("vector", "scalar", "gpsimd"),),
            result_dtype="first", shape=rules.same_as("src"), engine="vector", doc="a copy of src (SBUF/PSUM -> SBUF)"),
+    OpSpec("nisa.tensor_copy_predicated", "isa.tensor_copy_predicated",
+           (OperandSpec("dst", role="inout"), OperandSpec("src"), OperandSpec("predicate")),
+           (AttrSpec("reverse_pred", "bool", False),), result=None, shape=_predicated_shape, engine="vector",
+           doc="dst = src where predicate is nonzero (zero with reverse_pred); other elements of dst are kept"),
+    OpSpec("nisa.dropout", "isa.dropout", (DATA, OperandSpec("prob", scalar=True)), result_dtype="first",
+           shape=_dropout_shape, engine="vector", float_only=True,
+           doc="data with each element zeroed with probability prob (an immediate or a tile broadcast to data)"),
     OpSpec("nisa.reciprocal", "isa.reciprocal", (DATA,), result_dtype="first", shape=rules.same_as("data"),
            engine="vector", doc="1 / data"),
     OpSpec("nisa.memset", "isa.memset", (OperandSpec("value", tile=False, scalar=True),),
@@ -240,5 +263,6 @@ ISA_OPS: list[OpSpec] = [
            result=None, engine="dma", doc="src -> dst (any memory), optionally dst = dst + src"),
     OpSpec("nisa.dma_transpose", "isa.dma_transpose", (OperandSpec("src", buffers=ANY_BUFFER),),
            (AttrSpec("axes", "ints"),), result_dtype="first", shape=_dma_transpose_shape, engine="dma",
+           extra={"permutes": "axes"},
            doc="src with its axes permuted (2-D: swapped) into SBUF"),
 ]  # fmt: skip

@@ -96,10 +96,12 @@ def _mask_for(op: Op, a: Access) -> list[Affine]:
     spec = OPS[op.name]
     space = iteration_shape(op, spec) or ()
     constraints = op.mask.constraints
-    if spec.extra.get("mask_axes") == "transposed":
-        # Masks live over the result's axes; the operand of a transpose (its only access) sees them swapped back.
-        space = tuple(reversed(space))
-        constraints = [c.rename({"d0": "d1", "d1": "d0"}) for c in constraints]
+    perm = _operand_axes(op, spec)
+    if perm is not None and len(perm) == len(space):
+        # Masks live over the result's axes; the operand of a transpose (its only access) has result axis k as
+        # its axis perm[k], so the mask is renamed into the operand's axes.
+        space = tuple(space[perm.index(j)] for j in range(len(perm)))
+        constraints = [c.rename({f"d{k}": f"d{p}" for k, p in enumerate(perm)}) for c in constraints]
     shift = len(space) - len(a.shape)
     rename, dropped = {}, set()
     for k, extent in enumerate(space):
@@ -113,6 +115,18 @@ def _mask_for(op: Op, a: Access) -> list[Affine]:
         if not c.vars() & dropped:
             out.append(c.rename(rename))
     return out
+
+
+def _operand_axes(op: Op, spec) -> tuple[int, ...] | None:
+    """For ops that permute their operand's axes (``nl.transpose``, ``nisa.nc_transpose``, ``nisa.dma_transpose``
+    ...): ``perm`` with result axis k = operand axis perm[k]. ``extra["permutes"]`` is the permutation or the name
+    of the attribute holding it."""
+    if spec.extra.get("mask_axes") == "transposed":
+        return (1, 0)
+    perm = spec.extra.get("permutes")
+    if isinstance(perm, str):
+        perm = op.attrs.get(perm)
+    return tuple(perm) if perm is not None else None
 
 
 def _narrow(ranges: Ranges, constraints: list[Affine]) -> bool:

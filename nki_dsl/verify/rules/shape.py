@@ -31,9 +31,15 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
 
 
 def _result_problem(op, spec) -> str | None:
-    if op.result is None or spec.shape is None or spec.result == "declared":
+    if spec.shape is None or spec.result == "declared":
         return None
     shapes = {n: tuple(a.shape) for n, a in tiles(op)}
+    if op.result is None:  # an instruction writing an operand in place: its rule checks the operand shapes
+        try:
+            spec.shape(shapes, op.attrs)
+        except ShapeError as e:
+            return str(e)
+        return None
     try:
         expected = spec.shape(shapes, op.attrs)
     except ShapeError as e:
