@@ -7,16 +7,19 @@
     def kernel(a): ...
     out = kernel[2, 2](a)            # runs on the NumPy reference
     print(nki.trace(kernel[2, 2], a))  # the verified IR as text
+    out, prof = nki.simulate(kernel, a, target="trn2")          # outputs and modelled timing
+    prof = nki.benchmark(kernel, nki.spec((8192, 4096), "bfloat16"))  # timing from shapes alone
 """
 
 from nki_dsl import compiler, isa, language, typing
 from nki_dsl.api import baremetal, benchmark, emit, parse_ir, profile, simulate_kernel, trace
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
+from nki_dsl.profiling import simulate
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "parse_ir", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "jit", "trace", "emit", "parse_ir", "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

@@ -1,6 +1,11 @@
-"""The user-facing entry points beyond ``@nki.jit``: ``trace``, ``emit``, ``simulate_kernel`` and the NKI
-decorators ``benchmark`` / ``profile`` / ``baremetal`` (which run the kernel on the NumPy reference; modelled
-timings arrive with the engine simulator)."""
+"""The user-facing entry points beyond ``@nki.jit``: ``trace``, ``emit``, ``simulate_kernel``, ``parse_ir`` and the
+NKI decorators ``benchmark`` / ``profile`` / ``baremetal``, which run the kernel on the NumPy reference.
+
+``nki.benchmark`` is two things, told apart by how it is called: with a kernel and its arguments
+(``nki.benchmark(kernel, nki.spec(...), ..., target="trn1")``) it returns the kernel's modelled Profile
+(timing only, ``profiling.benchmark_profile``); bare or with options only (``@nki.benchmark``,
+``@nki.benchmark(warmup=10, iters=100)``) it is NKI's decorator. ``nki.profile`` stays the NKI decorator only:
+NKI's ``profile`` writes a device profile as a side effect of a run, which ``nki.simulate`` already returns."""
 
 from __future__ import annotations
 
@@ -63,7 +68,32 @@ def _running_decorator(name: str):
     return functools.wraps(decorator)(decorator)
 
 
-benchmark = _running_decorator("benchmark")
+_benchmark_decorator = _running_decorator("benchmark")
+
+
+def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
+    """``nki.benchmark(kernel, *specs_or_arrays, target="trn2", **kwargs) -> Profile``: modelled timing from
+    shapes and dtypes alone. Used as ``@nki.benchmark`` or ``@nki.benchmark(warmup=..., iters=...)``: NKI's
+    decorator (the kernel runs on the NumPy reference)."""
+    if kernel is not None and (args or target is not None or _names_kernel_arguments(kernel, kwargs)):
+        from nki_dsl.profiling import benchmark_profile
+        from nki_dsl.targets import DEFAULT_TARGET
+
+        return benchmark_profile(kernel, *args, target=target or DEFAULT_TARGET, **kwargs)
+    return _benchmark_decorator(kernel, **kwargs)
+
+
+def _names_kernel_arguments(kernel, kwargs) -> bool:
+    """Do ``kwargs`` name parameters of the kernel (a call to profile) rather than decorator options?"""
+    import inspect
+
+    fn = getattr(getattr(kernel, "jit", kernel), "fn", kernel)
+    try:
+        return bool(set(kwargs) & set(inspect.signature(fn).parameters))
+    except (TypeError, ValueError):
+        return False
+
+
 profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
 
