@@ -1,7 +1,9 @@
-"""The ``nki`` command line: ``trace``, ``check`` and ``run`` kernels from files.
+"""The ``nki`` command line: ``trace``, ``check``, ``run``, ``asm`` and ``profile`` kernels from files.
 
     nki trace FILE.py:KERNEL --arg a=256x1024:float16 --arg b=256x1024:float16 --grid 2,2
     nki asm FILE.py:KERNEL --arg lhsT=512x512:float32 --arg rhs=512x512:float32 --target trn2
+    nki profile FILE.py:KERNEL --arg lhsT=4096x4096:bfloat16 --arg rhs=4096x8192:bfloat16 --timing-only \
+        --target trn2 --trace matmul.json
     nki check FILE.nkir
     nki run FILE.py:KERNEL --arg a=256x1024:float16 --reference FILE.py:FUNCTION
 """
@@ -91,16 +93,42 @@ def cmd_trace(args) -> int:
 
 
 def cmd_asm(args) -> int:
-    """The engine-instruction listing: trace, lower, allocate for the target, print."""
+    """The engine-instruction listing: trace, then lower and allocate for the target as the simulator does."""
     import nki_dsl as nki
-    from nki_dsl.passes import run_pipeline
-    from nki_dsl.passes.allocate import allocate
+    from nki_dsl.passes import compile_for_target
     from nki_dsl.passes.listing import listing
 
     launch = _launch(args.kernel, parse_grid(args.grid))
     kwargs = dict(parse_arg(a) for a in args.arg)
-    lowered = run_pipeline(nki.trace(launch, target=args.target, **kwargs).ir, args.target)
-    print(listing(lowered, allocate(lowered, args.target)), end="")
+    lowered, allocation = compile_for_target(nki.trace(launch, target=args.target, **kwargs).ir, args.target)
+    print(listing(lowered, allocation), end="")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    """Modelled timing on the engine simulator: random inputs (numbers and timing), or ``--timing-only`` from
+    the shapes alone; prints the Profile summary and optionally writes the Chrome trace."""
+    import nki_dsl as nki
+    from nki_dsl.profiling import benchmark_profile
+    from nki_dsl.trace.specs import ArgSpec
+
+    console = _console()
+    launch = _launch(args.kernel, parse_grid(args.grid))
+    kwargs = dict(parse_arg(a) for a in args.arg)
+    if args.timing_only:
+        prof = benchmark_profile(launch, target=args.target, **kwargs)
+    else:
+        rng = np.random.default_rng(args.seed)
+        kwargs = {k: _random_array(v, rng) if isinstance(v, ArgSpec) else v for k, v in kwargs.items()}
+        outputs, prof = nki.simulate(launch, target=args.target, **kwargs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        shown = ", ".join(f"{o.dtype}{list(o.shape)}" for o in outputs if o is not None)
+        console.print(f"outputs (random inputs, seed {args.seed}): {shown}", soft_wrap=True)
+    prof.summary(console=console)
+    if args.trace:
+        prof.save_trace(args.trace)
+        console.print(f"Chrome trace written to {args.trace} (open in https://ui.perfetto.dev or chrome://tracing)",
+                      soft_wrap=True)  # fmt: skip
     return 0
 
 
@@ -177,7 +205,7 @@ def cmd_run(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nki", description="Trace, check and run NKI-style kernels.")
+    parser = argparse.ArgumentParser(prog="nki", description="Trace, check, run and profile NKI-style kernels.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def kernel_command(name, help_text):
@@ -190,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
     kernel_command("asm", "print the engine-instruction listing for a target").set_defaults(func=cmd_asm)
+    prof = kernel_command("profile", "modelled latency, engine busy time and roofline on the engine simulator")
+    prof.add_argument("--trace", help="write the timeline as Chrome-trace JSON (Perfetto) to this path")
+    prof.add_argument("--timing-only", action="store_true", help="shapes only: no data, for sizes too large to run")
+    prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs (numbers-and-timing mode)")
+    prof.set_defaults(func=cmd_profile)
     check = sub.add_parser("check", help="parse and verify IR text")
     check.add_argument("file", help="an .nkir file")
     check.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))

@@ -23,6 +23,15 @@ class NkiPassError(NkiVerificationError):
         return f"after pass '{self.pass_name}':\n" + super().__str__()
 
 
+def compile_for_target(kernel: Kernel, target: str = "trn2"):
+    """``(lowered kernel, Allocation)``: the engine program of traced ``kernel`` on ``target`` (every pass, then
+    SBUF/PSUM placement). The simulator and ``nki asm`` both start from this, so the listing is what runs."""
+    from nki_dsl.passes.allocate import allocate
+
+    lowered = run_pipeline(kernel, target)
+    return lowered, allocate(lowered, get_target(target).name)
+
+
 def run_pipeline(kernel: Kernel, target: str = "trn2", passes: list[Pass] | None = None) -> Kernel:
     """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``."""
     from nki_dsl.verify import check
