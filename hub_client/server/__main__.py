@@ -1,0 +1,34 @@
+"""`python -m hub_client.server --root DIR [--host H] [--port N] [--token T ...] [--read-token T ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+
+from .server import RegistryServer
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hub_client.server", description=__doc__)
+    parser.add_argument("--root", required=True, help="directory holding the repositories (created if missing)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    parser.add_argument("--token", action="append", default=[], help="a write token (repeatable)")
+    parser.add_argument("--read-token", action="append", default=[], help="a read-only token (repeatable)")
+    parser.add_argument("--trusted-publisher", action="append", default=[], help="an org marked trusted")
+    parser.add_argument("--verbose", action="store_true", help="log every request")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
+    tokens = {**dict.fromkeys(args.read_token, "read"), **dict.fromkeys(args.token, "write")}
+    os.makedirs(args.root, exist_ok=True)
+    server = RegistryServer(args.root, args.host, args.port, tokens, args.trusted_publisher)
+    print(f"registry serving {server.root} at {server.url}", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop a foreground server
+        server.serve_forever()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

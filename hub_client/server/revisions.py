@@ -1,0 +1,39 @@
+"""Turning a revision a client names (branch, tag or full commit id) into a commit, and listing refs."""
+
+from __future__ import annotations
+
+from . import names
+from .errors import revision_not_found
+from .registry import RepoHandle
+
+
+def resolve(repo: RepoHandle, revision: str) -> str:
+    """Branch first, then tag, then a full 40-hex commit id, as the Hub resolves them."""
+    if names.FULL_SHA.fullmatch(revision):
+        if repo.git.has_commit(revision):
+            return revision
+        raise revision_not_found(repo.repo_id, revision)
+    names.ref_name(revision)
+    refs = repo.git.refs()
+    for ref in (f"refs/heads/{revision}", f"refs/tags/{revision}"):
+        if ref in refs:
+            return refs[ref]
+    raise revision_not_found(repo.repo_id, revision)
+
+
+def branch_head(repo: RepoHandle, branch: str) -> str:
+    """The commit a branch points at; commits and preuploads may only target branches."""
+    names.ref_name(branch, "branch")
+    head = repo.git.ref_oid(f"refs/heads/{branch}")
+    if head is None:
+        raise revision_not_found(repo.repo_id, branch)
+    return head
+
+
+def list_refs(repo: RepoHandle) -> dict[str, list[dict[str, str]]]:
+    branches, tags = [], []
+    for ref, commit in sorted(repo.git.refs().items()):
+        kind, _, name = ref.removeprefix("refs/").partition("/")
+        entry = {"name": name, "ref": ref, "targetCommit": commit}
+        (branches if kind == "heads" else tags).append(entry)
+    return {"branches": branches, "tags": tags, "converts": [], "pullRequests": []}
