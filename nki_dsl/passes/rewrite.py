@@ -51,10 +51,11 @@ class RewriteContext:
         self._names.add(name)
         return name
 
-    def tile(self, like: Op, shape, dtype: str, buffer: str = "sbuf", hint: str = "") -> Tensor:
-        """A fresh tile named after the result of ``like`` (so listings show where a temporary came from)."""
+    def tile(self, like: Op, shape, dtype: str, buffer: str = "sbuf", hint: str = "", par_axis: int = 0) -> Tensor:
+        """A fresh tile named after the result of ``like`` (so listings show where a temporary came from);
+        ``par_axis`` places the partition axis of a block tensor (``nl.par_dim``)."""
         base = hint or (like.result.name if like.result is not None else like.name.split(".")[-1])
-        return Tensor(self.fresh_name(base), TensorType(tuple(shape), dtype, Buffer(buffer)), "tile")
+        return Tensor(self.fresh_name(base), TensorType(tuple(shape), dtype, Buffer(buffer), par_axis), "tile")
 
     # -- ops -----------------------------------------------------------------------------------------------------
     def op(self, name: str, like: Op, operands: dict, attrs: dict | None = None, result: Tensor | None = None,

@@ -196,3 +196,25 @@ def _expand(x):
 
 def test_expand_dims():
     lowered_matches(_expand, X)
+
+
+@nki.jit
+def _block_accumulate(x):
+    # A par_dim block tensor zeroed by nl.zeros and accumulated into tile by tile (as a K-blocked matmul does).
+    out = nl.ndarray((128, 4 * 32), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((4, nl.par_dim(128), 32), nl.float32, buffer=nl.sbuf)
+    for k in nl.sequential_range(3):
+        for b in nl.affine_range(4):
+            acc[b] += nl.load(x[:, k * 16:k * 16 + 32])
+    for b in nl.affine_range(4):
+        nl.store(out[:, b * 32:(b + 1) * 32], value=acc[b])
+    return out
+
+
+def test_a_zeroed_par_dim_block_keeps_its_partition_layout():
+    from nki_dsl.passes.allocate import allocate
+
+    low = lowered_matches(_block_accumulate, X)
+    (memset,) = [s for s, _ in low.walk() if getattr(s, "name", "") == "nisa.memset"]
+    assert memset.result.type.partitions == 128 and memset.result.type.bytes_per_partition == 4 * 32 * 4
+    assert allocate(low, "trn2").peak_bytes("sbuf") < 8 * 1024
