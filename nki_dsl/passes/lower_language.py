@@ -139,6 +139,23 @@ def expand_dims(op: Op, ctx: RewriteContext) -> list:
 _WRITES = {"tensor": ("psum",)}
 
 
+def _load_into(op: Op, ctx: RewriteContext) -> list | None:
+    """``t[...] = nl.load(x)``: one DMA writing t's region, replacing the load's staging tile and its DMA (else a
+    tensor_copy per load, and the staging tile's few rotating copies would cap how many DMAs run at once)."""
+    dst, src, em = op.operands["dst"], op.operands["src"], ctx.emitted
+    if len(em) < 2 or op.mask is not None or op.attrs.get("accumulate", "none") != "none" or not src.is_full:
+        return None
+    alloc, dma = em[-2], em[-1]
+    if not (isinstance(dma, Op) and dma.name == "nisa.dma_copy" and dma.mask is None
+            and dma.operands["dst"].tensor is src.tensor and isinstance(alloc, Op) and alloc.name == "alloc"
+            and alloc.result is src.tensor and ctx.uses[src.tensor.name] == 1
+            and dst.tensor.type.buffer == Buffer.SBUF and src.tensor.type.dtype == dst.tensor.type.dtype
+            and tuple(src.shape) == tuple(dst.shape)):  # fmt: skip
+        return None
+    del em[-2:]
+    return [ctx.op("nisa.dma_copy", dma, {"dst": dst, "src": dma.operands["src"]}, dict(dma.attrs), mask=None)]
+
+
 def assign(op: Op, ctx: RewriteContext) -> list:
     from nki_dsl.passes.engines import engine_of
 
@@ -147,6 +164,9 @@ def assign(op: Op, ctx: RewriteContext) -> list:
         tile = ctx.tile(op, dst.shape, dst.tensor.type.dtype, hint=dst.tensor.name)
         return [ctx.op("nisa.memset", op, {"value": src}, {"shape": dst.shape}, tile),
                 ctx.op("assign", op, {"dst": dst, "src": full(tile)}, dict(op.attrs))]  # fmt: skip
+    loaded = _load_into(op, ctx)
+    if loaded is not None:
+        return loaded
     prev = ctx.last_emitted()
     producer = prev if isinstance(prev, Op) and prev.result is src.tensor else None
     fusable = (producer is not None and ctx.uses[src.tensor.name] == 1 and src.is_full
