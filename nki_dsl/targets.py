@@ -79,6 +79,10 @@ class Target:
     dma_overhead_bound_bytes: int
     dma_near_peak_bytes: int
     dma_full_efficiency_bytes: int
+    # DMA transpose throughput as a fraction of plain DMA (§3.4, documented for Trn2 and used for every target, as
+    # no other figure is given): HBM -> SBUF "up to 90%", SBUF -> SBUF "up to 50%" of DMA throughput.
+    dma_transpose_hbm_fraction: float
+    dma_transpose_sbuf_fraction: float
     quoted_dma_gb_per_s: float  # quoted per-core DMA peak, = engines x per-engine (§3.4 table: 272 / 368 / 528 GB/s)
 
     # --- HBM (§1.1 table, §3.4) ---
@@ -117,7 +121,7 @@ _COMMON = dict(
     stride_penalty=2.0, stride_penalty_min_bytes=16, vector_lanes=128, act_read_accumulator_cycles=64,
     gpsimd_start_cycles=150, dynamic_copy_min_ii_cycles=600, dma_engines=16, dma_queues_per_engine=16,
     dma_fixed_ns=1300.0, dma_partitions_per_engine=8, dma_overhead_bound_bytes=256, dma_near_peak_bytes=2 * KIB,
-    dma_full_efficiency_bytes=4 * KIB,
+    dma_full_efficiency_bytes=4 * KIB, dma_transpose_hbm_fraction=0.9, dma_transpose_sbuf_fraction=0.5,
 )  # fmt: skip
 
 TARGETS: dict[str, Target] = {

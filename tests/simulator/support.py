@@ -12,11 +12,11 @@ from nki_dsl.backends.simulator import simulate as _simulate
 from nki_dsl.trace.jit import as_launch
 
 
-def simulate(kernel, *args, target="trn2", allocation=None, **kwargs):
+def simulate(kernel, *args, target="trn2", **kwargs):
     launch = as_launch(kernel)
     ir, arrays, _ = launch.jit.specialize(launch.grid, args, kwargs, target=target)
     numbers = arrays if arrays and len(arrays) == sum(isinstance(a, np.ndarray) for a in args) else None
-    return _simulate(ir, numbers, target=target, allocation=allocation)
+    return _simulate(ir, numbers, target=target)
 
 
 def trace(kernel, *args, target="trn2"):

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nki_dsl.backends.simulator.engines import DMA, ENGINES
 from nki_dsl.backends.simulator.profile import build, critical_path
 from nki_dsl.backends.simulator.scheduler import schedule
+from nki_dsl.backends.simulator.units import DMA, ENGINES
 from nki_dsl.targets import get_target
 
 TARGET = get_target("trn2")
@@ -30,6 +30,7 @@ class FakeTemplate:
     tensor_flops: float = 0.0
     nbytes: int = 0
     hbm_bytes: int = 0
+    ports: tuple = ()
 
 
 def _box(draw):

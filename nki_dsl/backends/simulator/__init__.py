@@ -1,59 +1,73 @@
-"""The engine simulator: runs a kernel's instruction stream on a cost model of one NeuronCore.
+"""The engine simulator: runs a kernel's engine instructions on a cost model of one NeuronCore.
 
-``simulate(kernel, arrays, target, grid)`` returns ``(outputs, Profile)``. With arrays it is the numbers-and-timing
-mode: the outputs come from the NumPy reference (so they are bit-identical to it by construction) and the timing
-from the scheduler. With ``arrays=None`` it is timing-only: the kernel was traced from shapes and dtypes
-(``nki.spec``) and no data is touched, so sizes too large to compute on a CPU still simulate.
+``simulate(kernel, arrays, target, grid)`` takes the traced kernel IR, lowers it with the pass pipeline
+(``lower-language``: nl ops -> engine instructions) and places it with the allocator, both cached per kernel and
+target (``prepared.py``), then returns ``(outputs, Profile)``. With arrays it is the numbers-and-timing mode: the
+outputs come from the NumPy reference run of the lowered IR, so the simulator computes what it times (and the
+lowering is bit-identical to the traced IR for float32 kernels). With ``arrays=None`` it is timing-only: only shapes
+and dtypes are needed (``nki.spec``), so sizes too large to compute on a CPU still simulate.
 
 As a registered backend (``kernel(a, b, backend="simulator")``) ``compile_kernel`` returns an executable whose
-``run`` returns the outputs and keeps the run's profile in ``.profile``; ``emit_source`` is the per-op
-instruction listing (engine, instruction, shape, modelled duration).
+``run`` returns the outputs and keeps the run's profile in ``.profile``; ``emit_source`` is the per-instruction
+listing (engine, instruction, shape, modelled duration).
 
-Pipeline: ``stream`` (unroll into instructions, templates priced once by ``cost``) -> ``scheduler`` (event driven,
-``deps`` for RAW/WAR/WAW) -> ``profile``.
+Pipeline: ``prepared`` (lower, allocate) -> ``stream`` (generated unroller; templates priced once by ``cost``;
+regions by address from ``addresses``) -> ``scheduler`` (event driven, ``deps`` for RAW/WAR/WAW) -> ``profile``.
 """
 
 from __future__ import annotations
 
+from nki_dsl.backends.simulator.addresses import PSUM_KEY, SBUF_KEY
+from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.profile import Profile, build
-from nki_dsl.backends.simulator.scheduler import schedule
-from nki_dsl.backends.simulator.stream import Stream
+from nki_dsl.backends.simulator.scheduler import Scheduler
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.targets import DEFAULT_TARGET, get_target
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
+
+# Dependence-tracking cells of the on-chip address spaces: all partitions by a span of bytes. A PSUM bank (2 KiB)
+# is the unit PSUM tiles are placed in; SBUF tiles are commonly 256 B - 4 KiB per partition, 1 KiB keeps a tile
+# to a few cells.
+_SBUF_CELL_BYTES = 1024
 
 
-def simulate(kernel: Kernel, arrays: dict | None = None, target=DEFAULT_TARGET, grid=None, allocation=None):
-    """Outputs (None in timing-only mode) and the Profile of ``kernel`` on ``target``.
+def _cells(t: Target) -> dict:
+    return {SBUF_KEY: (t.partitions, _SBUF_CELL_BYTES), PSUM_KEY: (t.partitions, t.psum_bank_bytes)}
+
+
+def simulate(kernel: Kernel, arrays: dict | None = None, target=DEFAULT_TARGET, grid=None):
+    """Outputs (None in timing-only mode) and the Profile of traced ``kernel`` on ``target``.
 
     ``grid``: None simulates every SPMD instance one after another on one core (NKI runs the instances of a
     launch grid serially on a NeuronCore, reference/nki.md §1.5); a tuple of program ids simulates only that one.
-    ``allocation``: the allocate pass's placements (rotating buffer counts); without one, tensors defined in a
-    loop get ``stream.DEFAULT_BUFFERS`` copies."""
+    """
     t = get_target(target)
-    outputs = None
-    if arrays is not None:
-        from nki_dsl import backends  # through the registry: backends never import each other
-
-        outputs = backends.load("numpy").compile_kernel(kernel).run(arrays)
-    return outputs, profile(kernel, t, grid, allocation)
+    prepared = prepare(kernel, t)
+    outputs = prepared.run_numbers(arrays) if arrays is not None else None
+    return outputs, _profile(prepared, grid)
 
 
-def profile(kernel: Kernel, target=DEFAULT_TARGET, grid=None, allocation=None) -> Profile:
+def profile(kernel: Kernel, target=DEFAULT_TARGET, grid=None) -> Profile:
     """Timing only."""
-    t = get_target(target)
-    stream = Stream(kernel, t, allocation=allocation, grid=grid)
-    sched = schedule(stream.raw(), t, untracked=stream.untracked_reads())
-    return build(kernel.name, t, sched)
+    return simulate(kernel, None, target, grid)[1]
+
+
+def _profile(prepared, grid) -> Profile:
+    t = prepared.target
+    stream = prepared.stream(grid)
+    sched = Scheduler(t, untracked=stream.untracked(), cells=_cells(t))
+    stream.run(sched.step)
+    return build(prepared.lowered.name, t, sched.finish())
 
 
 def emit_source(kernel: Kernel, target=DEFAULT_TARGET) -> str:
-    """One line per op: engine, instruction, shapes and modelled duration of one execution."""
-    stream = Stream(kernel, get_target(target))
-    lines = [f"# {kernel.name} on {get_target(target).name}: {stream.count()} instructions per launch"]
-    for t in stream.templates:
-        dims = f"P={t.P} N={t.N}" + (f" Ns={t.n_stationary} Nm={t.n_moving}" if t.n_moving else "")
-        dma = f" bytes={t.nbytes} engines={t.dma_engines}" if t.is_dma else ""
-        lines.append(f"{t.engine:7} {t.opcode:28} {t.dtype:9} {dims}{dma} {t.duration_ns:.1f} ns  # {t.loc}")
+    """One line per instruction op: engine, instruction, shapes and modelled duration of one execution."""
+    t = get_target(target)
+    stream = prepare(kernel, t).stream()
+    lines = [f"# {kernel.name} on {t.name}: {stream.count()} instructions per launch"]
+    for s in stream.templates:
+        dims = f"P={s.P} N={s.N}" + (f" Ns={s.n_stationary} Nm={s.n_moving}" if s.n_moving else "")
+        dma = f" bytes={s.nbytes} engines={s.dma_engines}" if s.is_dma else ""
+        lines.append(f"{s.engine:7} {s.opcode:28} {s.dtype:9} {dims}{dma} {s.duration_ns:.1f} ns  # {s.loc}")
     return "\n".join(lines) + "\n"
 
 
@@ -72,4 +86,4 @@ def compile_kernel(kernel: Kernel, target=DEFAULT_TARGET) -> Executable:
     return Executable(kernel, target)
 
 
-__all__ = ["simulate", "profile", "Profile", "compile_kernel", "emit_source", "Stream", "schedule"]
+__all__ = ["simulate", "profile", "Profile", "compile_kernel", "emit_source", "Scheduler"]

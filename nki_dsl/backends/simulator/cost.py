@@ -4,9 +4,13 @@ Every compute formula counts engine cycles and converts with that engine's clock
 per partition, ``P`` partitions. ``MIN_II`` (minimum initiation interval, ~64 cycles, §2.3 header) bounds every
 instruction from below: an engine cannot issue faster than that however small the tile is.
 
+On top of the per-instruction formulas (which are back-to-back throughput figures), ``overhead_cycles`` adds the
+static costs §3.3 documents for Vector/Scalar instructions that cannot stream behind the previous one, and
+``stride_factor`` the halved SBUF bandwidth of accesses whose minor-dim stride exceeds 16 B.
+
 A DMA is priced as a fixed per-transfer cost plus its payload streamed over the DMA engines it uses (§3.4). The
 two parts are returned separately: the scheduler lets fixed costs of transfers on different queues overlap, while
-payloads share the 16 engines' bandwidth.
+payloads share the 16 engines' bandwidth. A DMA transpose streams at a fraction of plain DMA throughput (§3.4).
 """
 
 from __future__ import annotations
@@ -104,6 +108,11 @@ def _scalar_tensor_tensor(t: Target, s) -> float:
     return _ii(t, s.N if fast else 2 * s.N)
 
 
+def _predicated(t: Target, s) -> float:
+    # §2.3 tensor_copy_predicated: max(MIN_II, N) with one operand in PSUM, max(MIN_II, 2N) with all in SBUF.
+    return _ii(t, s.N if s.any_psum else 2 * s.N)
+
+
 COMPUTE: dict[str, object] = {
     "nisa.nc_matmul": _matmul,
     "nisa.nc_transpose": _transpose,
@@ -112,6 +121,8 @@ COMPUTE: dict[str, object] = {
     "nisa.tensor_tensor": _tensor_tensor,
     "nisa.tensor_scalar": _one_input,
     "nisa.tensor_copy": _one_input,
+    "nisa.tensor_copy_predicated": _predicated,
+    "nisa.dropout": lambda t, s: _ii(t, s.N),  # §2.3: max(MIN_II, N)
     "nisa.tensor_scalar_reduce": lambda t, s: _ii(t, s.N) + t.min_ii_cycles,  # §2.3: max(MIN_II, N) + MIN_II
     "nisa.scalar_tensor_tensor": _scalar_tensor_tensor,
     "nisa.tensor_tensor_scan": lambda t, s: _ii(t, 2 * s.N),  # §2.3: max(MIN_II, 2N)
@@ -129,13 +140,50 @@ COMPUTE: dict[str, object] = {
 DMA_OPCODES = frozenset({"nisa.dma_copy", "nisa.dma_transpose"})
 
 
+STATIC_OVERHEAD_ENGINES = frozenset({"vector", "scalar"})
+
+
+def overhead_cycles(t: Target, s) -> float:
+    """Static cycles on top of the throughput formula (§3.3), for Vector and Scalar instructions:
+
+    * an instruction reading the output of the previous instruction on its engine (``s.dependent``) cannot be
+      pipelined behind it: it pays the ~100-cycle static instruction overhead and, because it must start a fresh
+      SBUF/PSUM access after the producer's write landed, the ~60-cycle access overhead. MIN_II + 100 + 60 = 224
+      cycles per tiny dependent instruction, against the 264 ScalarE cycles the perf guide measured (§3.3);
+    * an instruction with N << 128 pays the static overhead only. "<<" is taken as N <= MIN_II (= 64 = half the
+      lanes): the instruction is issue-bound, its formula already at the MIN_II floor."""
+    if s.engine not in STATIC_OVERHEAD_ENGINES:
+        return 0.0
+    if s.dependent:
+        return t.vector_static_overhead_cycles + t.sbuf_access_overhead_cycles
+    if t.min_ii_cycles >= s.N:
+        return t.vector_static_overhead_cycles
+    return 0.0
+
+
+def stride_factor(t: Target, minor_stride_bytes: int) -> float:
+    """SBUF/PSUM bandwidth penalty of an access whose minor-dim stride is ``minor_stride_bytes`` (§3.3: peak below
+    16 B, "stride > 16 B halves bandwidth")."""
+    return t.stride_penalty if abs(minor_stride_bytes) > t.stride_penalty_min_bytes else 1.0
+
+
 def compute_ns(t: Target, s) -> float:
-    """Duration in ns of compute instruction ``s`` (a stream template) on target ``t``."""
+    """Duration in ns of compute instruction ``s`` (a stream template) on target ``t``: the §2.3 formula, with the
+    element count scaled by the stride penalty on the Vector/Scalar/GpSimd engines (an access at half bandwidth
+    takes twice the cycles per element), plus ``overhead_cycles``."""
     try:
         formula = COMPUTE[s.opcode]
     except KeyError:
         raise NotImplementedError(f"no cost formula for {s.opcode}") from None
-    return formula(t, s) / t.clock_ghz(s.engine)
+    if s.stride_factor != 1.0 and s.engine != "tensor":
+        s = _with_n(s, s.N * s.stride_factor)
+    return (formula(t, s) + overhead_cycles(t, s)) / t.clock_ghz(s.engine)
+
+
+def _with_n(s, n):
+    from dataclasses import replace
+
+    return replace(s, N=n)
 
 
 def dma_efficiency(t: Target, chunk_bytes: float) -> float:
@@ -160,11 +208,17 @@ def dma_engines_used(t: Target, partitions: int) -> int:
     return max(1, min(t.dma_engines, -(-partitions // t.dma_partitions_per_engine)))
 
 
-def dma_ns(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: bool = False) -> tuple[float, float, int]:
+def transpose_fraction(t: Target, src_on_chip: bool) -> float:
+    """Throughput of a DMA transpose relative to a plain DMA (§3.4): from HBM up to 90 %, SBUF to SBUF 50 %."""
+    return t.dma_transpose_sbuf_fraction if src_on_chip else t.dma_transpose_hbm_fraction
+
+
+def dma_ns(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: bool = False,
+           fraction: float = 1.0) -> tuple[float, float, int]:
     """``(fixed_ns, payload_ns, engines)`` of one transfer (§3.4): fixed per-transfer cost (hardware-DGE cost where
     the target documents one and the kernel asked for it), then bytes / (per-engine bandwidth x engines used x
-    small-transfer efficiency)."""
+    small-transfer efficiency x ``fraction``, the transpose throughput where it is one)."""
     engines = dma_engines_used(t, partitions)
     fixed = t.dge_fixed_ns if (dge and t.dge_fixed_ns is not None) else t.dma_fixed_ns
-    payload = nbytes / (t.dma_engine_bytes_per_ns * engines * dma_efficiency(t, chunk_bytes))
+    payload = nbytes / (t.dma_engine_bytes_per_ns * engines * dma_efficiency(t, chunk_bytes) * fraction)
     return fixed, payload, engines

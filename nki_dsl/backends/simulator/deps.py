@@ -1,9 +1,10 @@
 """Who last wrote and who last read each buffer region: the RAW / WAR / WAW bookkeeping of the scheduler.
 
-Per tensor copy (a region key) records hold a box with the end time and id of its last writer and of its latest
-reader. Records sit in a grid of cells (cell size = the extents of the first box seen for that key), so finding
-the records a box overlaps looks at the few cells the box covers, not at every record: tile-shaped accesses to a
-large HBM tensor stay O(1) each.
+Per address space (a region key: SBUF, PSUM, or one HBM tensor, see ``addresses.py``) records hold a box with the
+end time and id of its last writer and of its latest reader. Records sit in a grid of cells, so finding the
+records a box overlaps looks at the few cells the box covers, not at every record: tile-shaped accesses stay O(1)
+each. An HBM tensor's cell is the extent of the first box seen for it (its tile); the on-chip spaces get fixed
+cells (``cells``), all partitions by a span of bytes, since many differently sized tensors share them.
 
 A write supersedes the records its box contains: any later access overlapping one of them overlaps the write,
 and the write already waited for them, so waiting for the write implies waiting for them. Dropping them keeps
@@ -21,8 +22,8 @@ _BOX, _WEND, _WID, _REND, _RID, _ALIVE = range(6)
 class _Space:
     __slots__ = ("cell", "cells", "exact")
 
-    def __init__(self, box: tuple[int, ...]):
-        self.cell = tuple(max(1, box[k + 1] - box[k]) for k in range(0, len(box), 2))
+    def __init__(self, cell: tuple[int, ...]):
+        self.cell = cell
         self.cells: dict[tuple, list] = {}
         self.exact: dict[tuple, list] = {}
 
@@ -77,21 +78,20 @@ def _contains(outer, inner) -> bool:
 class DependenceTracker:
     """``ready(reads, writes)`` -> (time, id of the instruction that sets it); ``commit`` records an instruction."""
 
-    def __init__(self, untracked: set[int] = frozenset(), key_shift: int = 16):
-        self.spaces: dict[int, _Space] = {}
+    def __init__(self, untracked: set[int] = frozenset(), cells: dict[int, tuple[int, ...]] | None = None):
+        self.spaces: dict[int, _Space] = {key: _Space(cell) for key, cell in (cells or {}).items()}
         self.untracked = untracked
-        self.shift = key_shift
 
     def _space(self, key: int, box) -> _Space:
         s = self.spaces.get(key)
         if s is None:
-            s = self.spaces[key] = _Space(box)
+            s = self.spaces[key] = _Space(tuple(max(1, box[k + 1] - box[k]) for k in range(0, len(box), 2)))
         return s
 
     def ready(self, reads, writes) -> tuple[float, int]:
         t, who = 0.0, -1
         for key, box in reads:  # RAW: wait for the last writer of anything read
-            if key >> self.shift in self.untracked:
+            if key in self.untracked:
                 continue
             s = self.spaces.get(key)
             if s is None:
@@ -125,7 +125,7 @@ class DependenceTracker:
                         del s.exact[r[_BOX]]
             s.add([box, end, ident, 0.0, -1, True])
         for key, box in reads:
-            if key >> self.shift in self.untracked:
+            if key in self.untracked:
                 continue
             s = self._space(key, box)
             rec = s.exact.get(box)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nki_dsl.backends.simulator import chrome_trace
-from nki_dsl.backends.simulator.engines import ENGINES
+from nki_dsl.backends.simulator.units import ENGINES
 from nki_dsl.targets import Target
 
 

@@ -4,12 +4,15 @@ Each compute engine runs its instructions in program order, one at a time (its o
 instruction starts when its engine is free and every buffer region it touches is ready: the last writer of what
 it reads has finished (RAW), and the last writer and readers of what it writes have finished (WAW, WAR). Engines
 run in parallel, so independent work (a load for iteration k+1, a matmul of iteration k) overlaps; rotating
-buffer copies decide how far ahead a producer may run.
+buffer copies decide how far ahead a producer may run. On NC-v2 the engine pairs that cannot access SBUF or PSUM
+in parallel (§3.3) also wait for each other (``OpTemplate.ports``).
 
-DMA (§3.4): transfers are spread round-robin over 16 queues, in order within a queue. A transfer first pays its
-fixed cost (descriptor setup and semaphore wait), which overlaps with other queues' transfers, then streams its
-payload over ``dma_engines`` of the 16 DMA engines, whose shared bandwidth (``dma_pool``) bounds many concurrent
-transfers. The queue is busy from the start of the fixed cost to the payload's end.
+DMA (§3.4): 16 queues, in order within a queue. A transfer goes to the queue that frees up first, so one that is
+ready is not held behind an earlier transfer still waiting for its data (the queues are interleaved by the
+hardware, round-robin). It first pays its fixed cost (descriptor setup and semaphore wait), which overlaps with
+other queues' transfers, then streams its payload over ``dma_engines`` of the 16 DMA engines, whose shared
+bandwidth (``dma_pool``) bounds many concurrent transfers and lets a transfer that is ready fill a gap before
+bookings made for transfers issued earlier. The queue is busy from the start of the fixed cost to the payload's end.
 
 Each instruction records the instruction that set its start (engine predecessor, data producer, or the DMA
 engine it waited for), which is how the profile walks the critical path back from the end.
@@ -22,9 +25,7 @@ from dataclasses import dataclass
 
 from nki_dsl.backends.simulator.deps import DependenceTracker
 from nki_dsl.backends.simulator.dma_pool import DmaPool
-from nki_dsl.backends.simulator.engines import DMA, ENGINES
-
-DMA_QUEUES = 16  # queues used round-robin (§3.4: "round-robin across queues"); one timeline each in the trace
+from nki_dsl.backends.simulator.units import DMA, DMA_QUEUES, ENGINES
 
 
 @dataclass
@@ -45,54 +46,91 @@ class Schedule:
         return len(self.template)
 
 
-def schedule(instructions, target, untracked: set[int] = frozenset(), dma_queues: int = DMA_QUEUES) -> Schedule:
+class Scheduler:
+    """``step(template, reads, writes)`` schedules one instruction; ``finish()`` returns the ``Schedule``.
+    ``cells``: fixed dependence-tracking cells per region key (the on-chip address spaces)."""
+
+    def __init__(self, target, untracked: set[int] = frozenset(), dma_queues: int = DMA_QUEUES,
+                 cells: dict | None = None):  # fmt: skip
+        self.units = ENGINES + tuple(f"dma{q}" for q in range(dma_queues))
+        self.templates: list = []
+        self.arrays = (array("l"), array("b"), array("d"), array("d"), array("l"))
+        self.dma_busy = [0.0]
+        self.step = self._make_step(target, untracked, dma_queues, cells)
+
+    def _make_step(self, target, untracked, dma_queues, cells):
+        # A closure over locals: this runs once per instruction, so every attribute lookup saved counts.
+        n_engines = len(ENGINES)
+        engine_index = {e: k for k, e in enumerate(ENGINES)}
+        free = [0.0] * len(self.units)
+        last = [-1] * len(self.units)
+        port_free, port_last = [0.0, 0.0], [-1, -1]
+        queues = range(n_engines, n_engines + dma_queues)
+        pool = DmaPool(target.dma_engines)
+        book = pool.book
+        tracker = DependenceTracker(untracked, cells)
+        ready, commit = tracker.ready, tracker.commit
+        templates = self.templates
+        tindex: dict[int, int] = {}
+        t_arr, u_arr, s_arr, e_arr, p_arr = self.arrays
+        t_app, u_app, s_app, e_app, p_app = t_arr.append, u_arr.append, s_arr.append, e_arr.append, p_arr.append
+        dma_busy = self.dma_busy
+        free_at = free.__getitem__
+
+        def step(tmpl, reads, writes):
+            ident = len(t_arr)
+            k = tindex.get(id(tmpl))
+            if k is None:
+                k = tindex[id(tmpl)] = len(templates)
+                templates.append(tmpl)
+            engine = tmpl.engine
+            if engine == DMA:
+                u = min(queues, key=free_at)
+            else:
+                u = engine_index[engine]
+            start, pred = free[u], last[u]
+            if reads or writes:
+                t, who = ready(reads, writes)
+                if t > start:
+                    start, pred = t, who
+            ports = tmpl.ports
+            for p in ports:
+                if port_free[p] > start:
+                    start, pred = port_free[p], port_last[p]
+            if u >= n_engines:
+                # fixed cost, then the payload on the `dma_engines` DMA engines
+                n = tmpl.dma_engines
+                payload = tmpl.payload_ns
+                stream_start, who = book(start + tmpl.fixed_ns, payload, n, ident)
+                end = stream_start + payload
+                if who >= 0 and e_arr[who] <= end:  # the bandwidth was the bottleneck (fluid sharing may overlap)
+                    pred = who
+                dma_busy[0] += n * payload
+            else:
+                end = start + tmpl.duration_ns
+            free[u] = end
+            last[u] = ident
+            for p in ports:
+                port_free[p], port_last[p] = end, ident
+            if reads or writes:
+                commit(reads, writes, end, ident)
+            t_app(k)
+            u_app(u)
+            s_app(start)
+            e_app(end)
+            p_app(pred)
+
+        return step
+
+    def finish(self) -> Schedule:
+        return Schedule(self.templates, *self.arrays, self.units, self.dma_busy[0])
+
+
+def schedule(instructions, target, untracked: set[int] = frozenset(), dma_queues: int = DMA_QUEUES,
+             cells: dict | None = None) -> Schedule:  # fmt: skip
     """Schedule ``instructions`` — an iterable of ``(template, reads, writes)`` — on ``target``."""
-    units = ENGINES + tuple(f"dma{q}" for q in range(dma_queues))
-    engine_index = {e: k for k, e in enumerate(ENGINES)}
-    n_units = len(units)
-    free = [0.0] * n_units
-    last = [-1] * n_units
-    pool = DmaPool(target.dma_engines)  # the DMA engines streaming payloads
-    tracker = DependenceTracker(untracked)
-    ready, commit = tracker.ready, tracker.commit
-    templates: list = []
-    tindex: dict[int, int] = {}
-    t_arr, u_arr, s_arr, e_arr, p_arr = array("l"), array("b"), array("d"), array("d"), array("l")
-    queue = 0
-    dma_busy = 0.0
-    n_engines = len(ENGINES)
-    for ident, (tmpl, reads, writes) in enumerate(instructions):
-        k = tindex.get(id(tmpl))
-        if k is None:
-            k = tindex[id(tmpl)] = len(templates)
-            templates.append(tmpl)
-        if tmpl.engine == DMA:
-            u = n_engines + queue
-            queue = (queue + 1) % dma_queues
-        else:
-            u = engine_index[tmpl.engine]
-        start, pred = free[u], last[u]
-        if reads or writes:
-            t, who = ready(reads, writes)
-            if t > start:
-                start, pred = t, who
-        if u >= n_engines:
-            # fixed cost, then the payload on the `dma_engines` DMA engines that free up first
-            n = tmpl.dma_engines
-            stream_start, who = pool.book(start + tmpl.fixed_ns, tmpl.payload_ns, n, ident)
-            end = stream_start + tmpl.payload_ns
-            if who >= 0 and e_arr[who] <= end:  # the bandwidth was the bottleneck; (fluid sharing may overlap)
-                pred = who
-            dma_busy += n * tmpl.payload_ns
-        else:
-            end = start + tmpl.duration_ns
-        free[u] = end
-        last[u] = ident
-        if reads or writes:
-            commit(reads, writes, end, ident)
-        t_arr.append(k)
-        u_arr.append(u)
-        s_arr.append(start)
-        e_arr.append(end)
-        p_arr.append(pred)
-    return Schedule(templates, t_arr, u_arr, s_arr, e_arr, p_arr, units, dma_busy)
+    s = Scheduler(target, untracked, dma_queues, cells)
+    step = s.step
+    for tmpl, reads, writes in instructions:
+        step(tmpl, reads, writes)
+    return s.finish()
