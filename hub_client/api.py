@@ -1,0 +1,163 @@
+"""The loading entry points behind the ``kernels`` facade: resolve, fetch (verified), load.
+
+Environment is read once per call (``HubSettings.from_env``); everything below takes it explicitly.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from pathlib import Path
+
+from hub_client import execute, resolve
+from hub_client.errors import BundleError, DigestMismatchError, LockError, NotFoundError, OfflineError
+from hub_client.fetch import fetch
+from hub_client.loader import LoadedKernel, load
+from hub_client.lockfile import LOCK_NAME, Locked, read_lock
+from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
+from hub_client.settings import HubSettings
+
+_LOADED: dict[tuple, LoadedKernel] = {}  # (repo, commit, digest, trusted, backend) -> the loaded kernel
+
+
+def is_trusted(repo_id: str, trust_remote_code) -> bool:
+    if isinstance(trust_remote_code, bool):
+        return trust_remote_code
+    if isinstance(trust_remote_code, list | tuple | set | frozenset):
+        return repo_id in trust_remote_code
+    raise TypeError(f"trust_remote_code must be a bool or a list of repo ids, got {type(trust_remote_code).__name__}")
+
+
+def _check_backend(backend: str | None) -> None:
+    if backend is not None and backend not in execute.available_backends():
+        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(execute.available_backends())}")
+
+
+def _needed(trusted: bool):
+    return lambda m: m.ir_files() + (list(m.python_files) if trusted else [])
+
+
+def _connection_errors() -> tuple[type[BaseException], ...]:
+    import httpx2  # huggingface_hub's HTTP transport: what it raises when the endpoint cannot be reached
+
+    return (httpx2.TransportError, ConnectionError, TimeoutError)
+
+
+def _resolve(settings, repo_id, version, revision, local_only):
+    if settings.offline or local_only:
+        return resolve.resolve_offline(settings, repo_id, version, revision), True
+    try:
+        resolved = resolve.resolve_online(settings, repo_id, version, revision)
+    except _connection_errors() as e:
+        # The Hub is unreachable: fall back to what an earlier call recorded, as huggingface_hub does for files.
+        try:
+            resolved = resolve.resolve_offline(settings, repo_id, version, revision)
+        except OfflineError:
+            raise OfflineError(
+                f"{settings.endpoint} is unreachable ({type(e).__name__}) and {repo_id} is not cached"
+            ) from None
+        warnings.warn(f"{settings.endpoint} unreachable; using cached {repo_id} {resolved.label}", stacklevel=3)
+        return resolved, True
+    resolve.record(settings, resolved, version, revision)
+    return resolved, False
+
+
+def _load_release(settings, repo_id, commit, label, tag_version, *, trusted, backend, local_only,
+                  manifest_digest=None, progress=None) -> LoadedKernel:  # fmt: skip
+    fetched = fetch(settings, repo_id, commit, _needed(trusted), local_only=local_only,
+                    manifest_digest=manifest_digest, progress=progress)  # fmt: skip
+    manifest = fetched.manifest
+    if tag_version is not None and tag_version != manifest.version:
+        raise BundleError(f"{repo_id}: tag v{tag_version} holds a manifest for version {manifest.version}")
+    key = (repo_id, commit, manifest.digest, trusted, backend)
+    loaded = _LOADED.get(key)
+    if loaded is None:
+        loaded = load(fetched.snapshot, manifest, repo_id=repo_id, revision=label, commit=commit, trusted=trusted,
+                      backend=backend)  # fmt: skip
+        _LOADED[key] = loaded
+    return loaded
+
+
+def get_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None, backend: str | None = None,
+               trust_remote_code: bool | list[str] = False, local_files_only: bool = False,
+               progress=None) -> LoadedKernel:  # fmt: skip
+    _check_backend(backend)
+    settings = HubSettings.from_env()
+    trusted = is_trusted(repo_id, trust_remote_code)
+    resolved, local = _resolve(settings, repo_id, version, revision, local_files_only)
+    return _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version, trusted=trusted,
+                         backend=backend, local_only=local, progress=progress)  # fmt: skip
+
+
+def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None,
+               backend: str | None = None) -> bool:  # fmt: skip
+    """Whether the release resolves and its manifest is available and well formed (nothing is executed)."""
+    _check_backend(backend)
+    settings = HubSettings.from_env()
+    try:
+        resolved, local = _resolve(settings, repo_id, version, revision, False)
+        fetch(settings, repo_id, resolved.commit, lambda m: [], local_only=local)
+    except (NotFoundError, OfflineError, BundleError, DigestMismatchError):
+        return False
+    return True
+
+
+def _lock_entry(repo_id: str, lockfile) -> Locked:
+    path = Path(lockfile) if lockfile is not None else Path.cwd() / LOCK_NAME
+    entries = read_lock(path)
+    if repo_id not in entries:
+        raise LockError(f"{path}: {repo_id} is not locked; locked: {', '.join(entries) or 'nothing'}")
+    return entries[repo_id]
+
+
+def get_locked_kernel(
+    repo_id: str,
+    *,
+    lockfile=None,
+    backend: str | None = None,
+    trust_remote_code: bool | list[str] = False,
+    local_files_only: bool = False,
+) -> LoadedKernel:
+    """The release ``kernels.lock`` pins (commit and manifest digest); downloads it if needed."""
+    _check_backend(backend)
+    entry = _lock_entry(repo_id, lockfile)
+    settings = HubSettings.from_env()
+    return _load_release(settings, repo_id, entry.commit, entry.tag or entry.commit, None,
+                         trusted=is_trusted(repo_id, trust_remote_code), backend=backend,
+                         local_only=settings.offline or local_files_only, manifest_digest=entry.digest)  # fmt: skip
+
+
+def load_kernel(
+    repo_id: str, *, lockfile=None, backend: str | None = None, trust_remote_code: bool | list[str] = False
+) -> LoadedKernel:
+    """Like get_locked_kernel, from the cache only: never touches the network."""
+    return get_locked_kernel(repo_id, lockfile=lockfile, backend=backend, trust_remote_code=trust_remote_code,
+                             local_files_only=True)  # fmt: skip
+
+
+def _verify_dir(root: Path, manifest: Manifest, rels: list[str]) -> None:
+    for rel in rels:
+        path = root / rel
+        if not path.is_file():
+            raise BundleError(f"{root}: the manifest names {rel!r}, which is missing")
+        actual = sha256_hex(path.read_bytes())
+        if actual != manifest.files[rel]:
+            raise DigestMismatchError(rel, manifest.files[rel], actual, str(root), removed=False)
+
+
+def get_local_kernel(path, *, backend: str | None = None, trust_remote_code: bool = False) -> LoadedKernel:
+    """A kernel from a local bundle directory (``manifest.json``) or a kernel package (``kernel.toml``, built into
+    a bundle first). The same checks and trust rules as a download apply."""
+    _check_backend(backend)
+    root = Path(path).resolve()
+    if not (root / MANIFEST).is_file():
+        if not (root / "kernel.toml").is_file():
+            raise BundleError(f"{root}: neither a bundle (manifest.json) nor a kernel package (kernel.toml)")
+        from hub_client.bundle import build_bundle
+
+        root = build_bundle(root, benchmarks=False).write(tempfile.mkdtemp(prefix="kernels-local-"))
+    manifest = parse((root / MANIFEST).read_bytes())
+    trusted = bool(trust_remote_code)
+    _verify_dir(root, manifest, _needed(trusted)(manifest))
+    return load(root, manifest, repo_id=f"local:{manifest.name}", revision=str(root), commit=None, trusted=trusted,
+                backend=backend)  # fmt: skip

@@ -1,0 +1,197 @@
+"""Build a kernel bundle from a kernel package: the files a Hub repo holds for one release.
+
+    manifest.json                 names everything below with its sha256 (see ``manifest``)
+    README.md                     the card, with Hub YAML metadata
+    src/<name>/*.py               the package's Python source (imported only with trust_remote_code)
+    ir/<entry>/<spec>.nkir        verified IR text per declared specialisation (what untrusted loads run)
+    tests/<entry>/<spec>.npz      small inputs + the NumPy reference's outputs
+    benchmarks/modelled.json      modelled latency per specialisation on the simulator (when nki_dsl has one)
+
+Deterministic: the same package and version give the same bytes (no timestamps, no absolute paths, inputs from
+seeds derived from the specialisation id). Building checks each specialisation three ways before it is shipped:
+the IR parses back to the same text, verifies, and the kernel matches its reference on the test vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import nki_dsl as nki
+from hub_client import execute
+from hub_client.errors import BundleError
+from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
+from hub_client.npz import npz_bytes
+from hub_client.package import KernelPackage, Specialisation, check_version, read_package
+
+TARGET = "trn2"
+MAX_TEST_VECTOR_ELEMENTS = 1 << 17  # inputs above this many elements get no test vector (bundles stay small)
+_NATIVE = {"float32", "float16", "float64", "int32", "int8", "uint8", "int16", "int64"}  # .npy round-trips these
+
+
+@dataclass(frozen=True)
+class Bundle:
+    files: dict[str, bytes]  # path -> bytes, including manifest.json
+
+    @property
+    def manifest(self):
+        return parse(self.files[MANIFEST])
+
+    def write(self, directory: str | Path) -> Path:
+        """Write the bundle under ``directory`` (each file atomically: temp file then rename)."""
+        from hub_client.atomic import write_bytes
+
+        directory = Path(directory)
+        for path, data in sorted(self.files.items()):
+            write_bytes(directory / path, data)
+        return directory
+
+
+def _import_package(pkg: KernelPackage):
+    """Import the publisher's own package under a private name (it uses relative imports between its files)."""
+    name = f"_kernels_build_{pkg.name.replace('-', '_')}_{hashlib.sha256(str(pkg.root).encode()).hexdigest()[:10]}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, pkg.root / "__init__.py", submodule_search_locations=[str(pkg.root)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return name
+
+
+def _function(package_module: str, ref: str, pkg: KernelPackage):
+    module_name, _, fn_name = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(f"{package_module}.{module_name}"), fn_name)
+    except (ImportError, AttributeError) as e:
+        raise BundleError(f"{pkg.root}/kernel.toml: {ref!r} does not name a function in the package ({e})") from None
+
+
+def _inputs(spec: Specialisation) -> list[np.ndarray]:
+    seed = int(hashlib.sha256(spec.id.encode()).hexdigest()[:8], 16)
+    rng = np.random.default_rng(seed)
+    return [(2.0 * rng.standard_normal(a.shape)).astype(nki.language.bfloat16 if a.dtype == "bfloat16" else a.dtype)
+            for a in spec.args]  # fmt: skip
+
+
+def _relocate(text: str, pkg: KernelPackage) -> str:
+    # The tracer records absolute source paths; a bundle names its own copy of the source instead, so the IR is the
+    # same on every machine and points at a file the bundle ships.
+    text = text.replace(f'"{pkg.root}/', f'"src/{pkg.name}/')
+    if '"/' in text:
+        raise BundleError(f"{pkg.name}: the kernel's IR refers to source files outside the package directory")
+    return text
+
+
+def _trace(pkg, ep, spec, plan, arrays):
+    launch, args, kwargs = plan(*arrays, **dict(spec.constants))
+    passed = [a for a in args if execute_is_array(a)]
+    if (
+        len(passed) != len(arrays)
+        or any(p is not a for p, a in zip(passed, arrays))
+        or any(execute_is_array(v) for v in kwargs.values())
+    ):
+        raise BundleError(
+            f"{pkg.name}.{ep.name}: the plan must pass the caller's arrays to the kernel positionally, unchanged and "
+            f"in order (a loader without the Python matches calls to IR that way)"
+        )
+    traced = nki.trace(launch, *args, target=TARGET, **kwargs)
+    text = _relocate(traced.text, pkg)
+    parsed = execute.parse_verified(text, TARGET)
+    if nki.parse_ir(text, target=TARGET).text != text:
+        raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
+    if len(execute.param_names(parsed)) != len(arrays):
+        raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
+    return text, parsed
+
+
+def execute_is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _check_against_reference(pkg, ep, spec, parsed, arrays, reference):
+    exe = execute.compile_ir(parsed, execute.DEFAULT_BACKEND, TARGET)
+    actual = exe.run(dict(zip(execute.param_names(parsed), arrays)))
+    expected = reference(*arrays, **dict(spec.constants))
+    rtol, atol = pkg.tolerance.get(spec.args[0].dtype, (1e-5, 1e-6))
+    if actual.shape != expected.shape or not np.allclose(
+        actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol
+    ):
+        raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: the kernel disagrees with its NumPy reference")
+    return expected, (rtol, atol)
+
+
+def _modelled(parsed, arrays) -> dict:
+    exe = execute.compile_ir(parsed, "simulator", TARGET)
+    exe.run(dict(zip(execute.param_names(parsed), arrays)))
+    p = exe.profile
+    return {"latency_ns": round(float(p.latency_ns), 3), "flops": float(p.flops), "hbm_bytes": int(p.hbm_bytes),
+            "bottleneck": p.bottleneck}  # fmt: skip
+
+
+def build_bundle(package_dir: str | Path, version: str | None = None, *, benchmarks: bool = True) -> Bundle:
+    """The bundle of the package at ``package_dir`` (``version`` overrides kernel.toml's, same major).
+    ``benchmarks=False`` skips the modelled figures (the manifest says so)."""
+    pkg = read_package(package_dir)
+    version = check_version(version) if version else pkg.version
+    if int(version.split(".")[0]) != pkg.major:
+        raise BundleError(
+            f"{pkg.name}: version {version} changes the major version of kernel.toml ({pkg.version}); a new major "
+            f"is a new API: change kernel.toml's version"
+        )
+    module = _import_package(pkg)
+    simulate = benchmarks and "simulator" in execute.available_backends()
+    files: dict[str, bytes] = {}
+    entries, bench = {}, {}
+    for ep in pkg.entry_points:
+        plan, reference = _function(module, ep.plan, pkg), _function(module, ep.reference, pkg)
+        records = []
+        for spec in ep.specialisations:
+            arrays = _inputs(spec)
+            text, parsed = _trace(pkg, ep, spec, plan, arrays)
+            ir_path = f"ir/{ep.name}/{spec.id}.nkir"
+            files[ir_path] = text.encode()
+            tv_path = None
+            if sum(a.size for a in arrays) <= MAX_TEST_VECTOR_ELEMENTS and all(a.dtype in _NATIVE for a in spec.args):
+                expected, tol = _check_against_reference(pkg, ep, spec, parsed, arrays, reference)
+                tv_path = f"tests/{ep.name}/{spec.id}.npz"
+                vectors = {f"arg{i}": a for i, a in enumerate(arrays)} | {"expected": expected}
+                vectors["tolerance"] = np.array(tol, dtype=np.float64)
+                files[tv_path] = npz_bytes(vectors)
+            if simulate:
+                bench[f"{ep.name}/{spec.id}"] = _modelled(parsed, arrays)
+            records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
+                            "ir": ir_path, "test_vectors": tv_path})  # fmt: skip
+        entries[ep.name] = {"plan": ep.plan, "specialisations": records}
+    for name in pkg.python_files:
+        files[f"src/{pkg.name}/{name}"] = (pkg.root / name).read_bytes()
+    if (pkg.root / "README.md").is_file():
+        files["README.md"] = (pkg.root / "README.md").read_bytes()
+    if simulate:
+        files["benchmarks/modelled.json"] = (json.dumps(bench, sort_keys=True, indent=1) + "\n").encode()
+        benchmarks = {"status": "modelled", "target": TARGET, "file": "benchmarks/modelled.json"}
+    else:
+        note = "not requested" if not benchmarks else "this nki_dsl has no simulator backend"
+        benchmarks = {"status": "skipped", "note": f"no modelled figures: {note}"}
+    manifest = {
+        "format": FORMAT, "name": pkg.name, "version": version, "major": int(version.split(".")[0]),
+        "license": pkg.license, "description": pkg.description, "target": TARGET,
+        "python": {"package": f"src/{pkg.name}", "files": [f"src/{pkg.name}/{n}" for n in pkg.python_files]},
+        "entry_points": entries, "benchmarks": benchmarks,
+        "files": {path: sha256_hex(data) for path, data in sorted(files.items())},
+    }  # fmt: skip
+    files[MANIFEST] = dump(manifest)
+    parse(files[MANIFEST])  # the builder's output must pass the loader's checks
+    return Bundle(files)

@@ -1,0 +1,154 @@
+"""The ``kernels`` command: publish, versions, lock, download, verify, serve.
+
+Exit status 0 on success, 1 on a refused or failed operation (the message says why), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+
+from hub_client.errors import KernelHubError
+
+console = Console(stderr=True)
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), console=console, transient=True)
+
+
+def cmd_publish(args) -> int:
+    from hub_client.bundle import build_bundle
+    from hub_client.publish import publish
+    from hub_client.settings import HubSettings
+
+    bundle = build_bundle(args.dir, args.version)
+    total = sum(len(d) for d in bundle.files.values())
+    with _progress() as bar:
+        task = bar.add_task(f"uploading {args.repo}", total=total)
+        done = publish(bundle, args.repo, HubSettings.from_env(), private=args.private,
+                       progress=lambda n: bar.update(task, completed=n))  # fmt: skip
+    print(f"published {done.repo_id} {done.tag} on branch {done.branch}: commit {done.commit}, "
+          f"digest sha256:{done.digest}")  # fmt: skip
+    return 0
+
+
+def cmd_versions(args) -> int:
+    from hub_client import versions
+    from hub_client.resolve import refs
+    from hub_client.settings import HubSettings
+
+    branches, tags = refs(HubSettings.from_env(), args.repo)
+    by_major: dict[int, list] = {}
+    for v, name, commit in versions.releases(tags):
+        by_major.setdefault(v[0], []).append(f"{name} ({commit[:12]})")
+    for name in sorted(b for b in branches if versions.BRANCH.match(b)):
+        major = int(name[1:])
+        print(f"{name} -> {', '.join(by_major.get(major, [])) or 'no releases'}  (head {branches[name][:12]})")
+    return 0
+
+
+def cmd_lock(args) -> int:
+    from hub_client.lockfile import LOCK_NAME
+    from hub_client.projects import lock_project
+
+    for e in lock_project(args.dir):
+        print(f"{e.repo_id} = {e.version}: {e.tag or '-'} commit {e.commit} digest sha256:{e.digest}")
+    print(f"wrote {Path(args.dir) / LOCK_NAME}")
+    return 0
+
+
+def cmd_download(args) -> int:
+    from hub_client.projects import download_project
+
+    with _progress() as bar:
+        task = bar.add_task("downloading", total=None)
+        fetched = download_project(args.dir, progress=lambda rel: bar.update(task, description=f"downloading {rel}"))
+    for repo_id, f in fetched.items():
+        print(f"{repo_id}: {len(f.manifest.files) + 1} files verified in {f.snapshot}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from hub_client.fetch import verify_cached
+    from hub_client.resolve import resolve_offline
+    from hub_client.settings import HubSettings
+
+    settings = HubSettings.from_env()
+    resolved = resolve_offline(settings, args.repo, args.version, args.revision if args.version is None else None)
+    manifest, checked = verify_cached(settings, args.repo, resolved.commit)
+    print(f"{args.repo} {resolved.label} commit {resolved.commit}: {len(checked)} cached files match their sha256 "
+          f"(manifest sha256:{manifest.digest})")  # fmt: skip
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from hub_client.server import serve
+
+    server = serve(args.root, host=args.host, port=args.port, tokens=args.token or None)
+    print(f"kernel registry serving {args.root} at {server.url} (Ctrl-C stops it)", flush=True)
+    try:
+        threading.Event().wait()  # the registry serves on its own thread until this process is interrupted
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernels", description="Publish and fetch NKI kernels on a Hugging Face Hub.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("publish", help="build a kernel package's bundle, commit it on v<major>, tag it")
+    s.add_argument("dir")
+    s.add_argument("--repo", required=True, help="ORG/NAME")
+    s.add_argument("--version", help="full version X.Y.Z (default: kernel.toml's)")
+    s.add_argument("--private", action="store_true")
+    s.set_defaults(run=cmd_publish)
+    s = sub.add_parser("versions", help="list majors (branches) and their releases (tags)")
+    s.add_argument("repo")
+    s.set_defaults(run=cmd_versions)
+    s = sub.add_parser("lock", help="pin [tool.kernels.dependencies] of DIR/pyproject.toml in DIR/kernels.lock")
+    s.add_argument("dir")
+    s.set_defaults(run=cmd_lock)
+    s = sub.add_parser("download", help="fetch and verify every release DIR/kernels.lock names")
+    s.add_argument("dir")
+    s.set_defaults(run=cmd_download)
+    s = sub.add_parser("verify", help="re-hash the cached files of a release")
+    s.add_argument("repo")
+    g = s.add_mutually_exclusive_group(required=True)
+    g.add_argument("--version", type=int)
+    g.add_argument("--revision")
+    s.set_defaults(run=cmd_verify)
+    s = sub.add_parser("serve", help="run the self-hosted registry")
+    s.add_argument("--root", required=True)
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8080)
+    s.add_argument("--token", action="append", help="a write token (repeatable); none makes it read-only")
+    s.set_defaults(run=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (KernelHubError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+        return 1
+    except Exception as e:  # huggingface_hub's HTTP errors (401, 403, 412 ...) carry the server's message
+        from huggingface_hub.errors import HfHubHTTPError
+
+        if isinstance(e, HfHubHTTPError):
+            console.print(f"[red]error:[/red] {e}", markup=False, highlight=False, soft_wrap=True)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

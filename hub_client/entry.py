@@ -1,0 +1,110 @@
+"""A loaded kernel's entry point: ``softmax.softmax(x, backend="numpy", target="trn2")``.
+
+A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
+order) and its constants (keywords); the match's IR is parsed and verified on first use and compiled once per
+(backend, target). With trust, a call that matches no specialisation traces the published Python instead; without
+trust it is refused with the list of what exists.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hub_client import execute
+from hub_client.errors import IRRejectedError, NoSpecialisationError
+from hub_client.manifest import SpecRecord
+
+
+def _dtype_name(a) -> str:
+    return np.dtype(a.dtype).name
+
+
+def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
+    if len(args) != len(spec.args):
+        return False
+    for a, s in zip(args, spec.args):
+        if not hasattr(a, "shape") or tuple(a.shape) != s.shape or _dtype_name(a) != s.dtype:
+            return False
+    return all(k in spec.constants and spec.constants[k] == v for k, v in kwargs.items())
+
+
+@dataclass
+class _Compiled:
+    ir: object
+    executables: dict
+
+
+class EntryPoint:
+    def __init__(self, name: str, repo_label: str, snapshot: Path, specs: tuple[SpecRecord, ...], plan=None,
+                 default_backend: str = execute.DEFAULT_BACKEND):  # fmt: skip
+        self.name = name
+        self._label = repo_label
+        self._snapshot = snapshot
+        self.specialisations = specs
+        self._plan = plan  # the published Python's plan function, only when the caller trusts the repo
+        self._default_backend = default_backend
+        self._parsed: dict[tuple[str, str], _Compiled] = {}
+        self._traced: dict[int, _Compiled] = {}  # nki.jit caches traced IR per shape, so its id is a stable key
+        self.__doc__ = f"{name} from {repo_label}; specialisations: " + "; ".join(s.id for s in specs)
+
+    def __repr__(self) -> str:
+        return f"<kernel entry point {self._label}:{self.name} ({len(self.specialisations)} specialisations)>"
+
+    def _ir(self, spec: SpecRecord, target: str) -> _Compiled:
+        key = (spec.id, target)
+        if key not in self._parsed:
+            text = (self._snapshot / spec.ir).read_text()
+            try:
+                ir = execute.parse_verified(text, target)
+            except Exception as e:  # nki_dsl's parse/verification errors carry the verifier's message
+                raise IRRejectedError(f"{self._label}: {spec.ir} was refused: {e}") from None
+            self._parsed[key] = _Compiled(ir, {})
+        return self._parsed[key]
+
+    def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: str):
+        exe = compiled.executables.get((backend, target))
+        if exe is None:
+            exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.ir, backend, target)
+        return exe.run(arrays)
+
+    def _missing(self, args, kwargs) -> NoSpecialisationError:
+        got = ", ".join(
+            f"{'x'.join(map(str, a.shape))}:{_dtype_name(a)}" if hasattr(a, "shape") else repr(a) for a in args
+        )
+        got += "".join(f", {k}={v!r}" for k, v in kwargs.items())
+        have = "\n".join(
+            f"  {self.name}({', '.join(map(str, s.args))}"
+            + "".join(f", {k}={v!r}" for k, v in s.constants.items()) + ")"
+            for s in self.specialisations
+        )  # fmt: skip
+        return NoSpecialisationError(
+            f"{self._label}: no published specialisation of {self.name} for ({got}). Published:\n{have}\n"
+            f"Without trust only these verified IR specialisations run. To run any shape with the kernel's published "
+            f"Python, opt in: get_kernel(..., trust_remote_code=True) or trust_remote_code=[repo_id]."
+        )
+
+    def __call__(self, *args, backend: str | None = None, target: str = "trn2", **kwargs):
+        backend = backend or self._default_backend
+        for spec in self.specialisations:
+            if _matches(spec, args, kwargs):
+                compiled = self._ir(spec, target)
+                return self._run(compiled, dict(zip(execute.param_names(compiled.ir), args)), backend, target)
+        if self._plan is None:
+            raise self._missing(args, kwargs)
+        return self._run_python(args, kwargs, backend, target)
+
+    def _run_python(self, args, kwargs, backend, target):
+        import nki_dsl as nki
+
+        launch, kargs, kkw = self._plan(*args, **kwargs)
+        traced = nki.trace(launch, *kargs, target=target, **kkw)
+        fn = getattr(getattr(launch, "jit", launch), "fn", None)
+        bound = inspect.signature(fn).bind(*kargs, **kkw) if fn else None
+        named = bound.arguments if bound else dict(zip(execute.param_names(traced.ir), kargs))
+        arrays = {n: v for n, v in named.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
+        compiled = self._traced.setdefault(id(traced.ir), _Compiled(traced.ir, {}))
+        return self._run(compiled, arrays, backend, target)

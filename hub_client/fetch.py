@@ -1,0 +1,153 @@
+"""Download a release's files into the standard Hugging Face cache and check every byte against the manifest.
+
+- Files come through ``hf_hub_download`` pinned to one commit, so the cache layout, ``.incomplete`` temp files,
+  resumes and HF_* settings are huggingface_hub's; a file is only ever seen complete in ``snapshots/``.
+- Each file's sha256 is checked against the manifest before anything reads it. A mismatch removes the snapshot
+  entry and its blob (a retry after the server is fixed downloads afresh) and raises an error naming both digests.
+- One process at a time fetches a commit (a file lock); the others wait and then find the files verified.
+- A receipt (``kernel-receipts/<commit>.json``: size and mtime of each verified file) lets a warm load skip
+  re-hashing; ``verify`` ignores it and re-hashes everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from hub_client.atomic import write_text
+from hub_client.errors import DigestMismatchError, NotFoundError, OfflineError
+from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
+from hub_client.paths import check_bundle_path
+from hub_client.settings import HubSettings
+
+
+@dataclass
+class Fetched:
+    snapshot: Path
+    manifest: Manifest
+    downloaded: list[str]  # the files this call fetched from the network
+
+
+def _snapshot(settings: HubSettings, repo_id: str, commit: str) -> Path:
+    return settings.repo_cache(repo_id) / "snapshots" / commit
+
+
+def _receipt_path(settings: HubSettings, repo_id: str, commit: str) -> Path:
+    return settings.repo_cache(repo_id) / "kernel-receipts" / f"{commit}.json"
+
+
+def purge(path: Path) -> None:
+    """Remove a cached file and the blob it links to: no trace of bad bytes stays in the cache."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else None
+    path.unlink(missing_ok=True)
+    if target is not None:
+        target.unlink(missing_ok=True)
+
+
+def _download(settings, repo_id, commit, rel, local_only) -> Path:
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )  # fmt: skip
+
+    try:
+        return Path(hf_hub_download(
+            repo_id, rel, repo_type=settings.repo_type, revision=commit, cache_dir=settings.cache_dir,
+            endpoint=settings.endpoint, token=settings.token, local_files_only=local_only,
+        ))  # fmt: skip
+    except LocalEntryNotFoundError:
+        if local_only:
+            raise OfflineError(f"offline: {repo_id}@{commit[:12]} file {rel!r} is not in the cache") from None
+        raise
+    except RepositoryNotFoundError:
+        raise NotFoundError(f"no kernel repo {repo_id!r} at {settings.endpoint}") from None
+    except RevisionNotFoundError:
+        raise NotFoundError(f"{repo_id} has no commit {commit}") from None
+    except EntryNotFoundError:
+        raise NotFoundError(f"{repo_id}@{commit[:12]} has no file {rel!r} (a manifest names it)") from None
+
+
+def _check(path: Path, rel: str, expected: str, where: str) -> None:
+    actual = sha256_hex(path.read_bytes())
+    if actual != expected:
+        purge(path)
+        raise DigestMismatchError(rel, expected, actual, where)
+
+
+def _stat(path: Path) -> list[int]:
+    st = path.stat()
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _read_receipt(path: Path, digest: str) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+    return data.get("files", {}) if data.get("manifest") == digest else {}
+
+
+def fetch(
+    settings: HubSettings, repo_id: str, commit: str, select: Callable[[Manifest], Iterable[str]], *,
+    local_only: bool, manifest_digest: str | None = None, rehash: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Fetched:  # fmt: skip
+    """Fetch ``manifest.json`` and the files ``select(manifest)`` names, verified. ``manifest_digest`` (from a lock
+    file) pins the manifest itself."""
+    snapshot = _snapshot(settings, repo_id, commit)
+    where = f"{repo_id}@{commit[:12]}"
+    lock_dir = settings.repo_cache(repo_id) / ".locks"
+    lock_dir.mkdir(parents=True, exist_ok=True)
+    downloaded: list[str] = []
+    with FileLock(str(lock_dir / f"kernel-{commit}.lock")):
+        was_cached = (snapshot / MANIFEST).is_file()
+        manifest_path = _download(settings, repo_id, commit, MANIFEST, local_only)
+        if not was_cached:
+            downloaded.append(MANIFEST)
+        data = manifest_path.read_bytes()
+        if manifest_digest is not None and sha256_hex(data) != manifest_digest:
+            purge(manifest_path)
+            raise DigestMismatchError(MANIFEST, manifest_digest, sha256_hex(data), f"{where} (pinned by the lock file)")
+        manifest = parse(data)
+        receipt_path = _receipt_path(settings, repo_id, commit)
+        receipt = {} if rehash else _read_receipt(receipt_path, manifest.digest)
+        changed = False
+        for rel in select(manifest):
+            check_bundle_path(rel)
+            local = snapshot / rel
+            if rel in receipt and local.is_file() and _stat(local) == receipt[rel]:
+                continue  # verified earlier and untouched since
+            if not local.is_file():
+                if progress:
+                    progress(rel)
+                downloaded.append(rel)
+            path = _download(settings, repo_id, commit, rel, local_only)
+            _check(path, rel, manifest.files[rel], where)
+            receipt[rel] = _stat(path)
+            changed = True
+        if changed:
+            write_text(receipt_path, json.dumps({"manifest": manifest.digest, "files": receipt}, sort_keys=True))
+    return Fetched(snapshot, manifest, downloaded)
+
+
+def verify_cached(settings: HubSettings, repo_id: str, commit: str) -> tuple[Manifest, list[str]]:
+    """Re-hash every cached file of a release (``kernels verify``); returns the manifest and the files checked.
+    Raises DigestMismatchError (and purges the bad copy) on the first bad one."""
+    snapshot = _snapshot(settings, repo_id, commit)
+    if not (snapshot / MANIFEST).is_file():
+        raise OfflineError(f"{repo_id}@{commit[:12]} is not in the cache at {settings.cache_dir}")
+    manifest = parse((snapshot / MANIFEST).read_bytes())
+    checked = []
+    for rel, digest in sorted(manifest.files.items()):
+        if (snapshot / rel).is_file():
+            _check(snapshot / rel, rel, digest, f"{repo_id}@{commit[:12]} (cache)")
+            checked.append(rel)
+    return manifest, checked

@@ -1,0 +1,101 @@
+"""From a verified release (a snapshot directory whose files passed their digest checks) to a loaded kernel.
+
+Without trust nothing from the release is executed: entry points run the published IR, parsed and verified on
+first use. With trust the published Python package is imported too, under a module name unique to the release
+(``_kernels_hub_<name>_<commit>``), so several versions of one kernel can live in one process.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hub_client.entry import EntryPoint
+from hub_client.errors import BundleError
+from hub_client.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    repo_id: str
+    version: str | None  # the full release version, e.g. "1.0.0" (None for an untagged revision)
+    revision: str  # what was asked for and resolved: "v1.0.0", "v1", "main", a commit, or a local path
+    commit: str | None
+    digest: str  # sha256 of manifest.json: the whole bundle's digest (every file's digest is in it)
+    entry_points: tuple[str, ...]
+    trusted: bool
+    path: Path = field(repr=False)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.repo_id} {('v' + self.version) if self.version else self.revision} commit {self.commit or '-'}\n"
+            f"  digest sha256:{self.digest}\n  entry points: {', '.join(self.entry_points)}\n"
+            f"  runs: {'published Python and IR (trusted)' if self.trusted else 'verified IR specialisations only'}"
+        )
+
+
+class LoadedKernel:
+    """A kernel from the Hub: its entry points as attributes (``k.softmax(x)``) and ``k.info``."""
+
+    def __init__(self, info: KernelInfo, entry_points: dict[str, EntryPoint], module=None):
+        self.info = info
+        self._entry_points = entry_points
+        self.module = module  # the imported published package, when trusted
+
+    def __getattr__(self, name: str):
+        entries = self.__dict__.get("_entry_points", {})
+        if name in entries:
+            return entries[name]
+        raise AttributeError(f"kernel {self.info.repo_id} has no entry point {name!r}; it has {', '.join(entries)}")
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._entry_points))
+
+    def __repr__(self) -> str:
+        entries = ", ".join(self._entry_points)
+        return f"<LoadedKernel {self.info.repo_id} {self.info.version or self.info.revision} ({entries})>"
+
+
+def _import_published(snapshot: Path, manifest: Manifest, unique: str):
+    name = f"_kernels_hub_{manifest.name.replace('-', '_')}_{unique}"
+    if name in sys.modules:
+        return sys.modules[name]
+    package_dir = snapshot / manifest.python_package
+    spec = importlib.util.spec_from_file_location(
+        name, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
+            del sys.modules[key]
+        raise
+    return module
+
+
+def _plan(module, ref: str, manifest: Manifest):
+    module_name, _, fn_name = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(f"{module.__name__}.{module_name}"), fn_name)
+    except (ImportError, AttributeError) as e:
+        raise BundleError(f"{manifest.name}: plan {ref!r} is not in the published package ({e})") from None
+
+
+def load(snapshot: Path, manifest: Manifest, *, repo_id: str, revision: str, commit: str | None, trusted: bool,
+         backend: str | None = None) -> LoadedKernel:  # fmt: skip
+    label = f"{repo_id}@{manifest.version}"
+    module = _import_published(snapshot, manifest, (commit or manifest.digest)[:12]) if trusted else None
+    entries = {
+        name: EntryPoint(
+            name, label, snapshot, ep.specialisations, plan=_plan(module, ep.plan, manifest) if module else None,
+            **({"default_backend": backend} if backend else {}),
+        )
+        for name, ep in manifest.entry_points.items()
+    }  # fmt: skip
+    info = KernelInfo(repo_id, manifest.version, revision, commit, manifest.digest, tuple(entries), trusted, snapshot)
+    return LoadedKernel(info, entries, module)

@@ -1,0 +1,119 @@
+"""The bundle manifest (``manifest.json``): what a published kernel contains and the sha256 of every other file.
+
+It is the root of trust of a download: it is parsed strictly, every path in it is checked before it is joined onto
+a directory, and every file it names must be listed with a digest. Serialisation is canonical (sorted keys, fixed
+separators) so the same bundle always has the same manifest bytes, and the manifest's own sha256 is the bundle's
+digest (what lock files pin).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+from hub_client.errors import BundleError
+from hub_client.package import ArgSpec, check_version
+from hub_client.paths import check_bundle_path
+
+FORMAT = "nki-kernel-bundle/1"
+MANIFEST = "manifest.json"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def dump(manifest: dict) -> bytes:
+    return (json.dumps(manifest, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode()
+
+
+@dataclass(frozen=True)
+class SpecRecord:
+    id: str
+    args: tuple[ArgSpec, ...]
+    constants: dict
+    ir: str
+    test_vectors: str | None
+
+
+@dataclass(frozen=True)
+class EntryRecord:
+    name: str
+    plan: str
+    specialisations: tuple[SpecRecord, ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    raw: dict
+    digest: str  # sha256 of the manifest bytes
+    name: str
+    version: str
+    python_package: str  # directory holding the package's __init__.py
+    python_files: tuple[str, ...]
+    entry_points: dict[str, EntryRecord]
+    files: dict[str, str]  # path -> sha256 hex
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+    def ir_files(self) -> list[str]:
+        return [s.ir for e in self.entry_points.values() for s in e.specialisations]
+
+
+def _need(obj: dict, key: str, kind, where: str):
+    value = obj.get(key) if isinstance(obj, dict) else None
+    if not isinstance(value, kind):
+        raise BundleError(f"manifest: {where}{key} must be a {getattr(kind, '__name__', kind)}")
+    return value
+
+
+def _listed(path: object, files: dict, where: str) -> str:
+    path = check_bundle_path(path)
+    if path not in files:
+        raise BundleError(f"manifest: {where} names {path!r}, which has no digest in 'files'")
+    return path
+
+
+def parse(data: bytes) -> Manifest:
+    try:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"manifest: not valid JSON ({e})") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise BundleError(
+            f"manifest: format must be {FORMAT!r}, got {raw.get('format') if isinstance(raw, dict) else raw!r}"
+        )
+    files = _need(raw, "files", dict, "")
+    for path, digest in files.items():
+        check_bundle_path(path)
+        if path == MANIFEST or not isinstance(digest, str) or not _HEX64.match(digest):
+            raise BundleError(f"manifest: files[{path!r}] must be a sha256 hex digest of a file other than itself")
+    python = _need(raw, "python", dict, "")
+    package_dir = check_bundle_path(_need(python, "package", str, "python."))
+    py_files = tuple(_listed(p, files, "python.files") for p in _need(python, "files", list, "python."))
+    if f"{package_dir}/__init__.py" not in py_files:
+        raise BundleError(f"manifest: python.files must include {package_dir}/__init__.py")
+    entries = {}
+    for name, ep in _need(raw, "entry_points", dict, "").items():
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) or name.startswith("_"):
+            raise BundleError(f"manifest: entry point name {name!r} is not a public identifier")
+        specs = []
+        for s in _need(ep, "specialisations", list, f"entry_points.{name}."):
+            where = f"entry_points.{name}.specialisations[]."
+            args = tuple(ArgSpec.parse(a) for a in _need(s, "args", list, where) if isinstance(a, str))
+            tv = s.get("test_vectors")
+            specs.append(SpecRecord(
+                _need(s, "id", str, where), args, _need(s, "constants", dict, where),
+                _listed(_need(s, "ir", str, where), files, where + "ir"),
+                None if tv is None else _listed(tv, files, where + "test_vectors"),
+            ))  # fmt: skip
+        entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs))
+    return Manifest(
+        raw, sha256_hex(data), _need(raw, "name", str, ""), check_version(_need(raw, "version", str, "")),
+        package_dir, py_files, entries, dict(files),
+    )  # fmt: skip

@@ -1,0 +1,135 @@
+"""A kernel package on disk (``kernels/<name>/``): its ``kernel.toml`` read once into typed records.
+
+The package is the publisher's own code, so reading it may import it (``bundle`` does, to trace); nothing here
+touches the network.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hub_client.errors import BundleError
+from hub_client.paths import check_bundle_path
+
+NAME = re.compile(r"^[a-z][-a-z0-9_]*[a-z0-9]$")  # the HF kernels name rule, plus '_' for Python packages
+VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    shape: tuple[int, ...]
+    dtype: str  # a NumPy dtype name: float32, float16, bfloat16, ...
+
+    @classmethod
+    def parse(cls, text: str) -> ArgSpec:
+        """``"128x512:float32"``; a scalar-free 1-D shape is ``"512:float32"``."""
+        shape_text, sep, dtype = text.partition(":")
+        try:
+            shape = tuple(int(s) for s in shape_text.split("x"))
+            dtype = np.dtype(dtype).name if dtype != "bfloat16" else dtype
+        except (TypeError, ValueError):
+            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE such as 128x512:float32") from None
+        if not sep or any(s <= 0 for s in shape):
+            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE with positive sizes")
+        return cls(shape, dtype)
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
+
+
+@dataclass(frozen=True)
+class Specialisation:
+    args: tuple[ArgSpec, ...]
+    constants: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def id(self) -> str:
+        """A file-name-safe id, stable across runs: ``128x512-float32`` (+ ``__epsilon-1e-06``)."""
+        parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" for a in self.args)]
+        parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
+        return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
+
+    def describe(self) -> str:
+        consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
+        return f"({', '.join(map(str, self.args))}{', ' + consts if consts else ''})"
+
+
+@dataclass(frozen=True)
+class EntryPointSpec:
+    name: str
+    plan: str  # "module:function" inside the package
+    reference: str
+    specialisations: tuple[Specialisation, ...]
+
+
+@dataclass(frozen=True)
+class KernelPackage:
+    root: Path
+    name: str
+    version: str
+    license: str
+    description: str
+    python_files: tuple[str, ...]
+    entry_points: tuple[EntryPointSpec, ...]
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def major(self) -> int:
+        return int(self.version.split(".")[0])
+
+
+def check_version(text: str) -> str:
+    if not isinstance(text, str) or not VERSION.match(text):
+        raise BundleError(f"version {text!r}: expected MAJOR.MINOR.PATCH, e.g. 1.0.0")
+    return text
+
+
+def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
+    if not isinstance(raw, dict) or not all(isinstance(v, bool | int | float | str) for v in raw.values()):
+        raise BundleError(f"{where}: constants must be a table of numbers or strings")
+    return tuple(sorted(raw.items()))
+
+
+def read_package(root: str | Path) -> KernelPackage:
+    root = Path(root).resolve()
+    toml = root / "kernel.toml"
+    if not toml.is_file():
+        raise BundleError(f"{root}: not a kernel package (no kernel.toml)")
+    try:
+        data = tomllib.loads(toml.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise BundleError(f"{toml}: {e}") from None
+    meta = data.get("kernel", {})
+    name = meta.get("name", "")
+    if not NAME.match(name):
+        raise BundleError(f"{toml}: [kernel] name {name!r} must match {NAME.pattern}")
+    files = tuple(check_bundle_path(f) for f in meta.get("python-package", []))
+    if "__init__.py" not in files:
+        raise BundleError(f"{toml}: python-package must list __init__.py (the package entry)")
+    for f in files:
+        if not (root / f).is_file():
+            raise BundleError(f"{toml}: python-package lists {f!r}, which does not exist")
+    entries = []
+    for ep_name, ep in sorted(data.get("entry-points", {}).items()):
+        where = f"{toml}: [entry-points.{ep_name}]"
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ep_name) or "plan" not in ep or "reference" not in ep:
+            raise BundleError(f"{where}: needs an identifier name, plan = 'module:function' and reference")
+        specs = tuple(
+            Specialisation(
+                tuple(ArgSpec.parse(a) for a in s.get("args", [])), _constants(s.get("constants", {}), where)
+            )
+            for s in ep.get("specialisations", [])
+        )
+        entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs))
+    if not entries:
+        raise BundleError(f"{toml}: declares no [entry-points.*]")
+    tolerance = {k: (float(v["rtol"]), float(v["atol"])) for k, v in data.get("tolerance", {}).items()}
+    return KernelPackage(
+        root, name, check_version(meta.get("version", "")), meta.get("license", "unknown"),
+        meta.get("description", ""), files, tuple(entries), tolerance,
+    )  # fmt: skip

@@ -1,0 +1,32 @@
+"""kernels: load NKI kernels published on a Hugging Face Hub (or the self-hosted registry), safely.
+
+    import kernels
+    softmax = kernels.get_kernel("acme/softmax", version=1)   # resolve, download, verify, load
+    y = softmax.softmax(x)                                    # the verified IR, on the NumPy reference
+    print(softmax.info)                                       # repo, version, commit, digest, entry points
+
+By default only the published IR specialisations run (parsed and verified; no remote Python executes); pass
+``trust_remote_code=True`` (or a list of trusted repo ids) to import the published Python and run any shape.
+``kernels/softmax`` and ``kernels/rmsnorm`` are first-party kernel packages published by ``kernels publish``.
+"""
+
+from hub_client.api import get_kernel, get_local_kernel, get_locked_kernel, has_kernel, load_kernel
+from hub_client.errors import (
+    BundleError,
+    DigestMismatchError,
+    IRRejectedError,
+    KernelHubError,
+    LockError,
+    NoSpecialisationError,
+    NotFoundError,
+    OfflineError,
+    PublishRefusedError,
+    UnsafePathError,
+)
+from hub_client.loader import KernelInfo, LoadedKernel
+
+__all__ = [
+    "get_kernel", "has_kernel", "get_local_kernel", "get_locked_kernel", "load_kernel", "LoadedKernel", "KernelInfo",
+    "KernelHubError", "BundleError", "UnsafePathError", "DigestMismatchError", "IRRejectedError", "NotFoundError",
+    "OfflineError", "NoSpecialisationError", "PublishRefusedError", "LockError",
+]  # fmt: skip

@@ -1,0 +1,6 @@
+"""rmsnorm: a first-party Hub kernel package (``kernels publish kernels/rmsnorm --repo ORG/rmsnorm``)."""
+
+from .launcher import plan_rmsnorm, rmsnorm
+from .reference import rmsnorm as rmsnorm_reference
+
+__all__ = ["rmsnorm", "plan_rmsnorm", "rmsnorm_reference"]

@@ -1,0 +1,61 @@
+"""Fixtures for the Hub tests: a self-hosted registry on 127.0.0.1 (ephemeral port) in tmp_path, the HF cache in
+tmp_path, and the HF_* environment pointing at them. Nothing here reaches beyond the loopback interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hub_client import api
+from hub_client.bundle import build_bundle
+
+ROOT = Path(__file__).parents[2]
+SOFTMAX = ROOT / "kernels" / "softmax"
+RMSNORM = ROOT / "kernels" / "rmsnorm"
+TOKEN = "test-write-token"
+
+
+@pytest.fixture(autouse=True)
+def hf_env(tmp_path, monkeypatch):
+    """Every Hub test gets its own cache and no inherited HF settings."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "KERNELS_CACHE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_cache"))
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: a test that forgets the server fails
+    api._LOADED.clear()  # loaded kernels are memoised per process; each test starts from a cold process state
+    yield
+    api._LOADED.clear()
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    from hub_client.server import serve
+
+    with serve(tmp_path / "registry", tokens=[TOKEN]) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_TOKEN", TOKEN)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def softmax_bundle():
+    return build_bundle(SOFTMAX, benchmarks=False)
+
+
+@pytest.fixture(scope="session")
+def softmax_bundles():
+    """Two releases of major 1 of softmax."""
+    return {v: build_bundle(SOFTMAX, v, benchmarks=False) for v in ("1.0.0", "1.1.0")}
+
+
+def settings():
+    from hub_client.settings import HubSettings
+
+    return HubSettings.from_env()
+
+
+def cache_dir() -> Path:
+    return settings().cache_dir

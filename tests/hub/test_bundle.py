@@ -1,0 +1,72 @@
+"""Bundles: deterministic, every file digested, IR verified and round-tripping, test vectors reproduced by the IR."""
+
+import json
+
+import numpy as np
+import pytest
+
+import nki_dsl as nki
+from hub_client import execute
+from hub_client.bundle import build_bundle
+from hub_client.errors import BundleError
+from hub_client.manifest import MANIFEST, sha256_hex
+from hub_client.npz import load_npz
+from tests.hub.conftest import RMSNORM, SOFTMAX
+
+
+def test_same_package_same_bytes(softmax_bundle):
+    assert build_bundle(SOFTMAX, benchmarks=False).files == softmax_bundle.files
+
+
+def test_manifest_digests_every_other_file(softmax_bundle):
+    m = softmax_bundle.manifest
+    assert set(m.files) == set(softmax_bundle.files) - {MANIFEST}
+    for path, digest in m.files.items():
+        assert sha256_hex(softmax_bundle.files[path]) == digest
+    assert m.digest == sha256_hex(softmax_bundle.files[MANIFEST])
+    assert m.version == "1.0.0" and m.major == 1
+    assert json.loads(softmax_bundle.files[MANIFEST])["benchmarks"]["status"] == "skipped"
+
+
+def test_ir_is_verified_relocated_and_round_trips(softmax_bundle):
+    for path in softmax_bundle.manifest.ir_files():
+        text = softmax_bundle.files[path].decode()
+        assert 'source "src/softmax/kernel.py"' in text and '"/' not in text  # no machine-specific paths
+        assert nki.parse_ir(text).text == text
+
+
+@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM], ids=["softmax", "rmsnorm"])
+def test_test_vectors_reproduce_from_the_ir(package):
+    bundle = build_bundle(package, benchmarks=False)
+    checked = 0
+    for ep in bundle.manifest.entry_points.values():
+        for spec in ep.specialisations:
+            if spec.test_vectors is None:
+                continue
+            v = load_npz(bundle.files[spec.test_vectors])
+            ir = nki.parse_ir(bundle.files[spec.ir].decode()).ir
+            args = [v[f"arg{i}"] for i in range(len(spec.args))]
+            out = execute.compile_ir(ir, "numpy", "trn2").run(dict(zip(execute.param_names(ir), args)))
+            rtol, atol = v["tolerance"]
+            np.testing.assert_allclose(out.astype(np.float64), v["expected"].astype(np.float64), rtol=rtol, atol=atol)
+            checked += 1
+    assert checked >= 2
+
+
+def test_version_override_keeps_the_major():
+    assert build_bundle(SOFTMAX, "1.4.2", benchmarks=False).manifest.version == "1.4.2"
+    with pytest.raises(BundleError, match="major"):
+        build_bundle(SOFTMAX, "2.0.0", benchmarks=False)
+    with pytest.raises(BundleError, match="MAJOR.MINOR.PATCH"):
+        build_bundle(SOFTMAX, "1.0", benchmarks=False)
+
+
+def test_modelled_benchmarks_when_the_simulator_exists():
+    if "simulator" not in execute.available_backends():
+        bundle = build_bundle(SOFTMAX)
+        assert json.loads(bundle.files[MANIFEST])["benchmarks"]["status"] == "skipped"
+        return
+    bundle = build_bundle(SOFTMAX)
+    figures = json.loads(bundle.files["benchmarks/modelled.json"])
+    assert set(figures) == {f"softmax/{s.id}" for s in bundle.manifest.entry_points["softmax"].specialisations}
+    assert all(f["latency_ns"] > 0 for f in figures.values())
