@@ -101,8 +101,7 @@ class Scheduler:
                 # fixed cost, then the payload on the `dma_engines` DMA engines
                 n = tmpl.dma_engines
                 payload = tmpl.payload_ns
-                stream_start, who = book(start + tmpl.fixed_ns, payload, n, ident)
-                end = stream_start + payload
+                _, end, who = book(start + tmpl.fixed_ns, payload, n, ident)
                 if who >= 0 and e_arr[who] <= end:  # the bandwidth was the bottleneck (fluid sharing may overlap)
                     pred = who
                 dma_busy[0] += n * payload
