@@ -6,18 +6,29 @@ Environment is read once per call (``HubSettings.from_env``); everything below t
 from __future__ import annotations
 
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
 from hub_client import execute, resolve
 from hub_client.errors import BundleError, DigestMismatchError, LockError, NotFoundError, OfflineError
-from hub_client.fetch import fetch
+from hub_client.fetch import fetch, transport_errors
 from hub_client.loader import LoadedKernel, load
 from hub_client.lockfile import LOCK_NAME, Locked, read_lock
 from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
 from hub_client.settings import HubSettings
 
 _LOADED: dict[tuple, LoadedKernel] = {}  # (repo, commit, digest, trusted, backend) -> the loaded kernel
+# A successful online resolution is reused by the same request in this process for RESOLVE_TTL_S seconds: a warm
+# get_kernel then costs no round trip, and code that asks twice in quick succession gets the same release.
+RESOLVE_TTL_S = 60.0
+_RESOLVED: dict[tuple, tuple[float, resolve.Resolved]] = {}
+
+
+def clear_memo() -> None:
+    """Forget loaded kernels and recent resolutions (tests and long-running tools that want a cold state)."""
+    _LOADED.clear()
+    _RESOLVED.clear()
 
 
 def is_trusted(repo_id: str, trust_remote_code) -> bool:
@@ -37,18 +48,12 @@ def _needed(trusted: bool):
     return lambda m: m.ir_files() + (list(m.python_files) if trusted else [])
 
 
-def _connection_errors() -> tuple[type[BaseException], ...]:
-    import httpx2  # huggingface_hub's HTTP transport: what it raises when the endpoint cannot be reached
-
-    return (httpx2.TransportError, ConnectionError, TimeoutError)
-
-
 def _resolve(settings, repo_id, version, revision, local_only):
     if settings.offline or local_only:
         return resolve.resolve_offline(settings, repo_id, version, revision), True
     try:
         resolved = resolve.resolve_online(settings, repo_id, version, revision)
-    except _connection_errors() as e:
+    except transport_errors() as e:
         # The Hub is unreachable: fall back to what an earlier call recorded, as huggingface_hub does for files.
         try:
             resolved = resolve.resolve_offline(settings, repo_id, version, revision)
@@ -84,9 +89,19 @@ def get_kernel(repo_id: str, *, version: int | None = None, revision: str | None
     _check_backend(backend)
     settings = HubSettings.from_env()
     trusted = is_trusted(repo_id, trust_remote_code)
-    resolved, local = _resolve(settings, repo_id, version, revision, local_files_only)
-    return _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version, trusted=trusted,
-                         backend=backend, local_only=local, progress=progress)  # fmt: skip
+    memo_key = (settings.endpoint, settings.cache_dir, repo_id, resolve.request_key(version, revision))
+    recent = _RESOLVED.get(memo_key)
+    online = not (settings.offline or local_files_only)
+    fresh = recent is not None and online and time.monotonic() - recent[0] < RESOLVE_TTL_S
+    if fresh:
+        resolved, local = recent[1], False
+    else:
+        resolved, local = _resolve(settings, repo_id, version, revision, local_files_only)
+    loaded = _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version, trusted=trusted,
+                           backend=backend, local_only=local, progress=progress)  # fmt: skip
+    if not local and not fresh:
+        _RESOLVED[memo_key] = (time.monotonic(), resolved)  # only after the release loaded and verified
+    return loaded
 
 
 def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None,

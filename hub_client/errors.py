@@ -39,6 +39,11 @@ class OfflineError(KernelHubError):
     """Offline (HF_HUB_OFFLINE or a cache-only call) and the cache does not have what was asked for."""
 
 
+class DownloadError(KernelHubError):
+    """The connection failed or was cut while downloading; huggingface_hub keeps partial data only in
+    ``.incomplete`` files, so nothing truncated is in the cache and a retry resumes or starts afresh."""
+
+
 class NoSpecialisationError(KernelHubError):
     """A call whose shapes have no published IR specialisation, without trust in the kernel's Python."""
 

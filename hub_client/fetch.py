@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from hub_client.atomic import write_text
-from hub_client.errors import DigestMismatchError, NotFoundError, OfflineError
+from hub_client.errors import BundleError, DigestMismatchError, DownloadError, NotFoundError, OfflineError
 from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
 from hub_client.paths import check_bundle_path
 from hub_client.settings import HubSettings
@@ -49,6 +49,12 @@ def purge(path: Path) -> None:
         target.unlink(missing_ok=True)
 
 
+def transport_errors() -> tuple[type[BaseException], ...]:
+    import httpx2  # huggingface_hub's HTTP transport: what it raises when a connection fails or is cut
+
+    return (httpx2.TransportError, ConnectionError, TimeoutError)
+
+
 def _download(settings, repo_id, commit, rel, local_only) -> Path:
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (
@@ -63,6 +69,11 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
             repo_id, rel, repo_type=settings.repo_type, revision=commit, cache_dir=settings.cache_dir,
             endpoint=settings.endpoint, token=settings.token, local_files_only=local_only,
         ))  # fmt: skip
+    except transport_errors() as e:
+        raise DownloadError(
+            f"downloading {rel!r} of {repo_id}@{commit[:12]} from {settings.endpoint} failed: {e}. Nothing partial "
+            f"was kept in the cache; retry when the connection is back"
+        ) from None
     except LocalEntryNotFoundError:
         if local_only:
             raise OfflineError(f"offline: {repo_id}@{commit[:12]} file {rel!r} is not in the cache") from None
@@ -116,7 +127,11 @@ def fetch(
         if manifest_digest is not None and sha256_hex(data) != manifest_digest:
             purge(manifest_path)
             raise DigestMismatchError(MANIFEST, manifest_digest, sha256_hex(data), f"{where} (pinned by the lock file)")
-        manifest = parse(data)
+        try:
+            manifest = parse(data)
+        except BundleError:
+            purge(manifest_path)  # a bad root must not stick in the cache: the next try downloads it afresh
+            raise
         receipt_path = _receipt_path(settings, repo_id, commit)
         receipt = {} if rehash else _read_receipt(receipt_path, manifest.digest)
         changed = False

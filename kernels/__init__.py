@@ -14,6 +14,7 @@ from hub_client.api import get_kernel, get_local_kernel, get_locked_kernel, has_
 from hub_client.errors import (
     BundleError,
     DigestMismatchError,
+    DownloadError,
     IRRejectedError,
     KernelHubError,
     LockError,
@@ -27,6 +28,6 @@ from hub_client.loader import KernelInfo, LoadedKernel
 
 __all__ = [
     "get_kernel", "has_kernel", "get_local_kernel", "get_locked_kernel", "load_kernel", "LoadedKernel", "KernelInfo",
-    "KernelHubError", "BundleError", "UnsafePathError", "DigestMismatchError", "IRRejectedError", "NotFoundError",
-    "OfflineError", "NoSpecialisationError", "PublishRefusedError", "LockError",
+    "KernelHubError", "BundleError", "UnsafePathError", "DigestMismatchError", "DownloadError", "IRRejectedError",
+    "NotFoundError", "OfflineError", "NoSpecialisationError", "PublishRefusedError", "LockError",
 ]  # fmt: skip

@@ -25,9 +25,9 @@ def hf_env(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf_cache"))
     monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # discard port: a test that forgets the server fails
-    api._LOADED.clear()  # loaded kernels are memoised per process; each test starts from a cold process state
+    api.clear_memo()  # loaded kernels are memoised per process; each test starts from a cold process state
     yield
-    api._LOADED.clear()
+    api.clear_memo()
 
 
 @pytest.fixture

@@ -1,0 +1,65 @@
+"""kernels.lock: lock a project's dependencies, pre-fetch them, load them pinned, and offline from the cache."""
+
+import json
+
+import numpy as np
+import pytest
+
+import kernels
+from hub_client.cli import main
+from hub_client.lockfile import read_lock
+from hub_client.publish import publish
+from tests.hub.conftest import settings
+
+
+@pytest.fixture
+def project(tmp_path, registry, softmax_bundles):
+    for bundle in softmax_bundles.values():
+        publish(bundle, "acme/softmax", settings())
+    d = tmp_path / "project"
+    d.mkdir()
+    (d / "pyproject.toml").write_text('[project]\nname = "app"\n\n[tool.kernels.dependencies]\n"acme/softmax" = 1\n')
+    return d
+
+
+def test_lock_pins_the_newest_release_commit_and_digest(project, softmax_bundles, capsys):
+    assert main(["lock", str(project)]) == 0
+    data = json.loads((project / "kernels.lock").read_text())
+    assert data[0]["dependency"] == {"repo-id": "acme/softmax", "version": 1}
+    entry = read_lock(project / "kernels.lock")["acme/softmax"]
+    assert entry.tag == "v1.1.0" and entry.digest == softmax_bundles["1.1.0"].manifest.digest
+    assert "v1.1.0" in capsys.readouterr().out
+
+
+def test_download_then_load_offline(project, monkeypatch):
+    assert main(["lock", str(project)]) == 0
+    assert main(["download", str(project)]) == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    k = kernels.load_kernel("acme/softmax", lockfile=project / "kernels.lock")
+    assert k.info.version == "1.1.0"
+    assert k.softmax(np.ones((128, 512), np.float32)).shape == (128, 512)
+
+
+def test_locked_digest_mismatch_is_refused(project):
+    assert main(["lock", str(project)]) == 0
+    path = project / "kernels.lock"
+    data = json.loads(path.read_text())
+    data[0]["lock"]["digest"] = "sha256:" + "0" * 64
+    path.write_text(json.dumps(data))
+    with pytest.raises(kernels.DigestMismatchError, match="manifest.json"):
+        kernels.get_locked_kernel("acme/softmax", lockfile=path)
+
+
+def test_unlocked_repo_and_missing_lock(project):
+    with pytest.raises(kernels.LockError, match="kernels lock"):
+        kernels.get_locked_kernel("acme/softmax", lockfile=project / "kernels.lock")
+    assert main(["lock", str(project)]) == 0
+    with pytest.raises(kernels.LockError, match="acme/softmax"):
+        kernels.get_locked_kernel("acme/other", lockfile=project / "kernels.lock")
+
+
+def test_load_kernel_never_downloads(project):
+    assert main(["lock", str(project)]) == 0  # resolves and fetches only manifest.json
+    with pytest.raises(kernels.OfflineError):
+        kernels.load_kernel("acme/softmax", lockfile=project / "kernels.lock")
