@@ -17,6 +17,8 @@ regions by address from ``addresses``) -> ``scheduler`` (event driven, ``deps`` 
 
 from __future__ import annotations
 
+import gc
+
 from nki_dsl.backends.simulator.addresses import PSUM_KEY, SBUF_KEY
 from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.profile import Profile, build
@@ -31,7 +33,7 @@ _SBUF_CELL_BYTES = 1024
 
 
 def _cells(t: Target) -> dict:
-    return {SBUF_KEY: (t.partitions, _SBUF_CELL_BYTES), PSUM_KEY: (t.partitions, t.psum_bank_bytes)}
+    return {SBUF_KEY: _SBUF_CELL_BYTES, PSUM_KEY: t.psum_bank_bytes}
 
 
 def simulate(kernel: Kernel, arrays: dict | None = None, target=DEFAULT_TARGET, grid=None):
@@ -55,7 +57,15 @@ def _profile(prepared, grid) -> Profile:
     t = prepared.target
     stream = prepared.stream(grid)
     sched = Scheduler(t, untracked=stream.untracked(), cells=_cells(t))
-    stream.run(sched.step)
+    # The run allocates many small records that live until it ends and form no cycles: the cyclic collector would
+    # only rescan them again and again (a third of the run time on large kernels).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        stream.run(sched.step)
+    finally:
+        if enabled:
+            gc.enable()
     return build(prepared.lowered.name, t, sched.finish())
 
 

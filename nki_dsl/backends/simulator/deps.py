@@ -1,14 +1,18 @@
 """Who last wrote and who last read each buffer region: the RAW / WAR / WAW bookkeeping of the scheduler.
 
 Per address space (a region key: SBUF, PSUM, or one HBM tensor, see ``addresses.py``) records hold a box with the
-end time and id of its last writer and of its latest reader. Records sit in a grid of cells, so finding the
-records a box overlaps looks at the few cells the box covers, not at every record: tile-shaped accesses stay O(1)
-each. An HBM tensor's cell is the extent of the first box seen for it (its tile); the on-chip spaces get fixed
-cells (``cells``), all partitions by a span of bytes, since many differently sized tensors share them.
+end time and id of its last writer and of its latest reader. Records sit in cells, so finding the records a box
+overlaps looks at the few cells the box covers, not at every record: tile-shaped accesses stay O(1) each.
+
+* On-chip spaces (keys in ``cells``) have boxes ``(p_lo, p_hi, b_lo, b_hi)`` and fixed cells over the bytes only
+  (``cells[key]`` bytes wide, all partitions), since many differently sized tensors share them; this is the hot
+  path and is written out for that shape.
+* An HBM tensor's cells are a grid whose cell is the extent of the first box seen for it (its tile).
 
 A write supersedes the records its box contains: any later access overlapping one of them overlaps the write,
 and the write already waited for them, so waiting for the write implies waiting for them. Dropping them keeps
-the record count bounded by the live distinct regions.
+the record count bounded by the live distinct regions. ``ready`` keeps the records each write overlaps for the
+``commit`` that follows it (nothing changes in between), so they are looked up once.
 """
 
 from __future__ import annotations
@@ -19,7 +23,72 @@ from itertools import product
 _BOX, _WEND, _WID, _REND, _RID, _ALIVE = range(6)
 
 
-class _Space:
+class _ByteSpace:
+    """An on-chip address space: boxes ``(p_lo, p_hi, b_lo, b_hi)``, cells of ``width`` bytes."""
+
+    __slots__ = ("width", "cells", "exact")
+
+    def __init__(self, width: int):
+        self.width = width
+        self.cells: dict[int, list] = {}
+        self.exact: dict[tuple, list] = {}
+
+    def overlapping(self, box):
+        w = self.width
+        p0, p1, b0, b1 = box
+        lo, hi = b0 // w, (b1 - 1) // w
+        cells = self.cells
+        if lo == hi:  # the common case: one cell, no duplicates possible
+            recs = cells.get(lo)
+            if not recs:
+                return ()
+            out = []
+            dead = False
+            for r in recs:
+                if not r[5]:
+                    dead = True
+                    continue
+                rb = r[0]
+                if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1]:
+                    out.append(r)
+            if dead:
+                recs[:] = [r for r in recs if r[5]]
+            return out
+        out = []
+        seen = set()
+        for c in range(lo, hi + 1):
+            recs = cells.get(c)
+            if not recs:
+                continue
+            dead = False
+            for r in recs:
+                if not r[5]:
+                    dead = True
+                    continue
+                rb = r[0]
+                if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1] and id(r) not in seen:
+                    seen.add(id(r))
+                    out.append(r)
+            if dead:
+                recs[:] = [r for r in recs if r[5]]
+        return out
+
+    def add(self, rec) -> None:
+        box = rec[0]
+        self.exact[box] = rec
+        w = self.width
+        cells = self.cells
+        for c in range(box[2] // w, (box[3] - 1) // w + 1):
+            recs = cells.get(c)
+            if recs is None:
+                cells[c] = [rec]
+            else:
+                recs.append(rec)
+
+
+class _GridSpace:
+    """An HBM tensor: boxes ``(lo0, hi0, lo1, hi1, ...)`` in its index space, a grid of cells."""
+
     __slots__ = ("cell", "cells", "exact")
 
     def __init__(self, cell: tuple[int, ...]):
@@ -28,18 +97,9 @@ class _Space:
         self.exact: dict[tuple, list] = {}
 
     def coords(self, box):
-        cell = self.cell
-        if len(cell) == 2:  # the common case (2-D tiles), without itertools
-            c0, c1 = cell
-            r0 = range(box[0] // c0, (box[1] - 1) // c0 + 1)
-            r1 = range(box[2] // c1, (box[3] - 1) // c1 + 1)
-            if len(r0) == 1 and len(r1) == 1:
-                return ((r0[0], r1[0]),)
-            return product(r0, r1)
-        return product(*(range(box[2 * d] // c, (box[2 * d + 1] - 1) // c + 1) for d, c in enumerate(cell)))
+        return product(*(range(box[2 * d] // c, (box[2 * d + 1] - 1) // c + 1) for d, c in enumerate(self.cell)))
 
     def overlapping(self, box):
-        """Live records whose box overlaps ``box`` (each once)."""
         out = []
         seen = set()
         n = len(box)
@@ -71,66 +131,70 @@ class _Space:
             self.cells.setdefault(c, []).append(rec)
 
 
-def _contains(outer, inner) -> bool:
-    return all(outer[k] <= inner[k] and inner[k + 1] <= outer[k + 1] for k in range(0, len(outer), 2))
-
-
 class DependenceTracker:
-    """``ready(reads, writes)`` -> (time, id of the instruction that sets it); ``commit`` records an instruction."""
+    """``ready(reads, writes)`` -> (time, id of the instruction that sets it); ``commit`` records an instruction.
+    ``cells``: region key -> cell width in bytes for the on-chip (partition x byte) spaces."""
 
-    def __init__(self, untracked: set[int] = frozenset(), cells: dict[int, tuple[int, ...]] | None = None):
-        self.spaces: dict[int, _Space] = {key: _Space(cell) for key, cell in (cells or {}).items()}
+    def __init__(self, untracked: set[int] = frozenset(), cells: dict[int, int] | None = None):
+        self.spaces: dict = {key: _ByteSpace(width) for key, width in (cells or {}).items()}
         self.untracked = untracked
+        self._pending: list = []
 
-    def _space(self, key: int, box) -> _Space:
+    def _space(self, key: int, box):
         s = self.spaces.get(key)
         if s is None:
-            s = self.spaces[key] = _Space(tuple(max(1, box[k + 1] - box[k]) for k in range(0, len(box), 2)))
+            s = self.spaces[key] = _GridSpace(tuple(max(1, box[k + 1] - box[k]) for k in range(0, len(box), 2)))
         return s
 
     def ready(self, reads, writes) -> tuple[float, int]:
         t, who = 0.0, -1
+        spaces, untracked = self.spaces, self.untracked
         for key, box in reads:  # RAW: wait for the last writer of anything read
-            if key in self.untracked:
+            if key in untracked:
                 continue
-            s = self.spaces.get(key)
+            s = spaces.get(key)
             if s is None:
                 continue
-            rec = s.exact.get(box)
-            if rec is not None and rec[_ALIVE] and len(s.exact) == 1:
-                if rec[_WEND] > t:
-                    t, who = rec[_WEND], rec[_WID]
-                continue
             for r in s.overlapping(box):
-                if r[_WEND] > t:
-                    t, who = r[_WEND], r[_WID]
+                if r[1] > t:
+                    t, who = r[1], r[2]
+        pending = []
         for key, box in writes:  # WAW and WAR: wait for the last writer and the readers of anything written
-            s = self.spaces.get(key)
-            if s is None:
-                continue
-            for r in s.overlapping(box):
-                if r[_WEND] > t:
-                    t, who = r[_WEND], r[_WID]
-                if r[_REND] > t:
-                    t, who = r[_REND], r[_RID]
+            s = spaces.get(key)
+            recs = s.overlapping(box) if s is not None else ()
+            pending.append(recs)
+            for r in recs:
+                if r[1] > t:
+                    t, who = r[1], r[2]
+                if r[3] > t:
+                    t, who = r[3], r[4]
+        self._pending = pending
         return t, who
 
     def commit(self, reads, writes, end: float, ident: int) -> None:
-        for key, box in writes:
+        """Record an instruction; must follow the ``ready`` call for the same regions."""
+        for (key, box), recs in zip(writes, self._pending):
             s = self._space(key, box)
-            for r in s.overlapping(box):
-                if _contains(box, r[_BOX]):
-                    r[_ALIVE] = False
-                    if s.exact.get(r[_BOX]) is r:
-                        del s.exact[r[_BOX]]
+            exact = s.exact
+            four = len(box) == 4
+            for r in recs:
+                rb = r[0]
+                if (box[0] <= rb[0] and rb[1] <= box[1] and box[2] <= rb[2] and rb[3] <= box[3]) if four else \
+                        all(box[k] <= rb[k] and rb[k + 1] <= box[k + 1] for k in range(0, len(box), 2)):
+                    r[5] = False
+                    if exact.get(rb) is r:
+                        del exact[rb]
             s.add([box, end, ident, 0.0, -1, True])
+        spaces, untracked = self.spaces, self.untracked
         for key, box in reads:
-            if key in self.untracked:
+            if key in untracked:
                 continue
-            s = self._space(key, box)
+            s = spaces.get(key)
+            if s is None:
+                s = self._space(key, box)
             rec = s.exact.get(box)
-            if rec is not None and rec[_ALIVE]:
-                if end > rec[_REND]:
-                    rec[_REND], rec[_RID] = end, ident
+            if rec is not None and rec[5]:
+                if end > rec[3]:
+                    rec[3], rec[4] = end, ident
             else:
                 s.add([box, 0.0, -1, end, ident, True])

@@ -65,7 +65,6 @@ class Scheduler:
         free = [0.0] * len(self.units)
         last = [-1] * len(self.units)
         port_free, port_last = [0.0, 0.0], [-1, -1]
-        queues = range(n_engines, n_engines + dma_queues)
         pool = DmaPool(target.dma_engines)
         book = pool.book
         tracker = DependenceTracker(untracked, cells)
@@ -75,7 +74,6 @@ class Scheduler:
         t_arr, u_arr, s_arr, e_arr, p_arr = self.arrays
         t_app, u_app, s_app, e_app, p_app = t_arr.append, u_arr.append, s_arr.append, e_arr.append, p_arr.append
         dma_busy = self.dma_busy
-        free_at = free.__getitem__
 
         def step(tmpl, reads, writes):
             ident = len(t_arr)
@@ -85,7 +83,8 @@ class Scheduler:
                 templates.append(tmpl)
             engine = tmpl.engine
             if engine == DMA:
-                u = min(queues, key=free_at)
+                q = free[n_engines:]
+                u = n_engines + q.index(min(q))
             else:
                 u = engine_index[engine]
             start, pred = free[u], last[u]
