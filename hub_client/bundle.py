@@ -97,11 +97,11 @@ def _relocate(text: str, pkg: KernelPackage) -> str:
 
 def _trace(pkg, ep, spec, plan, arrays):
     launch, args, kwargs = plan(*arrays, **dict(spec.constants))
-    passed = [a for a in args if execute_is_array(a)]
+    passed = [a for a in args if _is_array(a)]
     if (
         len(passed) != len(arrays)
         or any(p is not a for p, a in zip(passed, arrays))
-        or any(execute_is_array(v) for v in kwargs.values())
+        or any(_is_array(v) for v in kwargs.values())
     ):
         raise BundleError(
             f"{pkg.name}.{ep.name}: the plan must pass the caller's arrays to the kernel positionally, unchanged and "
@@ -117,7 +117,7 @@ def _trace(pkg, ep, spec, plan, arrays):
     return text, parsed
 
 
-def execute_is_array(x) -> bool:
+def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
