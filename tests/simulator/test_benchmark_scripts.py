@@ -1,0 +1,20 @@
+"""The simulator's benchmark scripts run and report what they promise (figures are printed, never asserted: no
+timed assertions)."""
+
+import sys
+
+from benchmarks import simulator_overhead, simulator_speed
+
+
+def test_overhead_benchmark_checks_outputs_and_prints_a_ratio_per_kernel(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["simulator_overhead.py", "--repeat", "1"])
+    assert simulator_overhead.main() == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 + 5 + 1 and "the plain NumPy backend" in out
+
+
+def test_speed_benchmark_reports_both_kernels(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["simulator_speed.py", "--small", "--repeat", "1"])
+    assert simulator_speed.main() == 0
+    out = capsys.readouterr().out
+    assert "blocked" in out and "naive tiled" in out and out.count("instructions/s") == 3
