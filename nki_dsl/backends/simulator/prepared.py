@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from nki_dsl.backends.simulator.stream import Stream
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.passes.allocate import Allocation, allocate
-from nki_dsl.passes.pipeline import run_pipeline
+from nki_dsl.passes.allocate import Allocation
+from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import Target
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -48,6 +48,7 @@ def prepare(kernel: Kernel, target: Target) -> Prepared:
     per_kernel = _CACHE.setdefault(kernel, {})
     got = per_kernel.get(target.name)
     if got is None:
-        lowered = run_pipeline(kernel, target.name)
-        got = per_kernel[target.name] = Prepared(lowered, allocate(lowered, target.name), target)
+        # the same program `nki asm` lists: every pass, then SBUF/PSUM placement
+        lowered, allocation = compile_for_target(kernel, target.name)
+        got = per_kernel[target.name] = Prepared(lowered, allocation, target)
     return got

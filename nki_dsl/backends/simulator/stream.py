@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import product
 
-from nki_dsl.backends.simulator.addresses import SBUF_KEY, AddressMap
+from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template, operand_reads
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.passes.engines import engine_of, fused_writes
@@ -110,4 +110,4 @@ class Stream:
     def untracked(self) -> set[int]:
         """Region keys nothing writes (kernel inputs in HBM): reading them never waits, so the scheduler skips
         them. On-chip address spaces are always tracked."""
-        return set(self.addresses.keys.values()) - self.written_hbm - {SBUF_KEY}
+        return set(self.addresses.keys.values()) - self.written_hbm
