@@ -25,7 +25,6 @@ def repo_info(registry: Registry, request: Request) -> Response:
     revision = request.params.get("revision") or "main"
     commit = revisions.resolve(repo, revision)
     files = [entry for entry in repo.git.ls_tree(commit, recursive=True) if entry.type == "blob"]
-    created = repo.git.commit_date(repo.git.git("rev-list", "--max-parents=0", commit).decode().split()[0])
     return Response.json({
         "id": repo.repo_id,
         "_id": repo.repo_id,
@@ -37,7 +36,6 @@ def repo_info(registry: Registry, request: Request) -> Response:
         "downloads": 0,
         "likes": 0,
         "tags": [],
-        "createdAt": created,
         "lastModified": repo.git.commit_date(commit),
         "siblings": [{"rfilename": entry.path, "size": entry.size, "blobId": entry.oid} for entry in files],
     })

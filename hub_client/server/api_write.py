@@ -11,9 +11,9 @@ from __future__ import annotations
 from . import names, revisions
 from .api_read import open_readable
 from .auth import Identity, require_write
-from .commits import AddFile, build_tree, parse_commit_payload
+from .commits import AddFile, apply_operations, git_blob_id, parse_commit_payload, write_trees
 from .errors import HubError, bad_request, conflict, revision_not_found
-from .gitstore import ZERO_OID, Author
+from .gitstore import ZERO_OID, Author, GitError
 from .protocol import Request, Response
 from .registry import Registry, RepoHandle, now_epoch
 
@@ -75,10 +75,9 @@ def preupload(registry: Registry, request: Request) -> Response:
     files = request.json().get("files")
     if not isinstance(files, list):
         raise bad_request("preupload expects {'files': [...]}")
+    paths = [names.path_in_repo(item.get("path") if isinstance(item, dict) else None) for item in files]
     answers = []
-    for item in files:
-        path = names.path_in_repo(item.get("path") if isinstance(item, dict) else None)
-        existing = repo.git.object_at(head, path)
+    for path, existing in zip(paths, repo.git.objects_at(head, paths)):
         answers.append({
             "path": path,
             "uploadMode": "regular",
@@ -100,10 +99,12 @@ def commit(registry: Registry, request: Request) -> Response:
         head = revisions.branch_head(repo, branch)
         if payload.parent_commit is not None and payload.parent_commit != head:
             raise _parent_moved(branch, payload.parent_commit, head)
-        blob_oids = dict(zip([op.path for op in adds], repo.git.write_blobs([op.content for op in adds],
-                                                                              registry.scratch)))
+        plan = apply_operations(repo.git, head, payload.operations)  # every refusal happens before any write
+        stored = repo.git.write_blobs([op.content for op in adds], registry.scratch)
+        if stored != [git_blob_id(op.content) for op in adds]:
+            raise GitError("git stored blobs under ids other than the computed ones")
         for _ in range(_MAX_REBASES):
-            tree = build_tree(repo.git, head, payload.operations, blob_oids)
+            tree = write_trees(repo.git, plan)
             new = repo.git.commit_tree(tree, [head], payload.message, author_of(request.identity))
             if repo.git.update_ref(ref, new, head):
                 break
@@ -112,6 +113,7 @@ def commit(registry: Registry, request: Request) -> Response:
             if payload.parent_commit is not None:
                 raise _parent_moved(branch, payload.parent_commit, moved_to)
             head = moved_to
+            plan = apply_operations(repo.git, head, payload.operations)
         else:
             raise conflict(f"Branch {branch!r} kept moving; commit not applied")
     return Response.json({

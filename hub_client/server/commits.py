@@ -2,13 +2,15 @@
 
 Parsing validates the whole payload before anything is written: a bad path, bad base64 or an unsupported
 operation on line 40 refuses the commit with nothing stored. Applying the operations reads the parent's file
-list, edits it in memory and writes one git tree per directory, bottom-up, with `git mktree`.
+list and edits it in memory (blob ids computed as git does); only then are blobs stored and one git tree per
+directory written, bottom-up, with `git mktree`.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -101,13 +103,38 @@ def _parse_operation(key: str, value: dict) -> AddFile | DeleteFile | DeleteFold
     raise bad_request(f"Unknown commit operation {key!r}")
 
 
-def build_tree(repo: GitRepo, base_commit: str, operations: list, blob_oids: dict[str, str]) -> str:
-    """The tree of `base_commit` with `operations` applied; `blob_oids` maps each added path to its stored blob."""
-    files = {entry.path: entry.oid for entry in repo.ls_tree(base_commit, recursive=True) if entry.type == "blob"}
+def git_blob_id(content: bytes) -> str:
+    """The id git gives a blob: sha1 over a `blob <size>\\0` header and the bytes."""
+    return hashlib.sha1(b"blob %d\x00" % len(content) + content).hexdigest()
+
+
+@dataclass
+class TreePlan:
+    """A commit's file list, plus what lets unchanged directories keep their existing tree objects."""
+
+    files: dict[str, str]  # path -> blob id
+    base_trees: dict[str, str]  # directory -> tree id in the parent commit
+    touched: set[str]  # directories whose content the operations change ("" is the root)
+
+
+def apply_operations(repo: GitRepo, base_commit: str, operations: list) -> TreePlan:
+    """The file list of `base_commit` with `operations` applied, computed without writing anything.
+
+    Every refusal a commit can meet (a file where a directory is, deleting a missing file) happens here, before
+    any object is stored. Blob ids are computed as git computes them.
+    """
+    files, base_trees = {}, {"": ""}
+    for entry in repo.ls_tree(base_commit, recursive=True):
+        if entry.type == "blob":
+            files[entry.path] = entry.oid
+        elif entry.type == "tree":
+            base_trees[entry.path] = entry.oid
+    touched = {""}
     for operation in operations:
+        touched.update(_ancestors(operation.path))
         if isinstance(operation, AddFile):
             _check_no_file_dir_clash(files, operation.path)
-            files[operation.path] = blob_oids[operation.path]
+            files[operation.path] = git_blob_id(operation.content)
         elif isinstance(operation, DeleteFile):
             if files.pop(operation.path, None) is None:
                 raise HubError(404, f"Cannot delete {operation.path!r}: no such file", "EntryNotFound")
@@ -115,7 +142,12 @@ def build_tree(repo: GitRepo, base_commit: str, operations: list, blob_oids: dic
             prefix = operation.path + "/"
             for path in [path for path in files if path.startswith(prefix)]:
                 del files[path]
-    return _write_trees(repo, files)
+    return TreePlan(files, base_trees, touched)
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:depth]) for depth in range(len(parts))]
 
 
 def _check_no_file_dir_clash(files: dict[str, str], path: str) -> None:
@@ -128,21 +160,28 @@ def _check_no_file_dir_clash(files: dict[str, str], path: str) -> None:
         raise bad_request(f"Cannot add {path!r}: it is a directory")
 
 
-def _write_trees(repo: GitRepo, files: dict[str, str]) -> str:
-    # directory -> {name: (mode, type, oid)}; filled deepest-first so each subtree exists before its parent.
+def write_trees(repo: GitRepo, plan: TreePlan) -> str:
+    """Write the trees for a plan whose blobs are already stored; returns the root tree id.
+
+    Only directories on the path of a changed file are written: an untouched directory keeps its tree id from
+    the parent commit, so a commit costs git processes in proportion to what it changes, not to the repo size.
+    """
+    # directory -> {name: (mode, type, oid)}; written deepest-first so each subtree exists before its parent.
     directories: dict[str, dict[str, tuple[str, str, str]]] = {"": {}}
-    for path, oid in files.items():
+    for path, oid in plan.files.items():
         parent, _, name = path.rpartition("/")
         directories.setdefault(parent, {})[name] = (FILE_MODE, "blob", oid)
         while parent:  # make sure every ancestor directory is listed
             directories.setdefault(parent.rpartition("/")[0], {})
             parent = parent.rpartition("/")[0]
     for directory in sorted(directories, key=lambda d: d.count("/") + (d != ""), reverse=True):
-        entries = directories[directory]
-        oid = repo.mktree([(mode, kind, oid, name) for name, (mode, kind, oid) in entries.items()])
-        if directory:
-            parent, _, name = directory.rpartition("/")
-            directories[parent][name] = (TREE_MODE, "tree", oid)
+        if directory in plan.touched or directory not in plan.base_trees:
+            entries = directories[directory]
+            oid = repo.mktree([(mode, kind, oid, name) for name, (mode, kind, oid) in entries.items()])
         else:
+            oid = plan.base_trees[directory]
+        if not directory:
             return oid
+        parent, _, name = directory.rpartition("/")
+        directories[parent][name] = (TREE_MODE, "tree", oid)
     raise AssertionError("unreachable: the root directory is always written last")

@@ -151,13 +151,24 @@ class GitRepo:
 
     def object_at(self, commit: str, path: str) -> TreeEntry | None:
         """The blob or tree at `path` in `commit`, or None if the path does not exist there."""
-        out = self.git("cat-file", "--batch-check", input=f"{commit}:{path}\n".encode()).decode().strip()
-        parts = out.split()
-        if len(parts) != 3 or parts[1] not in ("blob", "tree"):
-            return None  # "<commit>:<path> missing"
-        oid, kind, size = parts
-        return TreeEntry(FILE_MODE if kind == "blob" else TREE_MODE, kind, oid, int(size) if kind == "blob" else None,
-                         path)
+        return self.objects_at(commit, [path])[0]
+
+    def objects_at(self, commit: str, paths: list[str]) -> list[TreeEntry | None]:
+        """`object_at` for many paths with one git process (paths are validated: no newline can split a query)."""
+        if not paths:
+            return []
+        query = "".join(f"{commit}:{path}\n" for path in paths).encode()
+        lines = self.git("cat-file", "--batch-check", input=query).decode().splitlines()
+        found = []
+        for path, line in zip(paths, lines, strict=True):
+            parts = line.split()
+            if len(parts) != 3 or parts[1] not in ("blob", "tree"):
+                found.append(None)  # "<commit>:<path> missing"
+                continue
+            oid, kind, size = parts
+            mode, size_or_none = (FILE_MODE, int(size)) if kind == "blob" else (TREE_MODE, None)
+            found.append(TreeEntry(mode, kind, oid, size_or_none, path))
+        return found
 
     def read_blob(self, oid: str) -> bytes:
         return self.git("cat-file", "blob", oid)

@@ -36,6 +36,9 @@ class RegistryHTTPServer(ThreadingHTTPServer):
 class RegistryRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "nki-dsl-registry"
+    # Headers and body go out in two writes; with Nagle on, the body waits for the client's delayed ACK
+    # (~40 ms per keep-alive response on Linux). Small JSON answers must not pay that.
+    disable_nagle_algorithm = True
     timeout = 60  # drop connections idle this long, so abandoned keep-alives do not pin threads forever
     server: RegistryHTTPServer
 

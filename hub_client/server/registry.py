@@ -29,14 +29,31 @@ class RepoHandle:
     org: str
     name: str
     git: GitRepo
+    private: bool
 
     @property
     def repo_id(self) -> str:
         return f"{self.org}/{self.name}"
 
-    @property
-    def private(self) -> bool:
-        return self.git.config_get("hub.private") == "true"
+
+class _VisibilityCache:
+    """`hub.private` per repo, re-read with git only when the repo's config file changes (every read checks it)."""
+
+    def __init__(self):
+        self._seen: dict[Path, tuple[int, int, bool]] = {}
+        self._guard = threading.Lock()
+
+    def private(self, git: GitRepo) -> bool:
+        stat = (git.path / "config").stat()
+        key = (stat.st_ino, stat.st_mtime_ns)
+        with self._guard:
+            cached = self._seen.get(git.path)
+        if cached is not None and cached[:2] == key:
+            return cached[2]
+        private = git.config_get("hub.private") == "true"
+        with self._guard:
+            self._seen[git.path] = (*key, private)
+        return private
 
 
 class Registry:
@@ -47,6 +64,7 @@ class Registry:
         self.trusted_publishers = frozenset(trusted_publishers)
         self._locks: dict[Path, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._visibility = _VisibilityCache()
 
     def repo_dir(self, repo_type: str, org: str, name: str) -> Path:
         # names.repo_name has already refused anything but [A-Za-z0-9._-] without '..', so this stays under root.
@@ -57,7 +75,8 @@ class Registry:
         path = self.repo_dir(repo_type, org, name)
         if not (path / "HEAD").is_file():
             raise repo_not_found(f"{org}/{name}")
-        return RepoHandle(repo_type, org, name, GitRepo(path))
+        git = GitRepo(path)
+        return RepoHandle(repo_type, org, name, git, self._visibility.private(git))
 
     def create(self, repo_type: str, org: str, name: str, private: bool, author: Author) -> RepoHandle:
         """Build the repo in scratch, then rename it into place: the rename is the atomic "create if absent"."""
@@ -80,7 +99,7 @@ class Registry:
                 raise conflict(f"Repository {org}/{name} already exists") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        return RepoHandle(repo_type, org, name, GitRepo(final))
+        return RepoHandle(repo_type, org, name, GitRepo(final), private)
 
     def delete(self, repo: RepoHandle) -> None:
         # Move aside first so readers never see a half-deleted repo, then remove.

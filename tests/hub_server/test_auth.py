@@ -1,0 +1,96 @@
+"""Tokens: writes need a write token, private repos need any valid token, refusals carry the Hub's headers."""
+
+from __future__ import annotations
+
+import pytest
+from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+
+from .conftest import READ_TOKEN, WRITE_TOKEN, git, ndjson, raw_request, repo_dir
+
+COMMIT = ndjson(
+    {"key": "header", "value": {"summary": "sneaky"}},
+    {"key": "file", "value": {"path": "x.txt", "content": "eA==", "encoding": "base64"}},
+)
+
+
+def _refs(registry, repo_id="acme/softmax"):
+    return git(repo_dir(registry, repo_id), "for-each-ref", "--format=%(refname) %(objectname)").stdout
+
+
+@pytest.mark.parametrize(
+    ("token", "status", "message"),
+    [
+        (None, 401, "Authorization required"),
+        ("not-a-token", 401, "Invalid credentials in Authorization header"),
+        (READ_TOKEN, 403, "read access only"),
+    ],
+)
+def test_writes_without_a_write_token_are_refused_and_write_nothing(registry, kernel_repo, token, status, message):
+    before = _refs(registry)
+    writes = [
+        ("POST", "/api/kernels/acme/softmax/commit/v1", COMMIT),
+        ("POST", "/api/kernels/acme/softmax/branch/v2", {}),
+        ("POST", "/api/kernels/acme/softmax/tag/v1", {"tag": "v1.0.0"}),
+        ("DELETE", "/api/kernels/acme/softmax/branch/v1", None),
+        ("POST", "/api/kernels/acme/softmax/preupload/v1", {"files": []}),
+        ("POST", "/api/repos/create", {"name": "other", "organization": "acme", "type": "kernel"}),
+        ("DELETE", "/api/repos/delete", {"name": "softmax", "organization": "acme", "type": "kernel"}),
+    ]
+    for method, path, body in writes:
+        response = raw_request(registry, method, path, body, token=token)
+        assert response.status == status, (method, path, response.body)
+        assert message in response.headers["x-error-message"]
+    assert _refs(registry) == before
+    assert not (registry.root / "kernels" / "acme" / "other").exists()
+
+
+def test_client_sees_bad_token_as_an_auth_error(registry, kernel_repo):
+    api = HfApi(endpoint=registry.url, token="not-a-token")
+    with pytest.raises(HfHubHTTPError) as caught:
+        api.create_commit("acme/softmax", repo_type="kernel", revision="v1", commit_message="x",
+                          operations=[CommitOperationAdd("x.txt", b"x")])
+    assert caught.value.response.status_code == 401
+    assert not isinstance(caught.value, RepositoryNotFoundError)
+
+
+def test_public_repos_are_readable_anonymously(registry, kernel_repo):
+    assert raw_request(registry, "GET", "/api/kernels/acme/softmax/refs").status == 200
+    assert raw_request(registry, "GET", "/kernels/acme/softmax/resolve/v1/manifest.json").status == 200
+
+
+def test_a_read_token_reads_but_wrong_token_is_refused_even_for_reads(registry, kernel_repo):
+    assert raw_request(registry, "GET", "/api/kernels/acme/softmax", token=READ_TOKEN).status == 200
+    wrong = raw_request(registry, "GET", "/api/kernels/acme/softmax", token="nope")
+    assert wrong.status == 401 and wrong.headers["x-error-message"] == "Invalid credentials in Authorization header"
+
+
+def test_private_repos_need_a_token_to_read(registry, api, tmp_path):
+    api.create_repo("acme/secret", repo_type="kernel", private=True)
+    api.upload_file(path_or_fileobj=b"hidden", path_in_repo="f.txt", repo_id="acme/secret", repo_type="kernel")
+    for path in ("/api/kernels/acme/secret", "/api/kernels/acme/secret/refs", "/api/kernels/acme/secret/tree/main",
+                 "/kernels/acme/secret/resolve/main/f.txt"):
+        anonymous = raw_request(registry, "GET", path)
+        assert anonymous.status == 401 and anonymous.error_code == "RepoNotFound", path
+        assert b"hidden" not in anonymous.body
+    assert HfApi(endpoint=registry.url, token=READ_TOKEN).repo_info("acme/secret", repo_type="kernel").private
+    with pytest.raises(RepositoryNotFoundError):
+        HfApi(endpoint=registry.url, token=False).repo_info("acme/secret", repo_type="kernel")
+    path = hf_hub_download("acme/secret", "f.txt", repo_type="kernel", endpoint=registry.url, token=READ_TOKEN,
+                           cache_dir=tmp_path / "cache")
+    assert open(path, "rb").read() == b"hidden"  # noqa: SIM115 - a one-shot read in a test
+
+
+def test_whoami_names_the_token_role(registry):
+    assert HfApi(endpoint=registry.url, token=WRITE_TOKEN).whoami()["auth"]["accessToken"]["role"] == "write"
+    assert HfApi(endpoint=registry.url, token=READ_TOKEN).whoami()["auth"]["accessToken"]["role"] == "read"
+    assert raw_request(registry, "GET", "/api/whoami-v2").status == 401
+
+
+def test_a_server_without_tokens_is_read_only(hub_env):
+    from hub_client.server import serve
+
+    with serve(hub_env / "hub") as server:
+        response = raw_request(server, "POST", "/api/repos/create", {"name": "x", "organization": "acme"},
+                               token=WRITE_TOKEN)
+        assert response.status == 401
