@@ -94,6 +94,11 @@ class Profile:
         return "compute" if self.arithmetic_intensity >= self.ridge_point else "memory"
 
     # -- output -------------------------------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        # One line for a REPL; summary() is the full table.
+        return (f"<Profile {self.kernel} on {self.target.name}: {self.latency_us:,.1f} us, {self.instructions:,} "
+                f"instructions, bound by {self.bottleneck}, Tensor engine {self.tensor_engine_utilisation:.1%}>")
+
     def save_trace(self, path) -> None:
         chrome_trace.save(self.schedule, self.kernel, path)
 

@@ -103,6 +103,23 @@ def _free(shape) -> int:
     return math.prod(shape[1:]) if len(shape) > 1 else 1
 
 
+def _partition_axis(a: Access) -> int:
+    """Which axis of the access spans partitions: a block tensor (``nl.par_dim``) keeps its partition axis after
+    its leading block axes; integer-indexed block axes drop out of the access's shape."""
+    ty = a.tensor.type
+    if not ty.buffer.on_chip:
+        return 0
+    return max(0, ty.par_axis - (len(ty.shape) - len(a.shape)))
+
+
+def _p_and_n(a: Access) -> tuple[int, int]:
+    """Partitions and elements per partition of an access (block axes count as free elements per partition)."""
+    if not a.shape:
+        return 1, 1
+    axis = _partition_axis(a)
+    return a.shape[axis], math.prod(a.shape) // a.shape[axis]
+
+
 def _itemsize(dtype: str) -> int:
     return dtypes.get(dtype).itemsize
 
@@ -144,13 +161,14 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None,
     reads, writes = operand_reads(op, write), operand_writes(op, write)
     spec = OPS[op.name]
     inputs = [v for n, v in op.operands.items() if isinstance(v, Access) and spec.operand(n).role != "out"]
-    out_shape = op.result.type.shape if op.result is not None else (writes[0].shape if writes else ())
     out_dtype = op.result.type.dtype if op.result is not None else (
         writes[0].tensor.type.dtype if writes else "float32")
     accesses = reads + writes
-    shapes = [v.shape for v in accesses] + ([out_shape] if out_shape else [])
-    P = max((s[0] for s in shapes if s), default=1)
-    N = max((_free(s) for s in shapes), default=1)
+    sizes = [_p_and_n(v) for v in accesses]
+    if op.result is not None:
+        sizes.append(_p_and_n(op.result.full_access()))
+    P = max((p for p, _ in sizes), default=1)
+    N = max((n for _, n in sizes), default=1)
     dts = [v.tensor.type.dtype for v in accesses] + [out_dtype]
     t = OpTemplate(op=op, engine=engine, opcode=op.name, dtype=out_dtype, P=P, N=N, reads=reads, writes=writes)
     t.all_16bit = all(d in ("bfloat16", "float16") for d in dts)
