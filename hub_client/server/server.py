@@ -37,7 +37,11 @@ class RegistryServer:
         return self.registry.root
 
     def start(self) -> RegistryServer:
-        self._thread = threading.Thread(target=self._http.serve_forever, name=f"registry:{self.port}", daemon=True)
+        # serve_forever notices shutdown() only between polls; a short poll makes close() prompt (test suites start
+        # and stop a registry per test) at the cost of 20 idle wake-ups a second.
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, kwargs={"poll_interval": 0.05}, name=f"registry:{self.port}", daemon=True
+        )
         self._thread.start()
         return self
 

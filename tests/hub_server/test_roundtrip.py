@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import http.client
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, hf_hub_download, snapshot_download
-from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import (
+    EntryNotFoundError,
+    HfHubHTTPError,
+    RepositoryNotFoundError,
+    RevisionNotFoundError,
+)
 
 from hub_client.server import serve
 
-from .conftest import WRITE_TOKEN, git, raw_request, repo_dir
+from .conftest import WRITE_TOKEN, git, ndjson, raw_request, repo_dir
 
 
 def test_create_repo_returns_kernel_url_and_a_main_branch(api, registry):
@@ -175,3 +182,49 @@ def test_repos_are_real_git_and_survive_restart(api, kernel_repo, registry, hub_
         response = raw_request(again, "GET", "/api/kernels/acme/softmax/refs")
         assert {tag["name"] for tag in response.json()["tags"]} == {"v1.0.0"}
         assert raw_request(again, "GET", "/kernels/acme/softmax/resolve/v1.0.0/manifest.json").status == 200
+
+
+def test_empty_and_binary_files_round_trip(api, registry, tmp_path):
+    payload = bytes(range(256)) * 4096  # 1 MiB, every byte value
+    api.create_repo("acme/blobs", repo_type="kernel")
+    api.create_commit("acme/blobs", repo_type="kernel", commit_message="blobs", operations=[
+        CommitOperationAdd("empty.txt", b""), CommitOperationAdd("data/all-bytes.bin", payload)])
+    for name, expected in (("empty.txt", b""), ("data/all-bytes.bin", payload)):
+        path = hf_hub_download("acme/blobs", name, repo_type="kernel", endpoint=registry.url, token=False,
+                               cache_dir=tmp_path / "cache")
+        assert Path(path).read_bytes() == expected
+    head = raw_request(registry, "HEAD", "/kernels/acme/blobs/resolve/main/empty.txt")
+    assert head.status == 200 and head.headers["content-length"] == "0"
+
+
+def test_delete_repo_and_protected_main(api, registry, kernel_repo):
+    with pytest.raises(HfHubHTTPError) as caught:
+        api.delete_branch(kernel_repo, repo_type="kernel", branch="main")
+    assert caught.value.response.status_code == 403
+    api.delete_repo(kernel_repo, repo_type="kernel")
+    assert not repo_dir(registry, kernel_repo).exists()
+    with pytest.raises(RepositoryNotFoundError):
+        api.repo_info(kernel_repo, repo_type="kernel")
+    api.create_repo(kernel_repo, repo_type="kernel")  # the name is free again
+
+
+def test_unknown_endpoints_are_404_and_wrong_methods_405(registry):
+    assert raw_request(registry, "GET", "/api/agent-harnesses").status == 404  # the client tolerates this 404
+    wrong = raw_request(registry, "PUT", "/api/kernels/acme/softmax/refs")
+    assert wrong.status in (405, 501)
+    assert raw_request(registry, "DELETE", "/api/kernels/acme/softmax/refs").status == 405
+
+
+def test_chunked_request_bodies_are_read(registry, kernel_repo):
+    url = urlsplit(registry.url)
+    connection = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    body = ndjson({"key": "header", "value": {"summary": "chunked"}},
+                  {"key": "file", "value": {"path": "chunked.txt", "content": "Y2h1bmtlZA==", "encoding": "base64"}})
+    halves = iter([body[:40], body[40:]])
+    connection.request("POST", "/api/kernels/acme/softmax/commit/v1", body=halves, encode_chunked=True,
+                       headers={"Authorization": f"Bearer {WRITE_TOKEN}", "Transfer-Encoding": "chunked"})
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    connection.close()
+    got = raw_request(registry, "GET", "/kernels/acme/softmax/resolve/v1/chunked.txt")
+    assert got.body == b"chunked"
