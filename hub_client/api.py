@@ -49,8 +49,13 @@ def _needed(trusted: bool):
 
 
 def _resolve(settings, repo_id, version, revision, local_only):
+    """(resolved, cache_only): cache_only means files must come from the cache (offline or asked to)."""
     if settings.offline or local_only:
         return resolve.resolve_offline(settings, repo_id, version, revision), True
+    if resolve.is_cached_commit(settings, repo_id, revision):
+        # A pinned commit needs no round trip; files it lacks (e.g. the source, on a first trusted load) are still
+        # downloaded by commit.
+        return resolve.resolve_offline(settings, repo_id, version, revision), False
     try:
         resolved = resolve.resolve_online(settings, repo_id, version, revision)
     except transport_errors() as e:

@@ -56,7 +56,16 @@ def transport_errors() -> tuple[type[BaseException], ...]:
 
 
 def _download(settings, repo_id, commit, rel, local_only) -> Path:
+    cached = _snapshot(settings, repo_id, commit) / rel
+    if cached.is_file():
+        # What hf_hub_download itself returns, with no request, for a file already cached under a commit (a commit
+        # never changes); checking here first keeps huggingface_hub unimported for cache-only loads.
+        return cached
     from huggingface_hub import hf_hub_download
+
+    from hub_client import session
+
+    session.install()
     from huggingface_hub.errors import (
         EntryNotFoundError,
         LocalEntryNotFoundError,

@@ -95,6 +95,15 @@ def record(settings: HubSettings, resolved: Resolved, version: int | None, revis
             write_text(path, json.dumps(current, sort_keys=True, indent=1) + "\n")
 
 
+def is_cached_commit(settings: HubSettings, repo_id: str, revision: str | None) -> bool:
+    """A full commit id whose manifest is in the cache: a commit never changes, so nothing needs asking."""
+    return (
+        revision is not None
+        and COMMIT.match(revision) is not None
+        and (settings.repo_cache(repo_id) / "snapshots" / revision / "manifest.json").is_file()
+    )
+
+
 def resolve_offline(settings: HubSettings, repo_id: str, version: int | None, revision: str | None) -> Resolved:
     key = request_key(version, revision)
     entry = read_recorded(settings, repo_id).get(key)

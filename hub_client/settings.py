@@ -48,4 +48,7 @@ class HubSettings:
     def api(self):
         from huggingface_hub import HfApi
 
+        from hub_client import session
+
+        session.install()
         return HfApi(endpoint=self.endpoint, token=self.token)

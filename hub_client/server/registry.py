@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import names
+from . import names, refcache
 from .errors import conflict, repo_not_found
 from .gitstore import ZERO_OID, Author, GitRepo
 
@@ -105,6 +105,7 @@ class Registry:
         # Move aside first so readers never see a half-deleted repo, then remove.
         grave = Path(tempfile.mkdtemp(prefix="deleted-", dir=self.scratch))
         os.rename(repo.git.path, grave / "repo")
+        refcache.forget(repo.git.path)
         shutil.rmtree(grave, ignore_errors=True)
 
     def write_lock(self, repo: RepoHandle) -> threading.Lock:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import names
+from . import names, refcache
 from .errors import revision_not_found
 from .registry import RepoHandle
 
@@ -14,7 +14,7 @@ def resolve(repo: RepoHandle, revision: str) -> str:
             return revision
         raise revision_not_found(repo.repo_id, revision)
     names.ref_name(revision)
-    refs = repo.git.refs()
+    refs = refcache.refs(repo.git)
     for ref in (f"refs/heads/{revision}", f"refs/tags/{revision}"):
         if ref in refs:
             return refs[ref]
@@ -32,7 +32,7 @@ def branch_head(repo: RepoHandle, branch: str) -> str:
 
 def list_refs(repo: RepoHandle) -> dict[str, list[dict[str, str]]]:
     branches, tags = [], []
-    for ref, commit in sorted(repo.git.refs().items()):
+    for ref, commit in sorted(refcache.refs(repo.git).items()):
         kind, _, name = ref.removeprefix("refs/").partition("/")
         entry = {"name": name, "ref": ref, "targetCommit": commit}
         (branches if kind == "heads" else tags).append(entry)
