@@ -10,7 +10,7 @@ import time
 import warnings
 from pathlib import Path
 
-from hub_client import execute, resolve
+from hub_client import execute, publishers, resolve
 from hub_client.errors import BundleError, DigestMismatchError, LockError, NotFoundError, OfflineError
 from hub_client.fetch import fetch, transport_errors
 from hub_client.loader import LoadedKernel, load
@@ -32,6 +32,7 @@ def clear_memo() -> None:
 
 
 def is_trusted(repo_id: str, trust_remote_code) -> bool:
+    """The caller's own allow-list: True trusts every repo, a list trusts the repo ids in it."""
     if isinstance(trust_remote_code, bool):
         return trust_remote_code
     if isinstance(trust_remote_code, list | tuple | set | frozenset):
@@ -72,18 +73,28 @@ def _resolve(settings, repo_id, version, revision, local_only):
     return resolved, False
 
 
-def _load_release(settings, repo_id, commit, label, tag_version, *, trusted, backend, local_only,
+def _trust(settings, repo_id, trust_remote_code, *, online: bool, revalidate: bool) -> str | None:
+    """Why the published Python may run (None: it may not): the caller's allow-list first, then the publisher."""
+    if is_trusted(repo_id, trust_remote_code):
+        return "trust_remote_code"
+    if publishers.is_trusted_publisher(settings, repo_id, online=online, revalidate=revalidate):
+        return f"trusted publisher {repo_id.split('/')[0]}"
+    return None
+
+
+def _load_release(settings, repo_id, commit, label, tag_version, *, trusted_by, backend, local_only,
                   manifest_digest=None, progress=None) -> LoadedKernel:  # fmt: skip
+    trusted = trusted_by is not None
     fetched = fetch(settings, repo_id, commit, _needed(trusted), local_only=local_only,
                     manifest_digest=manifest_digest, progress=progress)  # fmt: skip
     manifest = fetched.manifest
     if tag_version is not None and tag_version != manifest.version:
         raise BundleError(f"{repo_id}: tag v{tag_version} holds a manifest for version {manifest.version}")
-    key = (repo_id, commit, manifest.digest, trusted, backend)
+    key = (repo_id, commit, manifest.digest, trusted_by, backend)
     loaded = _LOADED.get(key)
     if loaded is None:
         loaded = load(fetched.snapshot, manifest, repo_id=repo_id, revision=label, commit=commit, trusted=trusted,
-                      backend=backend)  # fmt: skip
+                      backend=backend, trusted_by=trusted_by)  # fmt: skip
         _LOADED[key] = loaded
     return loaded
 
@@ -93,20 +104,28 @@ def get_kernel(repo_id: str, *, version: int | None = None, revision: str | None
                progress=None) -> LoadedKernel:  # fmt: skip
     _check_backend(backend)
     settings = HubSettings.from_env()
-    trusted = is_trusted(repo_id, trust_remote_code)
-    memo_key = (settings.endpoint, settings.cache_dir, repo_id, resolve.request_key(version, revision))
+    is_trusted(repo_id, trust_remote_code)  # a malformed allow-list is refused before any request
+    memo_key = (settings.endpoint, settings.cache_dir, repo_id, resolve.request_key(version, revision),
+                _allow_key(trust_remote_code))  # fmt: skip
     recent = _RESOLVED.get(memo_key)
     online = not (settings.offline or local_files_only)
     fresh = recent is not None and online and time.monotonic() - recent[0] < RESOLVE_TTL_S
     if fresh:
-        resolved, local = recent[1], False
+        (resolved, trusted_by), local = recent[1], False
     else:
+        pinned = online and resolve.is_cached_commit(settings, repo_id, revision)
         resolved, local = _resolve(settings, repo_id, version, revision, local_files_only)
-    loaded = _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version, trusted=trusted,
-                           backend=backend, local_only=local, progress=progress)  # fmt: skip
+        # A version or branch resolved online re-asks about the publisher too; a cached commit uses what is recorded.
+        trusted_by = _trust(settings, repo_id, trust_remote_code, online=not local, revalidate=not pinned)
+    loaded = _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version,
+                           trusted_by=trusted_by, backend=backend, local_only=local, progress=progress)  # fmt: skip
     if not local and not fresh:
-        _RESOLVED[memo_key] = (time.monotonic(), resolved)  # only after the release loaded and verified
+        _RESOLVED[memo_key] = (time.monotonic(), (resolved, trusted_by))  # only after the release loaded and verified
     return loaded
+
+
+def _allow_key(trust_remote_code) -> object:
+    return trust_remote_code if isinstance(trust_remote_code, bool) else tuple(sorted(trust_remote_code))
 
 
 def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None,
@@ -142,9 +161,10 @@ def get_locked_kernel(
     _check_backend(backend)
     entry = _lock_entry(repo_id, lockfile)
     settings = HubSettings.from_env()
-    return _load_release(settings, repo_id, entry.commit, entry.tag or entry.commit, None,
-                         trusted=is_trusted(repo_id, trust_remote_code), backend=backend,
-                         local_only=settings.offline or local_files_only, manifest_digest=entry.digest)  # fmt: skip
+    local = settings.offline or local_files_only
+    trusted_by = _trust(settings, repo_id, trust_remote_code, online=not local, revalidate=False)
+    return _load_release(settings, repo_id, entry.commit, entry.tag or entry.commit, None, trusted_by=trusted_by,
+                         backend=backend, local_only=local, manifest_digest=entry.digest)  # fmt: skip
 
 
 def load_kernel(
@@ -177,7 +197,7 @@ def get_local_kernel(path, *, backend: str | None = None, trust_remote_code: boo
 
         root = build_bundle(root, benchmarks=False).write(tempfile.mkdtemp(prefix="kernels-local-"))
     manifest = parse((root / MANIFEST).read_bytes())
-    trusted = bool(trust_remote_code)
+    trusted = bool(trust_remote_code)  # a local directory has no publisher: only the caller can trust it
     _verify_dir(root, manifest, _needed(trusted)(manifest))
     return load(root, manifest, repo_id=f"local:{manifest.name}", revision=str(root), commit=None, trusted=trusted,
                 backend=backend)  # fmt: skip

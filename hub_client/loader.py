@@ -28,12 +28,14 @@ class KernelInfo:
     entry_points: tuple[str, ...]
     trusted: bool
     path: Path = field(repr=False)
+    trusted_by: str | None = None  # why the published Python runs: "trust_remote_code" or "trusted publisher <org>"
 
     def __str__(self) -> str:
+        runs = f"published Python and IR ({self.trusted_by})" if self.trusted else "verified IR specialisations only"
         return (
             f"{self.repo_id} {('v' + self.version) if self.version else self.revision} commit {self.commit or '-'}\n"
             f"  digest sha256:{self.digest}\n  entry points: {', '.join(self.entry_points)}\n"
-            f"  runs: {'published Python and IR (trusted)' if self.trusted else 'verified IR specialisations only'}"
+            f"  runs: {runs}"
         )
 
 
@@ -87,7 +89,7 @@ def _plan(module, ref: str, manifest: Manifest):
 
 
 def load(snapshot: Path, manifest: Manifest, *, repo_id: str, revision: str, commit: str | None, trusted: bool,
-         backend: str | None = None) -> LoadedKernel:  # fmt: skip
+         backend: str | None = None, trusted_by: str | None = None) -> LoadedKernel:  # fmt: skip
     label = f"{repo_id}@{manifest.version}"
     module = _import_published(snapshot, manifest, (commit or manifest.digest)[:12]) if trusted else None
     entries = {
@@ -97,5 +99,6 @@ def load(snapshot: Path, manifest: Manifest, *, repo_id: str, revision: str, com
         )
         for name, ep in manifest.entry_points.items()
     }  # fmt: skip
-    info = KernelInfo(repo_id, manifest.version, revision, commit, manifest.digest, tuple(entries), trusted, snapshot)
+    info = KernelInfo(repo_id, manifest.version, revision, commit, manifest.digest, tuple(entries), trusted, snapshot,
+                      (trusted_by or "trust_remote_code") if trusted else None)  # fmt: skip
     return LoadedKernel(info, entries, module)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hub_client import resolve
+from hub_client import publishers, resolve
 from hub_client.fetch import Fetched, fetch
 from hub_client.lockfile import LOCK_NAME, Locked, dependencies, read_lock, write_lock
 from hub_client.settings import HubSettings
@@ -28,4 +28,6 @@ def download_project(project_dir: str | Path, settings: HubSettings | None = Non
     for repo_id, e in read_lock(Path(project_dir) / LOCK_NAME).items():
         out[repo_id] = fetch(settings, repo_id, e.commit, lambda m: sorted(m.files), local_only=settings.offline,
                              manifest_digest=e.digest, progress=progress)  # fmt: skip
+        # Record the publisher's trust status too, so loading offline later decides as it would online.
+        publishers.is_trusted_publisher(settings, repo_id, online=not settings.offline, revalidate=True)
     return out

@@ -14,6 +14,7 @@ ROOT = Path(__file__).parents[2]
 SOFTMAX = ROOT / "kernels" / "softmax"
 RMSNORM = ROOT / "kernels" / "rmsnorm"
 TOKEN = "test-write-token"
+TRUSTED_ORG = "trusted-org"  # the registry fixture's only trusted publisher
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +35,7 @@ def hf_env(tmp_path, monkeypatch):
 def registry(tmp_path, monkeypatch):
     from hub_client.server import serve
 
-    with serve(tmp_path / "registry", tokens=[TOKEN]) as server:
+    with serve(tmp_path / "registry", tokens=[TOKEN], trusted_publishers=[TRUSTED_ORG]) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_TOKEN", TOKEN)
         yield server
