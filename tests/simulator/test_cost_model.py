@@ -44,6 +44,49 @@ def test_static_overhead_of_tiny_dependent_instructions():
     assert abs(dependent - 264) / 264 < 0.2
 
 
+@nki.jit
+def exp_loop(x, reps=4, chained=True):
+    """One tiny Scalar instruction per sequential iteration; ``chained``: each reads the tile the previous
+    iteration's instruction wrote (its only predecessor on the Scalar engine is across the loop's back-edge)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    src = nl.load(x)
+    for _ in nl.sequential_range(reps):
+        t[...] = nl.exp(t if chained else src)
+    nl.store(out, value=t)
+    return out
+
+
+def test_static_overhead_is_charged_across_the_loop_back_edge():
+    t = get_target("trn2")
+    prof = simulate(exp_loop, nki.spec((128, 1), "float32"))[1]
+    first, *rest = _durations(prof, "nisa.activation")
+    tiny = t.min_ii_cycles + t.vector_static_overhead_cycles  # §3.3 N << 128: static overhead on the MIN_II floor
+    assert first == pytest.approx(tiny / t.scalar_ghz)  # nothing ran before it on the Scalar engine
+    # iterations 2..4 read the previous iteration's output: + the ~60-cycle SBUF access overhead (§3.3)
+    assert rest == [pytest.approx((tiny + t.sbuf_access_overhead_cycles) / t.scalar_ghz)] * 3
+    prof = simulate(exp_loop, nki.spec((128, 1), "float32"), chained=False)[1]
+    assert _durations(prof, "nisa.activation") == [pytest.approx(tiny / t.scalar_ghz)] * 4  # no dependence
+
+
+@nki.jit
+def zero_accumulate_copy(a, b):
+    """memset (Vector) zeroes a PSUM tile, one matmul (Tensor) accumulates into it, a copy (Vector) reads it."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(nl.load(a), nl.load(b))
+    nl.store(out, value=nl.copy(acc))
+    return out
+
+
+def test_an_output_another_engine_overwrote_is_no_dependence():
+    # The copy's previous Vector instruction is the memset, whose output the matmul has since overwritten: the
+    # copy waits for the Tensor engine, not for its own engine's pipeline, so it pays no static overhead (§3.3).
+    t = get_target("trn2")
+    prof = simulate(zero_accumulate_copy, nki.spec((128, 128), "float32"), nki.spec((128, 512), "float32"))[1]
+    assert _durations(prof, "nisa.tensor_copy") == [pytest.approx(512 / t.vector_ghz)]  # §2.3 max(MIN_II, N)
+
+
 def test_large_independent_instructions_pay_no_static_overhead():
     t = get_target("trn2")
     prof = simulate(exp_chain, nki.spec((128, 2048), "float32"), reps=1)[1]

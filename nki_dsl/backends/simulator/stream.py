@@ -6,6 +6,13 @@ kernel whose nested ``for`` loops mirror the IR's and which calls ``step(templat
 instruction, with the regions (``addresses.py``) written out as integer arithmetic on the loop variables. So the
 per-instruction cost is a call and a few additions, not an interpretation of the IR (as the NumPy backend
 generates source rather than walking the IR).
+
+Whether a Vector or Scalar instruction reads what the previous instruction on its engine wrote (the static
+overhead of dependent instructions, ``cost.overhead_cycles``) is decided per executed instruction from the regions
+both touch: across a loop's back-edge the previous instruction of an iteration's first one is the previous
+iteration's last, which no static look at one loop body can see. What another engine overwrote since is no
+longer that instruction's output (a PSUM tile zeroed by the Vector engine, accumulated by the Tensor engine, then
+copied out by the Vector engine: the copy waits for the matmuls, not on its own engine's pipeline).
 """
 
 from __future__ import annotations
@@ -14,10 +21,22 @@ from collections.abc import Iterator
 from itertools import product
 
 from nki_dsl.backends.simulator.addresses import AddressMap
-from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template, operand_reads
+from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
+from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.passes.engines import engine_of, fused_writes
 from nki_dsl.targets import Target, get_target
+
+_LAST = {e: k for k, e in enumerate(sorted(STATIC_OVERHEAD_ENGINES))}  # engine -> slot of its last writes
+
+
+def _hits(reads, writes) -> bool:
+    """Some region read overlaps some region written (same key, boxes intersect)."""
+    for key, b in reads:
+        for key2, c in writes:
+            if key == key2 and all(b[k] < c[k + 1] and c[k] < b[k + 1] for k in range(0, len(b), 2)):
+                return True
+    return False
 
 
 class Stream:
@@ -31,7 +50,8 @@ class Stream:
         self.fused = fused_writes(kernel)
         self.assigns = set(map(id, self.fused.values()))
         self.templates: list[OpTemplate] = []
-        self.namespace: dict[str, object] = {}
+        # the regions the last instruction on each static-overhead engine wrote, while the stream runs
+        self.namespace: dict[str, object] = {"_hits": _hits, "_LW": [()] * len(_LAST)}
         self.written_hbm: set[int] = set()
         grid_shape = kernel.grid or (1,)
         self.pids = [f"pid{k}" for k in range(len(grid_shape))]
@@ -48,12 +68,10 @@ class Stream:
         pad = "    " * depth
         count = 0
         start = len(self.lines)
-        last_written: dict[str, set[str]] = {}  # engine -> tensors its previous instruction here wrote
         for stmt in body:
             if isinstance(stmt, Loop):
                 self.lines.append(f"{pad}for {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step}):")
                 count += len(range(stmt.start, stmt.stop, stmt.step)) * self._body(stmt.body, depth + 1)
-                last_written.clear()  # across a loop the previous instruction is not known statically
                 continue
             engine = engine_of(stmt)
             if engine is None:
@@ -61,19 +79,16 @@ class Stream:
                     raise ValueError(f"{stmt.loc}: assign follows no instruction: the kernel is not lowered")
                 continue
             count += 1
-            self._instruction(stmt, engine, pad, last_written)
+            self._instruction(stmt, engine, pad)
         if len(self.lines) == start:
             self.lines.append(f"{pad}pass")
         return count
 
-    def _instruction(self, op: Op, engine: str, pad: str, last_written: dict) -> None:
+    def _instruction(self, op: Op, engine: str, pad: str) -> None:
         write = self.fused.get(op)
-        reads = {a.tensor.name for a in operand_reads(op, write)}
-        dependent = bool(reads & last_written.get(engine, set()))
-        t = build_template(op, engine, self.target, write, dependent)
+        t = build_template(op, engine, self.target, write)
         t.index = len(self.templates)
         self.templates.append(t)
-        last_written[engine] = {a.tensor.name for a in t.writes}
         for a in t.writes:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
@@ -82,18 +97,30 @@ class Stream:
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
         name = f"T{t.index}"
         self.namespace[name] = t
-        if op.mask is None:
+        if op.mask is not None:
+            shrink = MaskShrink(op, t, self.target)
+            self.namespace[f"M{t.index}"] = shrink
+            values = "".join(f"{v}, " for v in shrink.rests)
+            self.lines.append(f"{pad}_t = M{t.index}(({values}))")
+            self.lines.append(f"{pad}if _t is not None:")
+            name, pad = "_t", pad + "    "
+        slot = _LAST.get(engine)
+        others = [k for k in _LAST.values() if k != slot] if any(a.tensor.type.buffer.on_chip for a in t.writes) else []
+        if slot is None and not others:
             self.lines.append(f"{pad}step({name}, ({r}), ({w}))")
             return
-        shrink = MaskShrink(op, t, self.target)
-        self.namespace[f"M{t.index}"] = shrink
-        values = "".join(f"{v}, " for v in shrink.rests)
-        self.lines.append(f"{pad}_t = M{t.index}(({values}))")
-        self.lines.append(f"{pad}if _t is not None:")
-        self.lines.append(f"{pad}    step(_t, ({r}), ({w}))")
+        self.lines.append(f"{pad}_rd, _wr = ({r}), ({w})")
+        if slot is None:
+            self.lines.append(f"{pad}step({name}, _rd, _wr)")
+        else:
+            self.lines.append(f"{pad}step({name}.if_dependent if _hits(_rd, _LW[{slot}]) else {name}, _rd, _wr)")
+            self.lines.append(f"{pad}_LW[{slot}] = _wr")
+        for k in others:  # overwritten by another engine: no longer the last output of that engine
+            self.lines.append(f"{pad}if _LW[{k}] and _hits(_wr, _LW[{k}]): _LW[{k}] = ()")
 
     # -- running ---------------------------------------------------------------------------------------------------
     def run(self, step) -> None:
+        self.namespace["_LW"][:] = [()] * len(_LAST)  # no previous instruction yet
         for inst in self.instances:
             self._unroll(step, *inst)
 

@@ -53,6 +53,10 @@ class OpTemplate:
     contiguous: bool = True
     stride_factor: float = 1.0
     dependent: bool = False
+    # The same instruction when it reads what the previous instruction on its engine wrote (Vector / Scalar only,
+    # ``cost.overhead_cycles``): the stream picks it per executed instruction, since in a loop the previous
+    # instruction of an iteration's first one is the previous iteration's last.
+    if_dependent: OpTemplate | None = None
     nbytes: int = 0
     hbm_bytes: int = 0
     chunk_bytes: float = 0.0
@@ -155,9 +159,9 @@ def _hbm_run_bytes(a: Access) -> int:
     return size * a.shape[-1] if _contiguous(a) and a.shape else size
 
 
-def build_template(op: Op, engine: str, target: Target, write: Op | None = None, dependent: bool = False) -> OpTemplate:
-    """The template of instruction ``op`` on ``engine``; ``write`` is the assign it is fused with, ``dependent``
-    whether it reads the output of the previous instruction on its engine (``cost.overhead_cycles``)."""
+def build_template(op: Op, engine: str, target: Target, write: Op | None = None) -> OpTemplate:
+    """The template of instruction ``op`` on ``engine``; ``write`` is the assign it is fused with. Its
+    ``if_dependent`` twin prices it reading the output of the previous instruction on its engine."""
     reads, writes = operand_reads(op, write), operand_writes(op, write)
     spec = OPS[op.name]
     inputs = [v for n, v in op.operands.items() if isinstance(v, Access) and spec.operand(n).role != "out"]
@@ -179,7 +183,6 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None,
     t.contiguous = all(_contiguous(v) for v in accesses)
     on_chip = [v for v in accesses if v.tensor.type.buffer.on_chip]
     t.stride_factor = max((cost.stride_factor(target, minor_stride_bytes(v)) for v in on_chip), default=1.0)
-    t.dependent = dependent
     t.fn = str(op.attrs.get("op", op.attrs.get("op0", spec.extra.get("fn", "none"))))
     t.fn1 = str(op.attrs.get("op1", "none"))
     t.reduces = op.attrs.get("reduce_op", "none") not in ("none", None) or op.name == "nisa.activation_reduce"
@@ -202,7 +205,16 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None,
         _dma_counts(op, t, inputs, writes, target)
     else:
         t.duration_ns = cost.compute_ns(target, t)
+        _twin(t, target)
     return t
+
+
+def _twin(t: OpTemplate, target: Target) -> None:
+    """Attach ``t.if_dependent`` on the engines that pay a static overhead for dependent instructions."""
+    t.if_dependent = None
+    if t.engine in cost.STATIC_OVERHEAD_ENGINES:
+        d = t.if_dependent = replace(t, dependent=True, if_dependent=None)
+        d.duration_ns = cost.compute_ns(target, d)
 
 
 def _dma_counts(op: Op, t: OpTemplate, inputs: list[Access], writes: list[Access], target: Target) -> None:
@@ -289,4 +301,5 @@ def _scaled(t: OpTemplate, shape, ext, target: Target) -> OpTemplate:
     else:
         s.n_moving = max(1, round(t.n_moving * ff)) if t.n_moving else 0
         s.duration_ns = cost.compute_ns(target, s)
+        _twin(s, target)
     return s
