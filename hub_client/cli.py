@@ -90,7 +90,11 @@ def cmd_verify(args) -> int:
 def cmd_serve(args) -> int:
     from hub_client.server import serve
 
-    server = serve(args.root, host=args.host, port=args.port, tokens=args.token or None)
+    tokens = {**dict.fromkeys(args.read_token, "read"), **dict.fromkeys(args.token, "write")}
+    Path(args.root).mkdir(parents=True, exist_ok=True)
+    server = serve(args.root, host=args.host, port=args.port, tokens=tokens or None,
+                   trusted_publishers=args.trusted_publisher)  # fmt: skip
+    # The URL carries the real port (with --port 0, the one the OS picked): scripts and tests read it from here.
     print(f"kernel registry serving {args.root} at {server.url} (Ctrl-C stops it)", flush=True)
     try:
         threading.Event().wait()  # the registry serves on its own thread until this process is interrupted
@@ -128,8 +132,11 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="run the self-hosted registry")
     s.add_argument("--root", required=True)
     s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080)
-    s.add_argument("--token", action="append", help="a write token (repeatable); none makes it read-only")
+    s.add_argument("--port", type=int, default=8080, help="0 picks a free port (printed)")
+    s.add_argument("--token", action="append", default=[], help="a write token (repeatable); none: read-only")
+    s.add_argument("--read-token", action="append", default=[], help="a read-only token (repeatable)")
+    s.add_argument("--trusted-publisher", action="append", default=[],
+                   help="an organisation reported as a trusted kernel publisher (repeatable)")  # fmt: skip
     s.set_defaults(run=cmd_serve)
     return p
 

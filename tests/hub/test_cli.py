@@ -1,7 +1,17 @@
-"""The kernels command: publish, versions and the refusal exit status."""
+"""The kernels command: publish, versions, the refusal exit status, and serve in its own process."""
 
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+
+import kernels
+from hub_client.bundle import build_bundle
 from hub_client.cli import main
-from tests.hub.conftest import SOFTMAX
+from hub_client.publish import publish
+from tests.hub.conftest import SOFTMAX, settings
 
 
 def test_publish_and_versions(registry, capsys):
@@ -23,3 +33,27 @@ def test_refused_publish_exits_1_with_the_reason(registry, capsys):
 def test_unknown_repo(registry, capsys):
     assert main(["versions", "acme/missing"]) == 1
     assert "acme/missing" in capsys.readouterr().err
+
+
+def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_path, monkeypatch):
+    """`kernels serve` as a user runs it: print the URL, take a real publish and load, exit 0 on SIGINT."""
+    exe = shutil.which("kernels", path=os.path.dirname(sys.executable))  # the [project.scripts] entry point
+    cmd = [exe] if exe else [sys.executable, "-m", "hub_client.cli"]
+    args = ["serve", "--root", str(tmp_path / "hub"), "--port", "0", "--token", "tok", "--trusted-publisher", "acme"]
+    proc = subprocess.Popen(
+        [*cmd, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        url = re.search(r"http://127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        assert url and url.group(1) != "0"
+        monkeypatch.setenv("HF_ENDPOINT", url.group(0))
+        monkeypatch.setenv("HF_TOKEN", "tok")
+        done = publish(build_bundle(SOFTMAX, benchmarks=False), "acme/softmax", settings())
+        k = kernels.get_kernel("acme/softmax", version=1)
+        assert k.info.commit == done.commit and k.info.trusted_by == "trusted publisher acme"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert (tmp_path / "hub" / "kernels" / "acme" / "softmax" / "HEAD").is_file()
