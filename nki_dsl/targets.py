@@ -42,6 +42,12 @@ class Target:
     fast_load_stationary_factor: int  # LoadStationary "up to 4x faster" than MultiplyMoving (§3.2)
     quoted_bf16_tflops: float  # quoted dense BF16 peak per core (§3.1); tests check it against 128*128*2*clock
     quoted_fp32_tflops: float  # quoted FP32 matmul peak per core (§3.1)
+    # Moving-tile elements the array takes in per cycle (§3.1 TensorE row, "(input)"): 2x128 for dense BF16/FP16
+    # on every generation; dense FP8 is 4x128 on NC-v3 only ("double-row": 158 FP8 vs 79 BF16 TFLOPS). NC-v2 lists
+    # cFP8 at the BF16 rate; NC-v4 has 8x128 for MXFP8 but 2x128 for non-MX FP8 (MX formats are not modelled).
+    tensor_input_elems_per_cycle: int
+    tensor_fp8_input_elems_per_cycle: int
+    quoted_fp8_tflops: float  # quoted dense (non-MX) FP8 peak per core (§3.1); tests check the model against it
 
     # --- Vector / Scalar / GpSimd (§3.3, §3.1) ---
     vector_static_overhead_cycles: int  # +100 cycles for dependent or N << 128 instructions (§3.3)
@@ -128,7 +134,8 @@ TARGETS: dict[str, Target] = {
     "trn1": Target(
         name="trn1", nc_version=2, cores_per_chip=2, sbuf_bytes_per_partition=192 * KIB,
         tensor_ghz=2.8, vector_ghz=1.12, scalar_ghz=1.4, gpsimd_ghz=1.4,
-        quoted_bf16_tflops=92.0, quoted_fp32_tflops=23.0,
+        quoted_bf16_tflops=92.0, quoted_fp32_tflops=23.0, quoted_fp8_tflops=92.0,
+        tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=256,
         # NC-v2 VectorE/ScalarE: "128 lanes", no perf modes (§3.1)
         vector_elems_per_cycle_16bit=128, vector_elems_per_cycle_other=128,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
@@ -138,7 +145,8 @@ TARGETS: dict[str, Target] = {
     "trn2": Target(
         name="trn2", nc_version=3, cores_per_chip=8, sbuf_bytes_per_partition=224 * KIB,
         tensor_ghz=2.4, vector_ghz=0.96, scalar_ghz=1.2, gpsimd_ghz=1.2,
-        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0,
+        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0, quoted_fp8_tflops=158.0,
+        tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=512,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0,
@@ -147,7 +155,8 @@ TARGETS: dict[str, Target] = {
     "trn3": Target(
         name="trn3", nc_version=4, cores_per_chip=8, sbuf_bytes_per_partition=256 * KIB,
         tensor_ghz=2.4, vector_ghz=1.2, scalar_ghz=1.2, gpsimd_ghz=1.2,
-        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0,
+        quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0, quoted_fp8_tflops=79.0,
+        tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=256,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=256, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None,

@@ -16,11 +16,22 @@ payloads share the 16 engines' bandwidth. A DMA transpose streams at a fraction 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from nki_dsl.targets import Target
 
 _SIXTEEN_BIT = frozenset({"bfloat16", "float16"})
 _FP32 = "float32"
+FP8 = frozenset({"float8_e4m3", "float8_e5m2"})
+
+
+@dataclass(frozen=True)
+class CostRule:
+    """How one instruction is priced: ``formula(target, template)`` in engine cycles (None for DMA, priced by
+    ``dma_ns``), and ``source``, the reference/nki.md section(s) the formula comes from."""
+
+    formula: object
+    source: str
 
 
 def _ii(t: Target, cycles: float) -> float:
@@ -29,8 +40,13 @@ def _ii(t: Target, cycles: float) -> float:
 
 def _matmul(t: Target, s) -> float:
     # §2.3 nc_matmul / §3.2: II = max(min(64, N_stationary), N_moving), 4x for fp32 (average back-to-back cost;
-    # the 64 is MM_INIT_LATENCY, §3.2).
-    cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), s.n_moving)
+    # the 64 is MM_INIT_LATENCY, §3.2). The N_moving cycles stream the moving tile at the array's input rate
+    # (§3.1: 2x128 elements per cycle); with both operands in FP8 the targets that take FP8 faster (NC-v3:
+    # 4x128) stream it in proportionally fewer cycles. MM_INIT_LATENCY stays the floor.
+    moving = s.n_moving
+    if s.fp8_operands:
+        moving = moving * t.tensor_input_elems_per_cycle / t.tensor_fp8_input_elems_per_cycle
+    cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), moving)
     return cycles * (t.fp32_matmul_slowdown if s.dtype == _FP32 else 1)
 
 
@@ -113,31 +129,38 @@ def _predicated(t: Target, s) -> float:
     return _ii(t, s.N if s.any_psum else 2 * s.N)
 
 
-COMPUTE: dict[str, object] = {
-    "nisa.nc_matmul": _matmul,
-    "nisa.nc_transpose": _transpose,
-    "nisa.activation": _activation,
-    "nisa.activation_reduce": lambda t, s: _ii(t, s.N) + t.min_ii_cycles,  # §2.3: max(MIN_II, N) + MIN_II
-    "nisa.tensor_tensor": _tensor_tensor,
-    "nisa.tensor_scalar": _one_input,
-    "nisa.tensor_copy": _one_input,
-    "nisa.tensor_copy_predicated": _predicated,
-    "nisa.dropout": lambda t, s: _ii(t, s.N),  # §2.3: max(MIN_II, N)
-    "nisa.tensor_scalar_reduce": lambda t, s: _ii(t, s.N) + t.min_ii_cycles,  # §2.3: max(MIN_II, N) + MIN_II
-    "nisa.scalar_tensor_tensor": _scalar_tensor_tensor,
-    "nisa.tensor_tensor_scan": lambda t, s: _ii(t, 2 * s.N),  # §2.3: max(MIN_II, 2N)
-    "nisa.reciprocal": lambda t, s: _ii(t, 8 * s.N),  # §2.3: max(MIN_II, 8N) on the Vector engine
-    "nisa.memset": _memset,
-    "nisa.tensor_reduce": _tensor_reduce,
-    "nisa.bn_stats": lambda t, s: _ii(t, s.N),  # §2.3: max(MIN_II, N)
-    "nisa.bn_aggr": lambda t, s: _ii(t, 13 * (s.N / 3)),  # §2.3: max(MIN_II, 13 * (N / 3))
+COMPUTE: dict[str, CostRule] = {
+    "nisa.nc_matmul": CostRule(_matmul, "§2.3 nc_matmul, §3.1, §3.2"),
+    "nisa.nc_transpose": CostRule(_transpose, "§2.3 nc_transpose"),
+    "nisa.activation": CostRule(_activation, "§2.3 activation, §3.3"),
+    # §2.3: max(MIN_II, N) + MIN_II
+    "nisa.activation_reduce": CostRule(lambda t, s: _ii(t, s.N) + t.min_ii_cycles, "§2.3 activation_reduce"),
+    "nisa.tensor_tensor": CostRule(_tensor_tensor, "§2.3 tensor_tensor, §3.3"),
+    "nisa.tensor_scalar": CostRule(_one_input, "§2.3 tensor_scalar, §3.3 perf modes"),
+    "nisa.tensor_copy": CostRule(_one_input, "§2.3 tensor_copy, §3.3 perf modes"),
+    "nisa.tensor_copy_predicated": CostRule(_predicated, "§2.3 tensor_copy_predicated"),
+    "nisa.dropout": CostRule(lambda t, s: _ii(t, s.N), "§2.3 dropout: max(MIN_II, N)"),
+    "nisa.tensor_scalar_reduce": CostRule(lambda t, s: _ii(t, s.N) + t.min_ii_cycles,
+                                          "§2.3 tensor_scalar_reduce: max(MIN_II, N) + MIN_II"),
+    "nisa.scalar_tensor_tensor": CostRule(_scalar_tensor_tensor, "§2.3 scalar_tensor_tensor"),
+    "nisa.tensor_tensor_scan": CostRule(lambda t, s: _ii(t, 2 * s.N), "§2.3 tensor_tensor_scan: max(MIN_II, 2N)"),
+    "nisa.reciprocal": CostRule(lambda t, s: _ii(t, 8 * s.N), "§2.3 reciprocal: max(MIN_II, 8N) on Vector"),
+    "nisa.memset": CostRule(_memset, "§2.3 memset"),
+    "nisa.tensor_reduce": CostRule(_tensor_reduce, "§2.3 tensor_reduce"),
+    "nisa.bn_stats": CostRule(lambda t, s: _ii(t, s.N), "§2.3 bn_stats: max(MIN_II, N)"),
+    "nisa.bn_aggr": CostRule(lambda t, s: _ii(t, 13 * (s.N / 3)), "§2.3 bn_aggr: max(MIN_II, 13 * (N / 3))"),
     # §2.3 gives no formula for the partition reduce; priced like the other GpSimd ops (GPSIMD_START + N).
-    "nisa.tensor_partition_reduce": _gpsimd,
-    "nisa.iota": _gpsimd,
-    "nisa.affine_select": _gpsimd,
+    "nisa.tensor_partition_reduce": CostRule(_gpsimd, "§2.3 (no formula: GpSimd GPSIMD_START + N), §3.3"),
+    "nisa.iota": CostRule(_gpsimd, "§2.3 iota: 150 + N"),
+    "nisa.affine_select": CostRule(_gpsimd, "§2.3 affine_select: GPSIMD_START + N"),
 }
 
-DMA_OPCODES = frozenset({"nisa.dma_copy", "nisa.dma_transpose"})
+# DMA instructions: fixed cost plus payload over the DMA engines (``dma_ns``), not an engine-cycle formula.
+DMA_RULES: dict[str, CostRule] = {
+    "nisa.dma_copy": CostRule(None, "§3.4"),
+    "nisa.dma_transpose": CostRule(None, "§3.4 DMA transpose throughput"),
+}
+DMA_OPCODES = frozenset(DMA_RULES)
 
 
 STATIC_OVERHEAD_ENGINES = frozenset({"vector", "scalar"})
@@ -172,7 +195,7 @@ def compute_ns(t: Target, s) -> float:
     element count scaled by the stride penalty on the Vector/Scalar/GpSimd engines (an access at half bandwidth
     takes twice the cycles per element), plus ``overhead_cycles``."""
     try:
-        formula = COMPUTE[s.opcode]
+        formula = COMPUTE[s.opcode].formula
     except KeyError:
         raise NotImplementedError(f"no cost formula for {s.opcode}") from None
     if s.stride_factor != 1.0 and s.engine != "tensor":

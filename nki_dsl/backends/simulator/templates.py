@@ -53,6 +53,7 @@ class OpTemplate:
     contiguous: bool = True
     stride_factor: float = 1.0
     dependent: bool = False
+    fp8_operands: bool = False  # nc_matmul with FP8 stationary and moving tiles (§3.1 dense FP8 rate)
     # The same instruction when it reads what the previous instruction on its engine wrote (Vector / Scalar only,
     # ``cost.overhead_cycles``): the stream picks it per executed instruction, since in a loop the previous
     # instruction of an iteration's first one is the previous iteration's last.
@@ -192,6 +193,7 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
         st, mv = op.operands["stationary"], op.operands["moving"]
         t.P, t.n_stationary, t.n_moving, t.dtype = st.shape[0], _free(st.shape), _free(mv.shape), st.tensor.type.dtype
         t.flops = t.tensor_flops = 2.0 * t.P * t.n_stationary * t.n_moving
+        t.fp8_operands = st.tensor.type.dtype in cost.FP8 and mv.tensor.type.dtype in cost.FP8
     elif op.name == "nisa.nc_transpose":
         src = inputs[0].shape
         t.P, t.N = src[0], _free(src)

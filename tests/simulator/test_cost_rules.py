@@ -1,0 +1,51 @@
+"""Every engine instruction of the op table has a cost rule that cites the reference section it comes from, and
+the Tensor engine takes FP8 operands at the rate §3.1 quotes for the target (checked against the constants)."""
+
+import re
+
+import pytest
+
+import nki_dsl as nki
+from nki_dsl.backends.simulator.cost import COMPUTE, DMA_RULES
+from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import get_target
+from tests.simulator.support import one_matmul, simulate
+
+INSTRUCTIONS = sorted(name for name, spec in OPS.items() if spec.engine is not None)
+
+
+def test_there_are_instructions_to_price():
+    assert "nisa.nc_matmul" in INSTRUCTIONS and "nisa.dma_copy" in INSTRUCTIONS
+
+
+@pytest.mark.parametrize("name", INSTRUCTIONS)
+def test_every_instruction_has_a_cost_rule_citing_its_source(name):
+    rule = COMPUTE.get(name) or DMA_RULES.get(name)
+    assert rule is not None, f"{name} has no cost rule in simulator/cost.py"
+    assert re.search(r"§\d+\.\d+", rule.source), f"{name}: the cost rule cites no reference/nki.md section"
+    assert (rule.formula is None) == (OPS[name].engine == "dma")
+
+
+def test_no_cost_rule_for_an_unknown_instruction():
+    assert set(COMPUTE) | set(DMA_RULES) <= set(INSTRUCTIONS)
+
+
+def _matmul_ns(target, dtype):
+    prof = simulate(one_matmul, nki.spec((128, 128), dtype), nki.spec((128, 512), dtype), target=target)[1]
+    s = prof.schedule
+    (k,) = [k for k in range(len(s)) if s.templates[s.template[k]].opcode == "nisa.nc_matmul"]
+    return s.end[k] - s.start[k]
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+def test_fp8_matmul_streams_the_moving_tile_at_the_quoted_fp8_rate(target):
+    t = get_target(target)
+    bf16 = _matmul_ns(target, "bfloat16")
+    assert bf16 == pytest.approx(512 / t.tensor_ghz)  # §2.3: max(min(64, 128), 512) cycles
+    fp8 = _matmul_ns(target, "float8_e4m3")
+    # §3.1 TensorE row: the moving tile enters at 2x128 elements per cycle (BF16), 4x128 for dense FP8 on NC-v3
+    speedup = {"trn1": 1, "trn2": 2, "trn3": 1}[target]  # trn1: cFP8 at the BF16 rate; trn3: non-MX FP8 2x128
+    assert fp8 == pytest.approx(bf16 / speedup)
+    # ... which is the quoted dense FP8 peak (trn2: 158 TFLOPS, "double-row") within rounding of the quote
+    tflops = 2 * 128 * 128 * 512 / fp8 / 1e3
+    assert tflops == pytest.approx(t.quoted_fp8_tflops, rel=0.01)
