@@ -193,5 +193,16 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
         "files": {path: sha256_hex(data) for path, data in sorted(files.items())},
     }  # fmt: skip
     files[MANIFEST] = dump(manifest)
-    parse(files[MANIFEST])  # the builder's output must pass the loader's checks
+    parsed_manifest = parse(files[MANIFEST])  # the builder's output must pass the loader's checks
+    _check_vectors(pkg, parsed_manifest, files)
     return Bundle(files)
+
+
+def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:
+    """The shipped vectors, re-run from the shipped bytes exactly as ``kernels verify --run`` will run them."""
+    from hub_client.vectors import run_vectors
+
+    failed = [r for r in run_vectors(manifest, files.__getitem__, target=TARGET) if r.failed]
+    if failed:
+        lines = "; ".join(f"{r.entry}/{r.spec}: {r.detail}" for r in failed)
+        raise BundleError(f"{pkg.name}: the bundle's test vectors disagree with its IR: {lines}")

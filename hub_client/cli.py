@@ -84,6 +84,28 @@ def cmd_verify(args) -> int:
     manifest, checked = verify_cached(settings, args.repo, resolved.commit)
     print(f"{args.repo} {resolved.label} commit {resolved.commit}: {len(checked)} cached files match their sha256 "
           f"(manifest sha256:{manifest.digest})")  # fmt: skip
+    return _run_vectors(settings, args, resolved.commit) if args.run_vectors else 0
+
+
+def _run_vectors(settings, args, commit: str) -> int:
+    from hub_client.fetch import fetch
+    from hub_client.vectors import run_vectors
+
+    def wanted(m):
+        return m.ir_files() + [s.test_vectors for e in m.entry_points.values() for s in e.specialisations
+                               if s.test_vectors]  # fmt: skip
+
+    # The vectors and IR a plain load did not fetch are fetched now (digest-checked), or read from the cache offline.
+    fetched = fetch(settings, args.repo, commit, wanted, local_only=settings.offline)
+    results = run_vectors(fetched.manifest, lambda rel: (fetched.snapshot / rel).read_bytes(), backend=args.backend)
+    for r in results:
+        print(f"  {r.entry}/{r.spec}: {r.status} ({r.detail})")
+    failed = [r for r in results if r.failed]
+    if failed:
+        console.print(f"[red]error:[/red] {len(failed)} of {len(results)} specialisations disagree with their test "
+                      f"vectors on backend {args.backend}", markup=True, highlight=False)  # fmt: skip
+        return 1
+    print(f"test vectors: {sum(r.status == 'ok' for r in results)} specialisations agree on backend {args.backend}")
     return 0
 
 
@@ -123,11 +145,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("download", help="fetch and verify every release DIR/kernels.lock names")
     s.add_argument("dir")
     s.set_defaults(run=cmd_download)
-    s = sub.add_parser("verify", help="re-hash the cached files of a release")
+    s = sub.add_parser("verify", help="re-hash the cached files of a release (--run: and re-run its test vectors)")
     s.add_argument("repo")
     g = s.add_mutually_exclusive_group(required=True)
     g.add_argument("--version", type=int)
     g.add_argument("--revision")
+    s.add_argument("--run", dest="run_vectors", action="store_true",
+                   help="also re-run the verified IR on the bundle's test vectors")  # fmt: skip
+    s.add_argument("--backend", default="numpy", help="the backend --run executes on (default: numpy)")
     s.set_defaults(run=cmd_verify)
     s = sub.add_parser("serve", help="run the self-hosted registry")
     s.add_argument("--root", required=True)

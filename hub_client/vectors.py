@@ -1,0 +1,73 @@
+"""Re-running a bundle's test vectors: the verified IR of each specialisation on its stored inputs, compared with
+the stored expected outputs within the stored tolerance.
+
+One comparison serves both ends: ``build_bundle`` runs it over the bundle it is about to return (a bundle whose
+vectors disagree with its own IR is never produced), and ``kernels verify --run`` runs it over a cached release
+(the digests prove the bytes are the published ones; this proves the published IR still computes what its
+publisher recorded, on this machine's nki_dsl). The inputs are untrusted data: ``.npz`` is read without pickle and
+checked against the declared shapes and dtypes before anything runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hub_client import execute
+from hub_client.manifest import Manifest
+from hub_client.npz import load_npz
+
+
+@dataclass(frozen=True)
+class VectorResult:
+    entry: str
+    spec: str
+    status: str  # "ok", "mismatch", "invalid" (vectors unusable) or "none" (the bundle ships no vectors for it)
+    detail: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("mismatch", "invalid")
+
+
+def _check_one(spec, read: Callable[[str], bytes], target: str, backend: str) -> tuple[str, str]:
+    try:
+        v = load_npz(read(spec.test_vectors))
+        args = [v[f"arg{i}"] for i in range(len(spec.args))]
+        expected, (rtol, atol) = v["expected"], (float(t) for t in v["tolerance"])
+    except (KeyError, ValueError, OSError, TypeError) as e:
+        return "invalid", f"unreadable test vectors ({type(e).__name__}: {e})"
+    for i, (a, s) in enumerate(zip(args, spec.args)):
+        if tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
+            return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, the specialisation says {s}"
+    try:
+        ir = execute.parse_verified(read(spec.ir).decode(), target)
+    except Exception as e:  # nki_dsl's parse and verification errors carry the verifier's message
+        return "invalid", f"{spec.ir} was refused: {e}"
+    actual = execute.compile_ir(ir, backend, target).run(dict(zip(execute.param_names(ir), args)))
+    if actual.shape != expected.shape:
+        return "mismatch", f"output shape {actual.shape}, expected {expected.shape}"
+    a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+    close = np.isclose(a64, e64, rtol=rtol, atol=atol)
+    if not close.all():
+        worst = float(np.max(np.abs(a64 - e64)))
+        off = int((~close).sum())
+        return "mismatch", f"{off} of {close.size} outputs off (max |error| {worst:.3g}; rtol {rtol:g}, atol {atol:g})"
+    return "ok", f"{close.size} outputs within rtol {rtol:g}, atol {atol:g}"
+
+
+def run_vectors(manifest: Manifest, read: Callable[[str], bytes], *, backend: str = execute.DEFAULT_BACKEND,
+                target: str | None = None) -> list[VectorResult]:  # fmt: skip
+    """Every specialisation's test vectors, run on ``backend``; ``read(path)`` returns a bundle file's bytes."""
+    target = target or manifest.raw.get("target", "trn2")
+    results = []
+    for ep in manifest.entry_points.values():
+        for spec in ep.specialisations:
+            if spec.test_vectors is None:
+                results.append(VectorResult(ep.name, spec.id, "none", "no test vectors shipped (inputs too large)"))
+                continue
+            status, detail = _check_one(spec, read, target, backend)
+            results.append(VectorResult(ep.name, spec.id, status, detail))
+    return results
