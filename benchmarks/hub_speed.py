@@ -11,7 +11,8 @@ Prints the median of --repeat runs of:
 - warm, fresh process (target < 20 ms each): a new interpreter, the cache holding the release and its
   verification receipt, nothing in memory. Each line times the call after ``import kernels``; the imports are
   printed on their own line (a once-per-process cost of any Python library, not of a call):
-  - get_kernel(version=1) online: one refs request revalidates the major version (a new release is seen at once);
+  - get_kernel(version=1) online: two requests revalidate it (refs: a new release is seen at once; the org
+    overview: a revoked trusted publisher is noticed at once);
   - get_kernel(revision=<commit>): a commit never changes, so no request at all;
   - get_locked_kernel / load_kernel: the lock pins commit and digest; no request, huggingface_hub not imported.
 """
@@ -101,7 +102,7 @@ def main(argv=None) -> int:
     labels = {"version": "get_kernel(version=1) online", "commit": "get_kernel(revision=<commit>)",
               "locked": "get_locked_kernel(lockfile)", "load": "load_kernel(lockfile)"}  # fmt: skip
     for mode, label in labels.items():
-        note = "one refs request" if mode == "version" else "no request, huggingface_hub not imported"
+        note = "refs + org overview requests" if mode == "version" else "no request, huggingface_hub not imported"
         print(f"  {label:30} {statistics.median(r['call'] for r in fresh[mode]):6.1f} ms   ({note})")
     imports = statistics.median(r["import_kernels"] for m in fresh.values() for r in m)
     hf = statistics.median(r["import_hf"] for r in fresh["version"])
