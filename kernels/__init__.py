@@ -6,7 +6,8 @@
     print(softmax.info)                                       # repo, version, commit, digest, entry points
 
 By default only the published IR specialisations run (parsed and verified; no remote Python executes); pass
-``trust_remote_code=True`` (or a list of trusted repo ids) to import the published Python and run any shape.
+``trust_remote_code=True`` (or a list of trusted repo ids) to import the published Python and run any shape; a
+publisher whose Hub organisation is marked ``trustedKernelPublisher`` is trusted without it.
 ``kernels/softmax`` and ``kernels/rmsnorm`` are first-party kernel packages published by ``kernels publish``.
 """
 
