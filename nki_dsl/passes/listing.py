@@ -56,6 +56,8 @@ class _Printer:
             acc = write.attrs.get("accumulate", "none")
             parts.append(f"dst{'+=' if acc == 'add' else '=' if acc == 'none' else f'<{acc}>='}"
                          f"{self.operand(write.operands['dst'])}")  # fmt: skip
+            if write.attrs.get("zero_first"):  # the first iteration of that loop overwrites (starts the group)
+                parts.append(f"zero_first={write.attrs['zero_first']}")
         elif op.result is not None:
             parts.append(f"dst={self.operand(op.result.full_access())}")
         for name, v in op.operands.items():

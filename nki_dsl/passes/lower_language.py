@@ -8,7 +8,10 @@
 * ``nl.transpose`` -> ``nisa.nc_transpose``: on the Vector engine into SBUF when both sides are <= 32, else on the
   Tensor engine into PSUM followed by a copy to SBUF;
   Masks of transposes are over the result's axes, as the op table says of the instructions;
-* ``nl.copy`` -> ``nisa.tensor_copy``; ``nl.full`` (zeros, ones) -> ``nisa.memset``;
+* ``nl.copy`` -> ``nisa.tensor_copy``; ``nl.full`` (zeros, ones) -> ``nisa.memset``, except the zeros of a PSUM
+  accumulator whose next use is ``acc += matmul`` opening a loop: that accumulation gets ``zero_first`` (its first
+  iteration starts from zero: the Tensor engine's first matmul of a group overwrites, as NKI lowers it) and the
+  memset goes, so the in-order Vector engine does not hold up the Tensor engine zeroing the next accumulator;
 * ``nl.where`` -> ``nisa.tensor_copy_predicated`` over a copy (or memset) of the other side (``select``);
   ``nl.dropout`` -> ``nisa.dropout`` (Vector engine, §2.3);
 * ``nl.broadcast_to`` -> a copy reading the source with stride 0 along the broadcast axes: a DMA when it spreads
@@ -31,7 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from nki_dsl.backends.numpy_ref.runtime import ROUND
-from nki_dsl.ir.nodes import Access, Imm, Op, Tensor
+from nki_dsl.ir.nodes import Access, Imm, Loop, Op, Tensor
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, REDUCTIONS, UNARY_NL
 from nki_dsl.ir.types import Buffer
@@ -106,14 +109,75 @@ def _fill_value(t: Tensor, value) -> Imm:
     return Imm(ROUND[t.type.dtype](np.float32(value)).item())
 
 
+def _touches(stmt, t: Tensor) -> bool:
+    """``stmt`` (an op, or a loop with any op in it) names ``t`` as an operand or result."""
+    if isinstance(stmt, Loop):
+        return any(_touches(s, t) for s in stmt.body)
+    return stmt.result is t or any(isinstance(v, Access) and v.tensor is t for v in stmt.operands.values())
+
+
+def _body_of(body: list, op: Op) -> tuple[list, int] | None:
+    for k, stmt in enumerate(body):
+        if stmt is op:
+            return body, k
+        if isinstance(stmt, Loop) and (found := _body_of(stmt.body, op)) is not None:
+            return found
+    return None
+
+
+def _first_matmul_accumulation(op: Op, ctx: RewriteContext) -> Op | None:
+    """For ``acc = nl.zeros(psum)``: the ``acc += matmul`` that may start the accumulation instead, or None.
+
+    It is the first statement to touch ``acc`` after its zeros, directly in the body of a loop that runs at least
+    once, and in the first iteration nothing before it touches ``acc``; it accumulates a whole unmasked matmul
+    result into the whole unmasked tile, and that result has no other use, so the matmul itself writes ``acc``
+    (the assign is fused). Then zeros + accumulate in iteration one is the matmul's value plus +0.0: what the
+    Tensor engine's first matmul of a group writes (up to the sign of a zero: x + 0.0 is +0.0 for x = -0.0;
+    the backends keep the add, so their outputs stay bit-identical to the traced kernel's)."""
+    t = op.result
+    value = op.attrs["value"]
+    if (t.type.buffer != Buffer.PSUM or op.mask is not None or value != 0 or np.signbit(value)
+            or (found := _body_of(ctx.kernel.body, op)) is None):  # fmt: skip
+        return None
+    body, k = found
+    loop = next((s for s in body[k + 1:] if _touches(s, t)), None)
+    if not isinstance(loop, Loop) or loop.trip_count < 1:
+        return None
+    j, acc = next(((j, s) for j, s in enumerate(loop.body) if _touches(s, t)), (0, None))
+    if not (isinstance(acc, Op) and acc.name == "assign" and acc.mask is None and j > 0
+            and acc.attrs.get("accumulate") == "add" and acc.operands["dst"].tensor is t and acc.operands["dst"].is_full
+            and isinstance(src := acc.operands["src"], Access) and src.is_full and ctx.uses[src.tensor.name] == 1):
+        return None  # fmt: skip
+    mm = loop.body[j - 1]
+    if not (isinstance(mm, Op) and mm.name in ("nl.matmul", "nisa.nc_matmul") and mm.result is src.tensor
+            and mm.mask is None and tuple(src.shape) == tuple(t.type.shape)):  # fmt: skip
+        return None
+    return acc if acc.attrs.get("zero_first", "") == "" else None
+
+
 def fill(op: Op, ctx: RewriteContext) -> list:
-    # The tensor stays an allocation (later writes may target it); a memset writes its initial value into it.
+    # The tensor stays an allocation (later writes may target it); a memset writes its initial value into it,
+    # unless the PSUM accumulation that follows can start by overwriting it (no memset on the Vector engine).
+    first = _first_matmul_accumulation(op, ctx)
+    if first is not None:
+        first.attrs["zero_first"] = next(lp.var for lp in _loops_around(ctx.kernel.body, first))
+        return [_alloc(ctx, op, op.result)]
     t, value = op.result, _fill_value(op.result, op.attrs["value"])
     tile = ctx.tile(op, t.type.shape, t.type.dtype, par_axis=t.type.par_axis)  # a par_dim block keeps its layout
     write = ctx.op("assign", op, {"dst": full(t), "src": full(tile)}, {})
     if not t.type.buffer.on_chip:  # HBM: written by a DMA from the SBUF tile
         write = ctx.op("nisa.dma_copy", op, {"dst": full(t), "src": full(tile)})
     return [_alloc(ctx, op, t), ctx.op("nisa.memset", op, {"value": value}, {"shape": t.type.shape}, tile), write]
+
+
+def _loops_around(body: list, op: Op, outer: tuple = ()) -> tuple:
+    """The loops enclosing ``op``, innermost first."""
+    for stmt in body:
+        if stmt is op:
+            return outer
+        if isinstance(stmt, Loop) and (found := _loops_around(stmt.body, op, (stmt,) + outer)) is not None:
+            return found
+    return None
 
 
 def broadcast_to(op: Op, ctx: RewriteContext) -> list:

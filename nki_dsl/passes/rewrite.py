@@ -66,6 +66,8 @@ class RewriteContext:
         given = dict(attrs or {})
         full = {}
         for a in spec.attrs:
+            if a.implicit and a.name not in given:
+                continue
             value = given.pop(a.name, a.default)
             if value is REQUIRED:
                 raise ValueError(f"{name}: missing attribute {a.name!r}")

@@ -127,6 +127,8 @@ def _attrs(op_name, spec, given: dict, loc) -> dict:
         raise NkiApiError(f"unexpected argument(s) {sorted(unknown)}", loc, op_name)
     out = {}
     for a in spec.attrs:
+        if a.implicit and a.name not in given:
+            continue
         value = given.get(a.name, a.default)
         if value is REQUIRED:
             raise NkiApiError(f"missing argument '{a.name}'", loc, op_name)

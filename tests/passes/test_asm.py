@@ -17,6 +17,7 @@ def test_asm_lists_engine_instructions_with_addresses_and_buffers(capsys):
     matmul = next(s for s in lines if "nc_matmul" in s)
     # the accumulation is the matmul's destination, in PSUM bank 0; operands carry buffer, partitions, address, AP
     assert matmul.split()[0] == "tensor" and "dst+=%1@psum[0:+128]+0x0" in matmul
+    assert "zero_first=i2" in matmul and "memset" not in out  # the first matmul of each group overwrites
     assert "stationary=%2@sbuf[0:+128]+0x0+512*{i2%2} f32[128x128] ap=[[1,128],[4,128]]" in matmul
     loads = [s for s in lines if "dma_copy" in s and "src=%lhsT" in s]
     assert loads and loads[0].split()[0] == "dma" and "src=%lhsT@hbm+512*i0 + 65536*i2" in loads[0]

@@ -19,6 +19,12 @@ def simulate(kernel, *args, target="trn2", **kwargs):
     return _simulate(ir, numbers, target=target)
 
 
+def specialized(kernel, *args, target="trn2", **kwargs):
+    """The traced IR ``simulate`` runs for these arguments (the jit cache's object, so ``prepare`` finds it)."""
+    launch = as_launch(kernel)
+    return launch.jit.specialize(launch.grid, args, kwargs, target=target)[0]
+
+
 def trace(kernel, *args, target="trn2"):
     return nki.trace(kernel, *args, target=target).ir
 

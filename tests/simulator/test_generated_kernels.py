@@ -16,7 +16,7 @@ from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.units import DMA
 from nki_dsl.targets import get_target
 from tests.simulator.generated_kernels import generated, inputs, plans
-from tests.simulator.support import simulate
+from tests.simulator.support import simulate, specialized
 
 EPS = 1e-6
 
@@ -99,15 +99,8 @@ def test_generated_kernels_match_numpy_and_keep_scheduler_invariants(plan, seed)
     assert len(got) == len(expected)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(_bits(a), _bits(b))  # bit for bit, fp32
-    ir = prepared_ir(plan, x, y, w)
+    ir = specialized(generated, x, y, w, plan=plan)
     stream = list(prepare(ir, get_target("trn2")).stream().raw())
     check_schedule(stream, prof.schedule)
     check_critical_path(prof)
 
-
-def prepared_ir(plan, x, y, w):
-    from nki_dsl.trace.jit import as_launch
-
-    launch = as_launch(generated)
-    ir, _, _ = launch.jit.specialize(launch.grid, (x, y, w), {"plan": plan}, target="trn2")
-    return ir

@@ -46,6 +46,16 @@ def store(ctx: OpContext) -> Lowered:
 
 
 def assign(ctx: OpContext) -> Lowered:
+    first = ctx.op.attrs.get("zero_first", "")
+    if first:
+        # the accumulator's nl.zeros, folded into the first iteration of loop `first` (lower-language): zeroing the
+        # region there and adding gives the very bits the traced zeros-then-accumulate gives
+        loop = next(lp for _, loops in ctx.e.kernel.walk() for lp in loops if lp.var == first)
+        dst = ctx.code(ctx.op.operands["dst"])
+        dtype = ctx.op.operands["dst"].tensor.type.dtype
+        zeros = f"np.zeros(({', '.join(dst.shape)},), {dtype!r})"
+        ctx.e.line(f"if {loop.var} == {loop.start}:")
+        ctx.e.line(f"    {dst.write(zeros)}")
     return Lowered(writes=[("dst", ctx.read("src"), ctx.op.attrs["accumulate"])])
 
 

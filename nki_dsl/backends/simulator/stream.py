@@ -93,8 +93,13 @@ class Stream:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
         clip = op.mask is not None or (write is not None and write.mask is not None)
-        r = "".join(self.addresses.source(a, clip) + ", " for a in t.reads)
+        r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads) + ")"
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
+        first = write.attrs.get("zero_first", "") if write is not None else ""
+        if first:  # the first iteration overwrites (no nl.zeros before it): it does not read the accumulator
+            lp = self.addresses.loops[first]
+            r0 = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads[:-1]) + ")"
+            r = f"({r0} if {first} == {lp.start} else {r})"
         name = f"T{t.index}"
         self.namespace[name] = t
         if op.mask is not None:
@@ -107,9 +112,9 @@ class Stream:
         slot = _LAST.get(engine)
         others = [k for k in _LAST.values() if k != slot] if any(a.tensor.type.buffer.on_chip for a in t.writes) else []
         if slot is None and not others:
-            self.lines.append(f"{pad}step({name}, ({r}), ({w}))")
+            self.lines.append(f"{pad}step({name}, {r}, ({w}))")
             return
-        self.lines.append(f"{pad}_rd, _wr = ({r}), ({w})")
+        self.lines.append(f"{pad}_rd, _wr = {r}, ({w})")
         if slot is None:
             self.lines.append(f"{pad}step({name}, _rd, _wr)")
         else:

@@ -67,7 +67,12 @@ LANGUAGE_OPS: list[OpSpec] = [
     OpSpec("nl.store", "store", (OperandSpec("dst", role="out", buffers=HBM), OperandSpec("value")),
            result=None, doc="SBUF/PSUM -> HBM"),
     OpSpec("assign", "assign", (OperandSpec("dst", role="out", buffers=ON_CHIP), OperandSpec("src", scalar=True)),
-           (AttrSpec("accumulate", "fn", "none", choices=("none",) + functions.REDUCIBLE),),
+           (AttrSpec("accumulate", "fn", "none", choices=("none",) + functions.REDUCIBLE),
+            # Lowered IR only (lower-language): in the first iteration of the loop with this index the destination
+            # counts as zero before accumulating: the nl.zeros of a PSUM accumulator folded into its first matmul,
+            # which overwrites, as the Tensor engine's first matmul of an accumulation group does. That iteration
+            # must run first (a backend reordering the loop keeps it first).
+            AttrSpec("zero_first", "str", "", implicit=True)),
            result=None, doc="t[...] = x, or t[...] += x (accumulate=add) into an existing on-chip tensor"),
     OpSpec("nl.copy", "copy", (X,), shape=shape_rules.same_as("x"), result_dtype="first"),
     OpSpec("nl.transpose", "transpose", (X,), shape=shape_rules.transposed("x"), result_dtype="first",

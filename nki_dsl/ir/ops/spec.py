@@ -34,12 +34,15 @@ class OperandSpec:
 @dataclass(frozen=True)
 class AttrSpec:
     """``kind`` is one of: int, float, bool, str, dtype, ints (tuple of int), fn (a function name from
-    ``ir.functions``), affine, mask, shape. ``choices`` restricts str/fn values."""
+    ``ir.functions``), affine, mask, shape. ``choices`` restricts str/fn values. ``implicit``: ops carry the
+    attribute only when it is set (builders do not fill in its default), so the text of IR that does not use it
+    stays as it was before the attribute existed."""
 
     name: str
     kind: str
     default: object = REQUIRED
     choices: tuple[str, ...] | None = None
+    implicit: bool = False
 
 
 # A result rule maps (operand shapes by name, attrs) to the result shape; operands that are immediates are absent.

@@ -1,7 +1,8 @@
 """Rule ``mask-vars``: index expressions and masks only use variables in scope (reference/nki.md §5.1
 ``err_unsupported_expression_in_mask``). An index may use the indices of enclosing loops, program ids of the
-launch grid and the axes ``d<k>`` of its own access; a mask the axes of the op's iteration space instead. Traced
-IR always satisfies this; it protects everything downstream from malformed parsed IR."""
+launch grid and the axes ``d<k>`` of its own access; a mask the axes of the op's iteration space instead. An
+accumulating ``assign``'s ``zero_first`` names the index of a loop enclosing it (backends generate code from it).
+Traced IR always satisfies this; it protects everything downstream from malformed parsed IR."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
                 if problem:
                     msg = f"mask uses {problem}; a mask ranges over the op's iteration space {d.dims(space)}"
                     found.append(d.diagnostic(op, RULE, msg))
+        first = op.attrs.get("zero_first", "")
+        if first and (first not in loop_vars or op.attrs.get("accumulate") != "add"):
+            msg = (f"zero_first = {first!r} must name the index of a loop enclosing this accumulation "
+                   f"(accumulate = add)")  # fmt: skip
+            found.append(d.diagnostic(op, RULE, msg))
     return found
 
 
