@@ -96,7 +96,8 @@ class Stream:
         r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads) + ")"
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
         first = write.attrs.get("zero_first", "") if write is not None else ""
-        if first:  # the first iteration overwrites (no nl.zeros before it): it does not read the accumulator
+        if first:  # the first iteration overwrites (no nl.zeros before it): it does not read the accumulator,
+            # which ``operand_reads`` lists last
             lp = self.addresses.loops[first]
             r0 = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads[:-1]) + ")"
             r = f"({r0} if {first} == {lp.start} else {r})"
