@@ -49,3 +49,15 @@ def test_fp8_matmul_streams_the_moving_tile_at_the_quoted_fp8_rate(target):
     # ... which is the quoted dense FP8 peak (trn2: 158 TFLOPS, "double-row") within rounding of the quote
     tflops = 2 * 128 * 128 * 512 / fp8 / 1e3
     assert tflops == pytest.approx(t.quoted_fp8_tflops, rel=0.01)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3"])
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_utilisation_is_measured_against_the_peak_of_the_operand_dtype(target, dtype):
+    # Full-size matmuls stream at the peak rate of their dtype (§3.1), so the Tensor engine's ideal time equals its
+    # busy time and utilisation never exceeds 1, FP8 on trn2 (twice the BF16 rate) included.
+    from tests.simulator.support import resident_matmuls
+
+    prof = simulate(resident_matmuls, nki.spec((128, 128), dtype), nki.spec((128, 512), dtype), target=target)[1]
+    assert prof.tensor_ideal_ns == pytest.approx(prof.unit_busy_ns["tensor"], rel=1e-9)
+    assert 0.5 < prof.tensor_engine_utilisation <= 1.0

@@ -31,6 +31,7 @@ class FakeTemplate:
     nbytes: int = 0
     hbm_bytes: int = 0
     ports: tuple = ()
+    fp8_operands: bool = False
 
 
 def _box(draw):

@@ -36,6 +36,9 @@ class Profile:
     hbm_bytes: int  # DMA traffic to or from HBM
     critical_path: list[Step]
     schedule: object = field(repr=False, default=None)
+    # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 streams at
+    # twice the BF16 rate, §3.1): what utilisation is measured against, so an FP8 kernel cannot exceed 100%.
+    tensor_ideal_ns: float = 0.0
 
     # -- derived figures ----------------------------------------------------------------------------------------
     @property
@@ -74,7 +77,7 @@ class Profile:
 
     @property
     def tensor_engine_utilisation(self) -> float:
-        return self.tensor_flops / (max(self.latency_ns, 1e-9) * self.tensor_peak_flops_per_ns)
+        return self.tensor_ideal_ns / max(self.latency_ns, 1e-9)
 
     @property
     def hbm_bandwidth_fraction(self) -> float:
@@ -166,9 +169,13 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
     tflops = sum(c * t.tensor_flops for c, t in zip(per_template, templates))
     nbytes = sum(c * t.nbytes for c, t in zip(per_template, templates))
     hbm = sum(c * t.hbm_bytes for c, t in zip(per_template, templates))
+    bf16_peak = target.pe_rows * target.pe_cols * 2 * target.tensor_ghz  # FLOPs per ns, §3.1
+    fp8_speedup = target.tensor_fp8_input_elems_per_cycle / target.tensor_input_elems_per_cycle
+    ideal = sum(c * t.tensor_flops / (bf16_peak * (fp8_speedup if t.fp8_operands else 1.0))
+                for c, t in zip(per_template, templates))  # fmt: skip
     latency = max(end) if n else 0.0
     return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,
-                   critical_path(sched), sched)  # fmt: skip
+                   critical_path(sched), sched, ideal)  # fmt: skip
 
 
 def critical_path(sched) -> list[Step]:
