@@ -184,10 +184,14 @@ def critical_path(sched) -> list[Step]:
         return []
     end = sched.end
     k = max(range(len(end)), key=end.__getitem__)
-    chain = []
+    chain, locs = [], {}  # a long path repeats few templates: format each source location once
     while k >= 0:
-        t = sched.templates[sched.template[k]]
-        chain.append(Step(k, t.opcode, sched.units[sched.unit[k]], sched.start[k], end[k], str(t.loc)))
+        j = sched.template[k]
+        t = sched.templates[j]
+        loc = locs.get(j)
+        if loc is None:
+            loc = locs[j] = str(t.loc)
+        chain.append(Step(k, t.opcode, sched.units[sched.unit[k]], sched.start[k], end[k], loc))
         k = sched.pred[k]
     chain.reverse()
     return chain
