@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Stmt, Tensor
-from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.types import Buffer, TensorType
 
 Rule = Callable[[Op, "RewriteContext"], list[Stmt]]
@@ -62,18 +62,11 @@ class RewriteContext:
            mask="inherit") -> Op:  # fmt: skip
         """An op of the op table at ``like``'s source line; absent attributes take their table defaults and
         ``mask`` defaults to ``like``'s mask (masks carry over to the instructions an op lowers to)."""
-        spec = OPS[name]
-        given = dict(attrs or {})
-        full = {}
-        for a in spec.attrs:
-            if a.implicit and a.name not in given:
-                continue
-            value = given.pop(a.name, a.default)
-            if value is REQUIRED:
-                raise ValueError(f"{name}: missing attribute {a.name!r}")
-            full[a.name] = value
-        if given:
-            raise ValueError(f"{name}: unknown attributes {sorted(given)}")
+        full, missing, unknown = OPS[name].complete_attrs(dict(attrs or {}))
+        if missing:
+            raise ValueError(f"{name}: missing attribute {missing[0]!r}")
+        if unknown:
+            raise ValueError(f"{name}: unknown attributes {unknown}")
         ops = {k: v for k, v in operands.items() if v is not None}
         return Op(name, ops, full, result, like.loc, like.mask if mask == "inherit" else mask)
 

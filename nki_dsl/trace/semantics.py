@@ -13,7 +13,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Op
-from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
@@ -121,18 +121,11 @@ def _pad_to(a: Access, rank: int) -> Access:
 
 
 def _attrs(op_name, spec, given: dict, loc) -> dict:
-    known = {a.name for a in spec.attrs}
-    unknown = set(given) - known
+    out, missing, unknown = spec.complete_attrs(given)
     if unknown:
-        raise NkiApiError(f"unexpected argument(s) {sorted(unknown)}", loc, op_name)
-    out = {}
-    for a in spec.attrs:
-        if a.implicit and a.name not in given:
-            continue
-        value = given.get(a.name, a.default)
-        if value is REQUIRED:
-            raise NkiApiError(f"missing argument '{a.name}'", loc, op_name)
-        out[a.name] = value
+        raise NkiApiError(f"unexpected argument(s) {unknown}", loc, op_name)
+    if missing:
+        raise NkiApiError(f"missing argument '{missing[0]}'", loc, op_name)
     return out
 
 

@@ -89,6 +89,22 @@ class OpSpec:
                 return a
         raise KeyError(name)
 
+    def complete_attrs(self, given: dict[str, object]) -> tuple[dict[str, object], list[str], list[str]]:
+        """``given`` completed with the table's defaults, in table order (an implicit attribute stays absent
+        unless given), with the names of the required attributes that are missing and of those not in the
+        table. The tracer and the rewrite engine report the last two in their own terms."""
+        out, missing = {}, []
+        for a in self.attrs:
+            if a.implicit and a.name not in given:
+                continue
+            value = given.get(a.name, a.default)
+            if value is REQUIRED:
+                missing.append(a.name)
+            else:
+                out[a.name] = value
+        unknown = sorted(set(given) - {a.name for a in self.attrs})
+        return out, missing, unknown
+
     def result_buffer(self, attrs: dict[str, object]) -> str | None:
         """Where this op's result lives, given its attributes (``result`` unless ``result_by_attr`` says else)."""
         if self.result_by_attr is None:
