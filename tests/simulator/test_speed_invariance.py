@@ -1,0 +1,115 @@
+"""Speed work on the simulator (deps, scheduler, stream, dma_pool, profile) must not change what it models.
+
+For a fixed set of kernels (the two ``benchmarks/simulator_speed.py`` matmuls, the reference-benchmark kernels,
+tutorial 04's steps, the nki_style matmul variants, an SPMD grid and a masked kernel; on trn1, whose engine
+pairs share SBUF/PSUM ports, as well as trn2) this pins, in timing-only mode, the Profile's latency, busy time
+per unit, DMA-engine busy time, critical-path length, and a hash of the per-instruction (unit, start, end) and
+(predecessor, template) arrays, to the values in ``speed_invariance.json``: every modelled number must stay
+bit-identical.
+
+The golden file was generated once from the simulator before the speed work. Regenerate it only when a change
+is MEANT to change modelled results (a cost-model or scheduling change), say why in the commit message, and
+never to make a speed change pass:
+
+    python -m tests.simulator.test_speed_invariance --regenerate
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import nki_dsl as nki
+
+GOLDEN = Path(__file__).with_name("speed_invariance.json")
+
+
+def _cases():
+    """name -> (kernel, args, target)."""
+    from benchmarks import reference_kernels as rk
+    from benchmarks.simulator_speed import matmul_blocked
+    from tests.kernels.nki_style import matmul as nm
+    from tests.kernels.nki_style import tensor_add as ta
+
+    bf16, f32 = "bfloat16", "float32"
+    big = (nki.spec((8192, 4096), bf16), nki.spec((8192, 8192), bf16))
+    out = {
+        "speed blocked 4096x8192x8192": (matmul_blocked, big, "trn2"),
+        "speed naive 4096x8192x8192": (rk.matmul_tiled, big, "trn2"),
+        "ref matmul 512": (rk.matmul_tiled, (nki.spec((512, 512), f32), nki.spec((512, 512), f32)), None),
+        "ref softmax 4096x512": (rk.softmax_rows, (nki.spec((4096, 512), f32),), None),
+        "ref rmsnorm 4096x1024": (rk.rmsnorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32)), None),
+        "ref layernorm 4096x1024": (rk.layernorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32),
+                                                   nki.spec((1024,), f32)), None),  # fmt: skip
+        "ref vit attention 12x197x64": (rk.vit_attention, (nki.spec((12, 197, 64), f32), nki.spec((12, 197, 64), f32),
+                                                           nki.spec((12, 197, 64), f32), 0.125), None),  # fmt: skip
+    }
+    tut = importlib.import_module("tutorials.04_profiling")
+    for name, kernel in tut.STEPS:
+        out[f"tutorial04 {name}"] = (kernel, (nki.spec((4096, 2048), bf16), nki.spec((4096, 4096), bf16)), "trn2")
+    variants = [nm.nki_matmul_tiled_, nm.nki_matmul_hoist_load_, nm.nki_matmul_block_free_dimension_,
+                nm.nki_matmul_fully_optimized_, nm.nki_matmul_fully_optimized_isa, nm.nki_matmul_ragged]  # fmt: skip
+    for kernel in variants:
+        for dtype in (f32, bf16):
+            out[f"nki_style {kernel.__name__} {dtype}"] = (kernel, (nki.spec((512, 512), dtype),
+                                                                    nki.spec((512, 1024), dtype)), None)  # fmt: skip
+    out["nki_style nki_matmul_basic_"] = (nm.nki_matmul_basic_, (nki.spec((128, 64), f32),
+                                                                 nki.spec((128, 512), f32)), None)  # fmt: skip
+    no_transpose = (nki.spec((256, 512), f32), nki.spec((512, 1024), f32))
+    out["nki_style nki_matmul_no_transpose"] = (nm.nki_matmul_no_transpose, no_transpose, None)
+    out["nki_style tensor_add grid [4, 3]"] = (ta.nki_tensor_add_kernel_[4, 3], (nki.spec((512, 1536), f32),) * 2,
+                                               None)  # fmt: skip
+    out["nki_style tensor_add ragged 300x1100"] = (ta.nki_tensor_add_ragged, (nki.spec((300, 1100), f32),) * 2, None)
+    cases = {}
+    for name, (kernel, args, target) in out.items():
+        for t in (target,) if target else ("trn1", "trn2"):
+            cases[f"{name} {t}"] = (kernel, args, t)
+    return cases
+
+
+def _digest(*arrays) -> str:
+    h = hashlib.sha256()
+    for a in arrays:
+        h.update(a.typecode.encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def figures(kernel, args, target) -> dict:
+    prof = nki.benchmark(kernel, *args, target=target)
+    s = prof.schedule
+    return {
+        "instructions": prof.instructions,
+        "latency_ns": prof.latency_ns,
+        "unit_busy_ns": prof.unit_busy_ns,
+        "dma_engine_busy_ns": prof.dma_engine_busy_ns,
+        "critical_path": len(prof.critical_path),
+        "critical_path_end_ns": prof.critical_path[-1].end_ns if prof.critical_path else 0.0,
+        "schedule_sha256": _digest(s.unit, s.start, s.end),
+        "pred_template_sha256": _digest(s.pred, s.template),
+    }
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_modelled_results_unchanged(name):
+    golden = json.loads(GOLDEN.read_text())
+    assert name in golden, f"{name} has no golden figures: see the module docstring"
+    assert figures(*CASES[name]) == golden[name]
+
+
+def _regenerate() -> None:
+    GOLDEN.write_text(json.dumps({n: figures(*c) for n, c in sorted(CASES.items())}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--regenerate"]:
+        sys.exit(__doc__)
+    _regenerate()
