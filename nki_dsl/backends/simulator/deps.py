@@ -55,19 +55,18 @@ class _ByteSpace:
                 recs[:] = [r for r in recs if r[5]]
             return out
         out = []
-        seen = set()
         for c in range(lo, hi + 1):
             recs = cells.get(c)
             if not recs:
                 continue
+            first = c * w  # a record starting before this cell sits in the previous one too: already seen there
             dead = False
             for r in recs:
                 if not r[5]:
                     dead = True
                     continue
                 rb = r[0]
-                if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1] and id(r) not in seen:
-                    seen.add(id(r))
+                if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1] and (c == lo or rb[2] >= first):
                     out.append(r)
             if dead:
                 recs[:] = [r for r in recs if r[5]]
@@ -133,12 +132,16 @@ class _GridSpace:
 
 class DependenceTracker:
     """``ready(reads, writes)`` -> (time, id of the instruction that sets it); ``commit`` records an instruction.
-    ``cells``: region key -> cell width in bytes for the on-chip (partition x byte) spaces."""
+    ``cells``: region key -> cell width in bytes for the on-chip (partition x byte) spaces.
+
+    ``ready`` and ``commit`` are closures (set per tracker) with the single-cell on-chip case written out inline:
+    they run once per instruction, so the calls and attribute lookups saved count. Records are scanned in the
+    same order as ``overlapping`` returns them, so ties on the latest end pick the same instruction."""
 
     def __init__(self, untracked: set[int] = frozenset(), cells: dict[int, int] | None = None):
         self.spaces: dict = {key: _ByteSpace(width) for key, width in (cells or {}).items()}
         self.untracked = untracked
-        self._pending: list = []
+        self.ready, self.commit = self._make()
 
     def _space(self, key: int, box):
         s = self.spaces.get(key)
@@ -146,55 +149,132 @@ class DependenceTracker:
             s = self.spaces[key] = _GridSpace(tuple(max(1, box[k + 1] - box[k]) for k in range(0, len(box), 2)))
         return s
 
-    def ready(self, reads, writes) -> tuple[float, int]:
-        t, who = 0.0, -1
-        spaces, untracked = self.spaces, self.untracked
-        for key, box in reads:  # RAW: wait for the last writer of anything read
-            if key in untracked:
-                continue
-            s = spaces.get(key)
-            if s is None:
-                continue
-            for r in s.overlapping(box):
-                if r[1] > t:
-                    t, who = r[1], r[2]
-        pending = []
-        for key, box in writes:  # WAW and WAR: wait for the last writer and the readers of anything written
-            s = spaces.get(key)
-            recs = s.overlapping(box) if s is not None else ()
-            pending.append(recs)
-            for r in recs:
-                if r[1] > t:
-                    t, who = r[1], r[2]
-                if r[3] > t:
-                    t, who = r[3], r[4]
-        self._pending = pending
-        return t, who
+    def _make(self):
+        spaces, untracked, new_space = self.spaces, self.untracked, self._space
+        byte = {key: (s, s.width, s.cells, s.exact) for key, s in spaces.items()}  # the fixed on-chip spaces
+        pending: list = []
 
-    def commit(self, reads, writes, end: float, ident: int) -> None:
-        """Record an instruction; must follow the ``ready`` call for the same regions."""
-        for (key, box), recs in zip(writes, self._pending):
-            s = self._space(key, box)
-            exact = s.exact
-            four = len(box) == 4
-            for r in recs:
-                rb = r[0]
-                if (box[0] <= rb[0] and rb[1] <= box[1] and box[2] <= rb[2] and rb[3] <= box[3]) if four else \
-                        all(box[k] <= rb[k] and rb[k + 1] <= box[k + 1] for k in range(0, len(box), 2)):
-                    r[5] = False
-                    if exact.get(rb) is r:
-                        del exact[rb]
-            s.add([box, end, ident, 0.0, -1, True])
-        spaces, untracked = self.spaces, self.untracked
-        for key, box in reads:
-            if key in untracked:
-                continue
-            s = spaces.get(key)
-            if s is None:
-                s = self._space(key, box)
-            rec = s.exact.get(box)
-            if rec is not None and rec[5]:
-                if end > rec[3]:
-                    rec[3], rec[4] = end, ident
-            else:
-                s.add([box, 0.0, -1, end, ident, True])
+        def ready(reads, writes):
+            nonlocal pending
+            t, who = 0.0, -1
+            for key, box in reads:  # RAW: wait for the last writer of anything read
+                if key in untracked:
+                    continue
+                b = byte.get(key)
+                if b is not None:
+                    w = b[1]
+                    p0, p1, b0, b1 = box
+                    lo = b0 // w
+                    if lo == (b1 - 1) // w:  # one cell: scan it here
+                        recs = b[2].get(lo)
+                        if recs:
+                            dead = False
+                            for r in recs:
+                                if not r[5]:
+                                    dead = True
+                                elif r[1] > t:
+                                    rb = r[0]
+                                    if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1]:
+                                        t, who = r[1], r[2]
+                            if dead:
+                                recs[:] = [r for r in recs if r[5]]
+                        continue
+                    recs = b[0].overlapping(box)
+                else:
+                    s = spaces.get(key)
+                    if s is None:
+                        continue
+                    recs = s.overlapping(box)
+                for r in recs:
+                    if r[1] > t:
+                        t, who = r[1], r[2]
+            pending = []
+            for key, box in writes:  # WAW and WAR: wait for the last writer and the readers of anything written
+                b = byte.get(key)
+                if b is not None:
+                    w = b[1]
+                    p0, p1, b0, b1 = box
+                    lo = b0 // w
+                    if lo == (b1 - 1) // w:
+                        recs = b[2].get(lo)
+                        if recs:
+                            out = []
+                            dead = False
+                            for r in recs:
+                                if not r[5]:
+                                    dead = True
+                                    continue
+                                rb = r[0]
+                                if rb[2] < b1 and b0 < rb[3] and rb[0] < p1 and p0 < rb[1]:
+                                    out.append(r)
+                                    if r[1] > t:
+                                        t, who = r[1], r[2]
+                                    if r[3] > t:
+                                        t, who = r[3], r[4]
+                            if dead:
+                                recs[:] = [r for r in recs if r[5]]
+                            recs = out
+                        else:
+                            recs = ()
+                        pending.append(recs)
+                        continue
+                    recs = b[0].overlapping(box)
+                else:
+                    s = spaces.get(key)
+                    recs = s.overlapping(box) if s is not None else ()
+                pending.append(recs)
+                for r in recs:
+                    if r[1] > t:
+                        t, who = r[1], r[2]
+                    if r[3] > t:
+                        t, who = r[3], r[4]
+            return t, who
+
+        def commit(reads, writes, end: float, ident: int) -> None:
+            """Record an instruction; must follow the ``ready`` call for the same regions."""
+            for (key, box), recs in zip(writes, pending):
+                b = byte.get(key)
+                if b is not None:
+                    exact = b[3]
+                    p0, p1, b0, b1 = box
+                    for r in recs:
+                        rb = r[0]
+                        if p0 <= rb[0] and rb[1] <= p1 and b0 <= rb[2] and rb[3] <= b1:
+                            r[5] = False
+                            if exact.get(rb) is r:
+                                del exact[rb]
+                    rec = [box, end, ident, 0.0, -1, True]
+                    exact[box] = rec
+                    w, cells = b[1], b[2]
+                    for c in range(b0 // w, (b1 - 1) // w + 1):
+                        cl = cells.get(c)
+                        if cl is None:
+                            cells[c] = [rec]
+                        else:
+                            cl.append(rec)
+                    continue
+                s = new_space(key, box)
+                exact = s.exact
+                n = len(box)
+                for r in recs:
+                    rb = r[0]
+                    if all(box[k] <= rb[k] and rb[k + 1] <= box[k + 1] for k in range(0, n, 2)):
+                        r[5] = False
+                        if exact.get(rb) is r:
+                            del exact[rb]
+                s.add([box, end, ident, 0.0, -1, True])
+            for key, box in reads:
+                if key in untracked:
+                    continue
+                b = byte.get(key)
+                s = b[0] if b is not None else spaces.get(key)
+                if s is None:
+                    s = new_space(key, box)
+                rec = s.exact.get(box)
+                if rec is not None and rec[5]:
+                    if end > rec[3]:
+                        rec[3], rec[4] = end, ident
+                else:
+                    s.add([box, 0.0, -1, end, ident, True])
+
+        return ready, commit
