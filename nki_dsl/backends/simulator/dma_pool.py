@@ -39,6 +39,10 @@ class DmaPool:
             cur, who = self.floor, self.floor_owner
         starts, ends, owners = self.starts, self.ends, self.owners
         k = bisect_right(ends, cur)  # intervals ending at or before cur cannot block
+        if k == len(starts):  # nothing booked from cur on (the common case): one piece
+            hi = cur + remaining
+            self._insert(cur, hi, ident)
+            return cur, max(hi, cur + duration), who
         pieces = []
         while True:
             if k < len(starts) and starts[k] <= cur + _EPS:  # inside a booking: skip to its end

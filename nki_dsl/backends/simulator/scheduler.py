@@ -70,46 +70,48 @@ class Scheduler:
         tracker = DependenceTracker(untracked, cells)
         ready, commit = tracker.ready, tracker.commit
         templates = self.templates
-        tindex: dict[int, int] = {}
         t_arr, u_arr, s_arr, e_arr, p_arr = self.arrays
         t_app, u_app, s_app, e_app, p_app = t_arr.append, u_arr.append, s_arr.append, e_arr.append, p_arr.append
         dma_busy = self.dma_busy
 
+        info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
+        dma_free = free[n_engines:]  # the DMA queues' free times (kept equal to free[n_engines:])
+
         def step(tmpl, reads, writes):
             ident = len(t_arr)
-            k = tindex.get(id(tmpl))
-            if k is None:
-                k = tindex[id(tmpl)] = len(templates)
+            got = info.get(id(tmpl))
+            if got is None:
+                got = info[id(tmpl)] = (len(templates), None if tmpl.engine == DMA else engine_index[tmpl.engine],
+                                        tmpl.ports, tmpl.duration_ns, tmpl.fixed_ns, tmpl.payload_ns,
+                                        tmpl.dma_engines)  # fmt: skip
                 templates.append(tmpl)
-            engine = tmpl.engine
-            if engine == DMA:
-                q = free[n_engines:]
-                u = n_engines + q.index(min(q))
-            else:
-                u = engine_index[engine]
+            k, u, ports, duration, fixed, payload, n = got
+            if u is None:
+                q = dma_free.index(min(dma_free))
+                u = n_engines + q
             start, pred = free[u], last[u]
             if reads or writes:
                 t, who = ready(reads, writes)
                 if t > start:
                     start, pred = t, who
-            ports = tmpl.ports
-            for p in ports:
-                if port_free[p] > start:
-                    start, pred = port_free[p], port_last[p]
+            if ports:
+                for p in ports:
+                    if port_free[p] > start:
+                        start, pred = port_free[p], port_last[p]
             if u >= n_engines:
                 # fixed cost, then the payload on the `dma_engines` DMA engines
-                n = tmpl.dma_engines
-                payload = tmpl.payload_ns
-                _, end, who = book(start + tmpl.fixed_ns, payload, n, ident)
+                _, end, who = book(start + fixed, payload, n, ident)
                 if who >= 0 and e_arr[who] <= end:  # the bandwidth was the bottleneck (fluid sharing may overlap)
                     pred = who
                 dma_busy[0] += n * payload
+                dma_free[q] = end
             else:
-                end = start + tmpl.duration_ns
+                end = start + duration
             free[u] = end
             last[u] = ident
-            for p in ports:
-                port_free[p], port_last[p] = end, ident
+            if ports:
+                for p in ports:
+                    port_free[p], port_last[p] = end, ident
             if reads or writes:
                 commit(reads, writes, end, ident)
             t_app(k)
