@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from nki_dsl.backends.simulator import chrome_trace
 from nki_dsl.backends.simulator.units import ENGINES
 from nki_dsl.targets import Target
@@ -158,13 +160,15 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
     templates = sched.templates
     busy = dict.fromkeys(sched.units, 0.0)
     per_template = [0] * len(templates)
-    units, start, end = sched.unit, sched.start, sched.end
-    unit_busy = [0.0] * len(sched.units)
-    for k in range(n):
-        unit_busy[units[k]] += end[k] - start[k]
-        per_template[sched.template[k]] += 1
-    for u, b in zip(sched.units, unit_busy):
-        busy[u] = b
+    end = sched.end
+    if n:  # in C; bincount adds each unit's durations in issue order, as a Python loop would: the same sums
+        units = np.frombuffer(sched.unit, dtype=np.int8)
+        span = np.frombuffer(end, dtype=np.float64) - np.frombuffer(sched.start, dtype=np.float64)
+        unit_busy = np.bincount(units, weights=span, minlength=len(sched.units)).tolist()
+        which = np.frombuffer(sched.template, dtype=f"i{sched.template.itemsize}")
+        per_template = np.bincount(which, minlength=len(templates)).tolist()
+        for u, b in zip(sched.units, unit_busy):
+            busy[u] = b
     flops = sum(c * t.flops for c, t in zip(per_template, templates))
     tflops = sum(c * t.tensor_flops for c, t in zip(per_template, templates))
     nbytes = sum(c * t.nbytes for c, t in zip(per_template, templates))

@@ -34,8 +34,12 @@ def _hits(reads, writes) -> bool:
     """Some region read overlaps some region written (same key, boxes intersect)."""
     for key, b in reads:
         for key2, c in writes:
-            if key == key2 and all(b[k] < c[k + 1] and c[k] < b[k + 1] for k in range(0, len(b), 2)):
-                return True
+            if key == key2:
+                if len(b) == 4:  # the on-chip (partition, byte) boxes: written out
+                    if b[0] < c[1] and c[0] < b[1] and b[2] < c[3] and c[2] < b[3]:
+                        return True
+                elif all(b[k] < c[k + 1] and c[k] < b[k + 1] for k in range(0, len(b), 2)):
+                    return True
     return False
 
 
