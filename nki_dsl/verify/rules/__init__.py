@@ -25,28 +25,27 @@ from nki_dsl.verify.rules import (
     structure,
 )
 
-WELL_FORMED = [structure.check, mask_vars.check]
-
-RULES = [
-    *WELL_FORMED,
-    operand_buffer.check,
-    partition_limit.check,
-    psum_tile_size.check,
-    psum_banks.check,
-    matmul_shape.check,
-    partition_mismatch.check,
-    shape.check,
-    out_of_bounds.check,
-    rank.check,
-    dtype.check,
-    affine_dependence.check,
-    scope.check,
-    output_written.check,
-    sbuf_capacity.check,
+# Run order. Each module's ``check`` is the rule and its ``RULE`` the id diagnostics carry, so the two lists below
+# cannot drift apart.
+_MODULES = [
+    structure,
+    mask_vars,
+    operand_buffer,
+    partition_limit,
+    psum_tile_size,
+    psum_banks,
+    matmul_shape,
+    partition_mismatch,
+    shape,
+    out_of_bounds,
+    rank,
+    dtype,
+    affine_dependence,
+    scope,
+    output_written,
+    sbuf_capacity,
 ]
 
-RULE_IDS = [
-    structure.RULE, mask_vars.RULE, operand_buffer.RULE, partition_limit.RULE, psum_tile_size.RULE,
-    psum_banks.RULE, matmul_shape.RULE, partition_mismatch.RULE, shape.RULE, out_of_bounds.RULE, rank.RULE,
-    dtype.RULE, affine_dependence.RULE, scope.RULE, output_written.RULE, sbuf_capacity.RULE,
-]  # fmt: skip
+WELL_FORMED = [structure.check, mask_vars.check]
+RULES = [m.check for m in _MODULES]
+RULE_IDS = [m.RULE for m in _MODULES]
