@@ -100,6 +100,12 @@ class Target:
         return self.psum_bank_bytes // 4
 
     @property
+    def tensor_peak_flops_per_ns(self) -> float:
+        """Dense BF16 Tensor-engine peak, derived: every PE does one multiply-add (2 FLOPs) per cycle (§3.1:
+        128*128*2*clock)."""
+        return self.pe_rows * self.pe_cols * 2 * self.tensor_ghz
+
+    @property
     def hbm_bytes_per_ns_per_core(self) -> float:
         """HBM bandwidth per core, derived: chip bandwidth shared evenly by its cores (§3.4 'HBM per core')."""
         return self.hbm_chip_gb_per_s / self.cores_per_chip

@@ -68,9 +68,7 @@ class Profile:
 
     @property
     def tensor_peak_flops_per_ns(self) -> float:
-        """128 x 128 PEs, one multiply-add (2 FLOPs) each per cycle (§3.1: 128*128*2*clock)."""
-        t = self.target
-        return t.pe_rows * t.pe_cols * 2 * t.tensor_ghz
+        return self.target.tensor_peak_flops_per_ns
 
     @property
     def memory_bytes_per_ns(self) -> float:
@@ -173,7 +171,7 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
     tflops = sum(c * t.tensor_flops for c, t in zip(per_template, templates))
     nbytes = sum(c * t.nbytes for c, t in zip(per_template, templates))
     hbm = sum(c * t.hbm_bytes for c, t in zip(per_template, templates))
-    bf16_peak = target.pe_rows * target.pe_cols * 2 * target.tensor_ghz  # FLOPs per ns, §3.1
+    bf16_peak = target.tensor_peak_flops_per_ns
     fp8_speedup = target.tensor_fp8_input_elems_per_cycle / target.tensor_input_elems_per_cycle
     ideal = sum(c * t.tensor_flops / (bf16_peak * (fp8_speedup if t.fp8_operands else 1.0))
                 for c, t in zip(per_template, templates))  # fmt: skip
