@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op, Tensor
-from nki_dsl.ir.ops import OPS
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,12 +27,11 @@ class Site:
 
 @dataclass(frozen=True, eq=False)
 class Use:
-    """Operand ``name`` of the op at ``site`` reads or writes ``access`` (``role`` from the op table)."""
+    """Operand ``name`` of the op at ``site`` reads or writes ``access``."""
 
     site: Site
     name: str
     access: Access
-    role: str
 
 
 @dataclass(frozen=True)
@@ -63,11 +61,9 @@ class Program:
                 continue
             site = Site(stmt, loops, len(self.sites))
             self.sites.append(site)
-            spec = OPS.get(stmt.name)
             for name, value in stmt.operands.items():
                 if isinstance(value, Access):
-                    role = _role(spec, name)
-                    self.uses[value.tensor].append(Use(site, name, value, role))
+                    self.uses[value.tensor].append(Use(site, name, value))
             if stmt.result is not None:
                 self.defs.setdefault(stmt.result, site)
 
@@ -122,15 +118,6 @@ def peak(ranges: list[Live], weight) -> tuple[int, list[Live]]:
     live = [r for r in ranges if r.start <= best_pos <= r.end]
     live.sort(key=lambda r: (-weight(r), r.start))
     return best, live
-
-
-def _role(spec, name: str) -> str:
-    if spec is None:
-        return "in"
-    for o in spec.operands:
-        if o.name == name:
-            return o.role
-    return "in"
 
 
 _shared: contextvars.ContextVar[Program | None] = contextvars.ContextVar("nki_verify_program", default=None)
