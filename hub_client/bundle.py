@@ -109,12 +109,12 @@ def _trace(pkg, ep, spec, plan, arrays):
         )
     traced = nki.trace(launch, *args, target=TARGET, **kwargs)
     text = _relocate(traced.text, pkg)
-    parsed = execute.parse_verified(text, TARGET)
-    if nki.parse_ir(text, target=TARGET).text != text:
+    parsed = nki.parse_ir(text, target=TARGET)  # verified as a loader would; its text must be the same
+    if parsed.text != text:
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
-    if len(execute.param_names(parsed)) != len(arrays):
+    if len(execute.param_names(parsed.ir)) != len(arrays):
         raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
-    return text, parsed
+    return text, parsed.ir
 
 
 def _is_array(x) -> bool:
