@@ -16,11 +16,11 @@ payloads share the 16 engines' bandwidth. A DMA transpose streams at a fraction 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nki_dsl.targets import Target
 
-_SIXTEEN_BIT = frozenset({"bfloat16", "float16"})
+SIXTEEN_BIT = frozenset({"bfloat16", "float16"})  # the dtypes the 16-bit rates and perf modes apply to
 _FP32 = "float32"
 FP8 = frozenset({"float8_e4m3", "float8_e5m2"})
 
@@ -160,7 +160,6 @@ DMA_RULES: dict[str, CostRule] = {
     "nisa.dma_copy": CostRule(None, "§3.4"),
     "nisa.dma_transpose": CostRule(None, "§3.4 DMA transpose throughput"),
 }
-DMA_OPCODES = frozenset(DMA_RULES)
 
 
 STATIC_OVERHEAD_ENGINES = frozenset({"vector", "scalar"})
@@ -199,14 +198,8 @@ def compute_ns(t: Target, s) -> float:
     except KeyError:
         raise NotImplementedError(f"no cost formula for {s.opcode}") from None
     if s.stride_factor != 1.0 and s.engine != "tensor":
-        s = _with_n(s, s.N * s.stride_factor)
+        s = replace(s, N=s.N * s.stride_factor)
     return (formula(t, s) + overhead_cycles(t, s)) / t.clock_ghz(s.engine)
-
-
-def _with_n(s, n):
-    from dataclasses import replace
-
-    return replace(s, N=n)
 
 
 def dma_efficiency(t: Target, chunk_bytes: float) -> float:

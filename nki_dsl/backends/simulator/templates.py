@@ -176,8 +176,8 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
     N = max((n for _, n in sizes), default=1)
     dts = [v.tensor.type.dtype for v in accesses] + [out_dtype]
     t = OpTemplate(op=op, engine=engine, opcode=op.name, dtype=out_dtype, P=P, N=N, reads=reads, writes=writes)
-    t.all_16bit = all(d in ("bfloat16", "float16") for d in dts)
-    t.out_16bit = out_dtype in ("bfloat16", "float16")
+    t.all_16bit = all(d in cost.SIXTEEN_BIT for d in dts)
+    t.out_16bit = out_dtype in cost.SIXTEEN_BIT
     on_chip_inputs = [v for v in inputs if v.tensor.type.buffer.on_chip]
     t.any_psum = any(v.tensor.type.buffer.value == "psum" for v in on_chip_inputs)
     t.all_psum = bool(on_chip_inputs) and all(v.tensor.type.buffer.value == "psum" for v in on_chip_inputs)
