@@ -36,12 +36,11 @@ import numpy as np
 from nki_dsl.backends.numpy_ref.runtime import ROUND
 from nki_dsl.ir.nodes import Access, Imm, Loop, Op, Tensor
 from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
 from nki_dsl.ir.ops.language import BINARY_NL, REDUCTIONS, UNARY_NL
 from nki_dsl.ir.types import Buffer
 from nki_dsl.passes import lower_math, select
 from nki_dsl.passes.rewrite import Pass, RewriteContext, broadcast_access, full
-
-VECTOR_TRANSPOSE_MAX = 32  # nc_transpose on the Vector engine handles <= 32x32 (§2.3)
 
 
 def _alloc(ctx: RewriteContext, like: Op, t: Tensor) -> Op:
