@@ -124,8 +124,9 @@ def _body_of(body: list, op: Op) -> tuple[list, int] | None:
     return None
 
 
-def _first_matmul_accumulation(op: Op, ctx: RewriteContext) -> Op | None:
-    """For ``acc = nl.zeros(psum)``: the ``acc += matmul`` that may start the accumulation instead, or None.
+def _first_matmul_accumulation(op: Op, ctx: RewriteContext) -> tuple[Op, Loop] | None:
+    """For ``acc = nl.zeros(psum)``: the ``acc += matmul`` that may start the accumulation instead, with the loop
+    whose body holds it, or None.
 
     It is the first statement to touch ``acc`` after its zeros, directly in the body of a loop that runs at least
     once, and in the first iteration nothing before it touches ``acc``; it accumulates a whole unmasked matmul
@@ -151,7 +152,7 @@ def _first_matmul_accumulation(op: Op, ctx: RewriteContext) -> Op | None:
     if not (isinstance(mm, Op) and mm.name in ("nl.matmul", "nisa.nc_matmul") and mm.result is src.tensor
             and mm.mask is None and tuple(src.shape) == tuple(t.type.shape)):  # fmt: skip
         return None
-    return acc if acc.attrs.get("zero_first", "") == "" else None
+    return (acc, loop) if acc.attrs.get("zero_first", "") == "" else None
 
 
 def fill(op: Op, ctx: RewriteContext) -> list:
@@ -159,7 +160,8 @@ def fill(op: Op, ctx: RewriteContext) -> list:
     # unless the PSUM accumulation that follows can start by overwriting it (no memset on the Vector engine).
     first = _first_matmul_accumulation(op, ctx)
     if first is not None:
-        first.attrs["zero_first"] = next(lp.var for lp in _loops_around(ctx.kernel.body, first))
+        acc, loop = first
+        acc.attrs["zero_first"] = loop.var
         return [_alloc(ctx, op, op.result)]
     t, value = op.result, _fill_value(op.result, op.attrs["value"])
     tile = ctx.tile(op, t.type.shape, t.type.dtype, par_axis=t.type.par_axis)  # a par_dim block keeps its layout
@@ -167,16 +169,6 @@ def fill(op: Op, ctx: RewriteContext) -> list:
     if not t.type.buffer.on_chip:  # HBM: written by a DMA from the SBUF tile
         write = ctx.op("nisa.dma_copy", op, {"dst": full(t), "src": full(tile)})
     return [_alloc(ctx, op, t), ctx.op("nisa.memset", op, {"value": value}, {"shape": t.type.shape}, tile), write]
-
-
-def _loops_around(body: list, op: Op, outer: tuple = ()) -> tuple:
-    """The loops enclosing ``op``, innermost first."""
-    for stmt in body:
-        if stmt is op:
-            return outer
-        if isinstance(stmt, Loop) and (found := _loops_around(stmt.body, op, (stmt,) + outer)) is not None:
-            return found
-    return None
 
 
 def broadcast_to(op: Op, ctx: RewriteContext) -> list:
