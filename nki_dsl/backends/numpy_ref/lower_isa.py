@@ -14,11 +14,11 @@ from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.access_code import affine_code
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.backends.numpy_ref.lower_language import TRANSPOSED, reduction
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm
 
 F32 = np.float32
-TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
 # The value an accumulator register resets to, per reduction.
 IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
 
@@ -198,14 +198,8 @@ def memset(ctx: OpContext) -> Lowered:
 
 
 def tensor_reduce(ctx: OpContext) -> Lowered:
-    attrs = ctx.op.attrs
-    axis, keepdims = tuple(attrs["axis"]), attrs["keepdims"]
-    kept = [k for k in range(len(ctx.op.operands["data"].shape)) if k not in axis]
-    data = ctx.read("data", axes="aligned" if keepdims else dict(enumerate(kept)))
-    value = f"{REDUCTIONS[attrs['op']]}({data}, axis={axis}, keepdims={keepdims})"
-    if not keepdims and len(kept) < len(ctx.shape):  # all free axes reduced: the result keeps a size-1 one
-        value = f"{value}.reshape({ctx.box_shape()})"
-    return Lowered(f"np.negative({value})" if attrs["negate"] else value)
+    value = reduction(ctx, "data", ctx.op.attrs["op"])
+    return Lowered(f"np.negative({value})" if ctx.op.attrs["negate"] else value)
 
 
 def _bn_stats(data) -> np.ndarray:

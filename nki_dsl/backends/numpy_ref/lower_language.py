@@ -88,16 +88,20 @@ def binary(ctx: OpContext) -> Lowered:
 def reduce(ctx: OpContext) -> Lowered:
     from nki_dsl.ir.ops import OPS
 
-    fn = OPS[ctx.op.name].extra["fn"]
-    attrs = ctx.op.attrs
-    axis, keepdims = tuple(attrs["axis"]), attrs["keepdims"]
+    return Lowered(reduction(ctx, "x", OPS[ctx.op.name].extra["fn"]))
+
+
+def reduction(ctx: OpContext, operand: str, fn: str) -> str:
+    """Source for the ``fn``-reduction of tile ``operand`` along the op's ``axis`` / ``keepdims`` attributes
+    (``nl`` reductions and ``nisa.tensor_reduce``)."""
+    axis, keepdims = tuple(ctx.op.attrs["axis"]), ctx.op.attrs["keepdims"]
     # Without keepdims, result axis j is the j-th kept input axis (a trailing size-1 free axis has none).
-    kept = [k for k in range(len(ctx.op.operands["x"].shape)) if k not in axis]
-    x = ctx.read("x", axes="aligned" if keepdims else dict(enumerate(kept)))
-    value = f"{REDUCTIONS[fn]}({x}, axis={axis}, keepdims={keepdims})"
+    kept = [k for k in range(len(ctx.op.operands[operand].shape)) if k not in axis]
+    data = ctx.read(operand, axes="aligned" if keepdims else dict(enumerate(kept)))
+    value = f"{REDUCTIONS[fn]}({data}, axis={axis}, keepdims={keepdims})"
     if not keepdims and len(kept) < len(ctx.shape):
         value = f"{value}.reshape({ctx.box_shape()})"
-    return Lowered(value)
+    return value
 
 
 def matmul(ctx: OpContext) -> Lowered:
