@@ -11,6 +11,16 @@ from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.semantics import build_op
 
 
+def _two_stages(name: str, op0, op1, reverse0, reverse1) -> dict:
+    """The attributes of an instruction computing ``(a op0 b) op1 c``, each stage's operands swappable."""
+    return {
+        "op0": fn_name(name, "op0", op0, ALU_OPS),
+        "op1": fn_name(name, "op1", op1, ALU_OPS),
+        "reverse0": flag(name, "reverse0", reverse0),
+        "reverse1": flag(name, "reverse1", reverse1),
+    }
+
+
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=Engine.unknown):
     """``op(data1, data2)`` elementwise (NumPy broadcasting) on the Vector engine, or GpSimd with
     ``engine=nisa.gpsimd_engine``. ``op`` is an ALU operator (``np.add``, ``nl.maximum``, ``"subtract"``, ...);
@@ -59,12 +69,7 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
     """``(data op0 operand0) op1 operand1``: ``operand0`` is a number or a ``[P, 1]`` tile, ``operand1`` a tile
     of ``data``'s shape. ``reverse0``/``reverse1`` swap the operands of ``op0``/``op1``."""
     name = "nisa.scalar_tensor_tensor"
-    attrs = {
-        "op0": fn_name(name, "op0", op0, ALU_OPS),
-        "op1": fn_name(name, "op1", op1, ALU_OPS),
-        "reverse0": flag(name, "reverse0", reverse0),
-        "reverse1": flag(name, "reverse1", reverse1),
-    }
+    attrs = _two_stages(name, op0, op1, reverse0, reverse1)
     return build_op(name, {"data": data, "operand0": operand0, "operand1": operand1}, attrs, dtype=dtype, mask=mask)
 
 
@@ -80,12 +85,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
     With ``op0=multiply, op1=add`` it is the linear recurrence ``r[j] = a[j] * r[j-1] + b[j]``.
     """
     name = "nisa.tensor_tensor_scan"
-    attrs = {
-        "op0": fn_name(name, "op0", op0, ALU_OPS),
-        "op1": fn_name(name, "op1", op1, ALU_OPS),
-        "reverse0": flag(name, "reverse0", reverse0),
-        "reverse1": flag(name, "reverse1", reverse1),
-    }
+    attrs = _two_stages(name, op0, op1, reverse0, reverse1)
     operands = {"data0": data0, "data1": data1, "initial": number(initial)}
     return build_op(name, operands, attrs, dtype=dtype, mask=mask)
 
