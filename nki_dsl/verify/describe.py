@@ -69,6 +69,11 @@ def buffers(allowed) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
+def live_tensors(live, size) -> list[str]:
+    """``%acc f32[128, 512] in 'psum' (1 bank, line 7)`` for each live range, ``size(tensor)`` its share."""
+    return [f"{tensor(r.tensor)} ({size(r.tensor)}, line {r.site.op.loc.line})" for r in live]
+
+
 def nbytes(n: int) -> str:
     """``512 B``, ``2 KiB``, ``1.5 KiB``."""
     if n < 1024:

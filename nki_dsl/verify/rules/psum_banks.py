@@ -24,13 +24,11 @@ def banks(t: TensorType) -> int:
 
 def check(kernel: Kernel, target: str) -> list[Diagnostic]:
     ranges = program(kernel).live_ranges("psum")
-    used, live = peak(ranges, lambda r: banks(r.tensor.type))
-    if used <= PSUM_BANKS:
+    used = peak(ranges, lambda r: banks(r.tensor.type))
+    if used.total <= PSUM_BANKS:
         return []
-    at = max(live, key=lambda r: r.start).site  # the definition that reaches the peak
-    items = [f"{d.tensor(r.tensor)} ({d.plural(banks(r.tensor.type), 'bank')}, line {r.site.op.loc.line})"
-             for r in live]  # fmt: skip
-    msg = (f"{used} PSUM banks are in use here, more than the {PSUM_BANKS} a NeuronCore has "
+    items = d.live_tensors(used.live, lambda t: d.plural(banks(t.type), "bank"))
+    msg = (f"{used.total} PSUM banks are in use here, more than the {PSUM_BANKS} a NeuronCore has "
            f"({PSUM_BANK_BYTES} bytes per partition each); live PSUM tensors: {d.listing(items)}; "
            f"copy results out of PSUM (nl.copy) sooner or reuse one accumulator")  # fmt: skip
-    return [d.diagnostic(at.op, RULE, msg)]
+    return [d.diagnostic(used.site.op, RULE, msg)]

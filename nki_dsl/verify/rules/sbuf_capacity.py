@@ -21,13 +21,11 @@ def capacity(target: str) -> int:
 def check(kernel: Kernel, target: str) -> list[Diagnostic]:
     limit = capacity(target)
     ranges = program(kernel).live_ranges("sbuf")
-    used, live = peak(ranges, lambda r: r.tensor.type.bytes_per_partition)
-    if used <= limit:
+    used = peak(ranges, lambda r: r.tensor.type.bytes_per_partition)
+    if used.total <= limit:
         return []
-    at = max(live, key=lambda r: r.start).site
-    items = [f"{d.tensor(r.tensor)} ({d.nbytes(r.tensor.type.bytes_per_partition)}, line {r.site.op.loc.line})"
-             for r in live]  # fmt: skip
-    msg = (f"SBUF use reaches {d.nbytes(used)} per partition here, more than the {d.nbytes(limit)} a {target} "
-           f"partition holds; largest live tensors: {d.listing(items)}; use smaller tiles or end a tensor's use "
-           f"sooner")  # fmt: skip
-    return [d.diagnostic(at.op, RULE, msg)]
+    items = d.live_tensors(used.live, lambda t: d.nbytes(t.type.bytes_per_partition))
+    msg = (f"SBUF use reaches {d.nbytes(used.total)} per partition here, more than the {d.nbytes(limit)} a "
+           f"{target} partition holds; largest live tensors: {d.listing(items)}; use smaller tiles or end a "
+           f"tensor's use sooner")  # fmt: skip
+    return [d.diagnostic(used.site.op, RULE, msg)]
