@@ -19,7 +19,12 @@ from __future__ import annotations
 
 from itertools import product
 
-# record layout (a list, mutated in place): [box, write_end, writer, read_end, reader, alive]
+# A record is a list, mutated in place:
+#   r[0] box        the region                          r[1] write end  end time of its last writer
+#   r[2] writer     id of that instruction              r[3] read end   latest end time of its readers
+#   r[4] reader     id of that instruction              r[5] alive      False once a write superseded it
+# The hot paths (``_ByteSpace.overlapping``, ``ready``, ``commit``) index with these literals: a named constant
+# there is a global lookup per access, which the simulator's speed budget notices. Colder code uses the names.
 _BOX, _WEND, _WID, _REND, _RID, _ALIVE = range(6)
 
 
@@ -155,6 +160,7 @@ class DependenceTracker:
         pending: list = []
 
         def ready(reads, writes):
+            # record fields by index: see the table at the top of this module
             nonlocal pending
             t, who = 0.0, -1
             for key, box in reads:  # RAW: wait for the last writer of anything read
