@@ -305,20 +305,18 @@ class OpContext:
         var = tensor_var(t.name)
         dt = t.type.dtype
         rounded = f"ROUND[{dt!r}]({value})"
-        if not self.box:
-            if not fresh and dt == "float32" and self._may_alias_mutated():
-                rounded = f"np.array({value}, dtype=np.float32)"
-            self.e.line(f"{var} = {rounded}")
-            return
         region = f"{var}[{self.box_slices()}]"
-        if self.residual:
+        if self.residual:  # np.where copies: the result never aliases an operand
             self._emit_alloc()
             self.e.line(f"{region} = np.where({self.residual}, {rounded}, {region})")
             return
-        # When the box covers the whole tile at run time (every full tile of a ragged loop), the value is the
-        # result: no poison fill, no copy into place.
         if not fresh and dt == "float32" and self._may_alias_mutated():
             rounded = f"np.array({value}, dtype=np.float32)"
+        if not self.box:
+            self.e.line(f"{var} = {rounded}")
+            return
+        # When the box covers the whole tile at run time (every full tile of a ragged loop), the value is the
+        # result: no poison fill, no copy into place.
         full = " and ".join(f"{n} == {self.shape[a]}" for a, (_, _, n) in sorted(self.box.items()))
         self.e.line(f"_value = {rounded}")
         self.e.line(f"if {full}:")
