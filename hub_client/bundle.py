@@ -15,10 +15,7 @@ the IR parses back to the same text, verifies, and the kernel matches its refere
 from __future__ import annotations
 
 import hashlib
-import importlib
-import importlib.util
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +27,7 @@ from hub_client.errors import BundleError
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
 from hub_client.package import KernelPackage, Specialisation, check_version, read_package
+from hub_client.package_import import function_at, import_package_dir
 
 TARGET = "trn2"
 MAX_TEST_VECTOR_ELEMENTS = 1 << 17  # inputs above this many elements get no test vector (bundles stay small)
@@ -55,26 +53,14 @@ class Bundle:
 
 
 def _import_package(pkg: KernelPackage):
-    """Import the publisher's own package under a private name (it uses relative imports between its files)."""
-    name = f"_kernels_build_{pkg.name.replace('-', '_')}_{hashlib.sha256(str(pkg.root).encode()).hexdigest()[:10]}"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, pkg.root / "__init__.py", submodule_search_locations=[str(pkg.root)]
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return name
+    """The publisher's own package, under a private name per package directory."""
+    unique = hashlib.sha256(str(pkg.root).encode()).hexdigest()[:10]
+    return import_package_dir(f"_kernels_build_{pkg.name.replace('-', '_')}_{unique}", pkg.root)
 
 
-def _function(package_module: str, ref: str, pkg: KernelPackage):
-    module_name, _, fn_name = ref.partition(":")
+def _function(package, ref: str, pkg: KernelPackage):
     try:
-        return getattr(importlib.import_module(f"{package_module}.{module_name}"), fn_name)
+        return function_at(package, ref)
     except (ImportError, AttributeError) as e:
         raise BundleError(f"{pkg.root}/kernel.toml: {ref!r} does not name a function in the package ({e})") from None
 

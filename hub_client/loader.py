@@ -7,15 +7,13 @@ first use. With trust the published Python package is imported too, under a modu
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from hub_client.entry import EntryPoint
 from hub_client.errors import BundleError
 from hub_client.manifest import Manifest
+from hub_client.package_import import function_at, import_package_dir
 
 
 @dataclass(frozen=True)
@@ -61,29 +59,9 @@ class LoadedKernel:
         return f"<LoadedKernel {self.info.repo_id} {self.info.version or self.info.revision} ({entries})>"
 
 
-def _import_published(snapshot: Path, manifest: Manifest, unique: str):
-    name = f"_kernels_hub_{manifest.name.replace('-', '_')}_{unique}"
-    if name in sys.modules:
-        return sys.modules[name]
-    package_dir = snapshot / manifest.python_package
-    spec = importlib.util.spec_from_file_location(
-        name, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)]
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
-            del sys.modules[key]
-        raise
-    return module
-
-
 def _plan(module, ref: str, manifest: Manifest):
-    module_name, _, fn_name = ref.partition(":")
     try:
-        return getattr(importlib.import_module(f"{module.__name__}.{module_name}"), fn_name)
+        return function_at(module, ref)
     except (ImportError, AttributeError) as e:
         raise BundleError(f"{manifest.name}: plan {ref!r} is not in the published package ({e})") from None
 
@@ -91,7 +69,11 @@ def _plan(module, ref: str, manifest: Manifest):
 def load(snapshot: Path, manifest: Manifest, *, repo_id: str, revision: str, commit: str | None, trusted: bool,
          backend: str | None = None, trusted_by: str | None = None) -> LoadedKernel:  # fmt: skip
     label = f"{repo_id}@{manifest.version}"
-    module = _import_published(snapshot, manifest, (commit or manifest.digest)[:12]) if trusted else None
+    module = None
+    if trusted:
+        unique = (commit or manifest.digest)[:12]
+        module_name = f"_kernels_hub_{manifest.name.replace('-', '_')}_{unique}"
+        module = import_package_dir(module_name, snapshot / manifest.python_package)
     entries = {
         name: EntryPoint(
             name, label, snapshot, ep.specialisations, plan=_plan(module, ep.plan, manifest) if module else None,
