@@ -29,17 +29,23 @@ def open_writable(registry: Registry, request: Request) -> RepoHandle:
     return open_readable(registry, request)
 
 
-def repo_url(request: Request, repo: RepoHandle) -> str:
-    return f"{request.base_url}/{names.URL_PREFIX[repo.type]}{repo.repo_id}"
+def repo_url(request: Request, repo_type: str, repo_id: str) -> str:
+    return f"{request.base_url}/{names.URL_PREFIX[repo_type]}{repo_id}"
+
+
+def _org_and_name(body: dict) -> tuple:
+    """A create or delete body names the repo as `organization` + `name`, or as a whole `org/name` in `name`."""
+    org, name = body.get("organization"), body.get("name")
+    if not org and isinstance(name, str) and "/" in name:
+        org, name = name.split("/", 1)
+    return org, name
 
 
 def create_repo(registry: Registry, request: Request) -> Response:
     require_write(request.identity)
     body = request.json()
     repo_type = names.repo_type(body.get("type"))
-    org, name = body.get("organization"), body.get("name")
-    if not org and isinstance(name, str) and "/" in name:
-        org, name = name.split("/", 1)
+    org, name = _org_and_name(body)
     if not org:
         raise bad_request("This registry needs an organization for every repo (`org/name`)")
     private = body.get("visibility") == "private" or body.get("private") is True
@@ -47,17 +53,15 @@ def create_repo(registry: Registry, request: Request) -> Response:
         repo = registry.create(repo_type, org, name, private, author_of(request.identity))
     except HubError as error:
         if error.status == 409:  # huggingface_hub's create_repo(exist_ok=True) reads `url` from the 409 body
-            error.extra["url"] = f"{request.base_url}/{names.URL_PREFIX[repo_type]}{org}/{name}"
+            error.extra["url"] = repo_url(request, repo_type, f"{org}/{name}")
         raise
-    return Response.json({"url": repo_url(request, repo), "name": repo.repo_id, "id": repo.repo_id})
+    return Response.json({"url": repo_url(request, repo.type, repo.repo_id), "name": repo.repo_id, "id": repo.repo_id})
 
 
 def delete_repo(registry: Registry, request: Request) -> Response:
     require_write(request.identity)
     body = request.json()
-    org, name = body.get("organization"), body.get("name")
-    if not org and isinstance(name, str) and "/" in name:
-        org, name = name.split("/", 1)
+    org, name = _org_and_name(body)
     repo = registry.open(names.repo_type(body.get("type")), str(org or ""), str(name or ""))
     with registry.write_lock(repo):
         registry.delete(repo)
@@ -117,7 +121,7 @@ def commit(registry: Registry, request: Request) -> Response:
         else:
             raise conflict(f"Branch {branch!r} kept moving; commit not applied")
     return Response.json({
-        "commitUrl": f"{repo_url(request, repo)}/commit/{new}",
+        "commitUrl": f"{repo_url(request, repo.type, repo.repo_id)}/commit/{new}",
         "commitOid": new,
         "pullRequestUrl": None,
         "success": True,
