@@ -63,10 +63,11 @@ class GitRepo:
 
     # -- running git ------------------------------------------------------------------------------------
 
+    def _run(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None):
+        return subprocess.run(["git", f"--git-dir={self.path}", *args], input=input, capture_output=True, env=_env(env))
+
     def git(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None, check=True) -> bytes:
-        proc = subprocess.run(
-            ["git", f"--git-dir={self.path}", *args], input=input, capture_output=True, env=_env(env)
-        )
+        proc = self._run(*args, input=input, env=env)
         if check and proc.returncode != 0:
             raise GitError(f"git {args[0]} failed in {self.path}: {proc.stderr.decode(errors='replace').strip()}")
         return proc.stdout
@@ -115,11 +116,7 @@ class GitRepo:
 
         Returns False when the ref was not at `old` (another writer won the race); nothing is changed then.
         """
-        proc = subprocess.run(
-            ["git", f"--git-dir={self.path}", "update-ref", "-m", "registry", ref, new, old],
-            capture_output=True,
-            env=_env(),
-        )
+        proc = self._run("update-ref", "-m", "registry", ref, new, old)
         if proc.returncode == 0:
             return True
         current = self.ref_oid(ref)
@@ -128,10 +125,7 @@ class GitRepo:
         raise GitError(f"git update-ref {ref} failed: {proc.stderr.decode(errors='replace').strip()}")
 
     def delete_ref(self, ref: str, old: str) -> bool:
-        proc = subprocess.run(
-            ["git", f"--git-dir={self.path}", "update-ref", "-d", ref, old], capture_output=True, env=_env()
-        )
-        return proc.returncode == 0
+        return self._run("update-ref", "-d", ref, old).returncode == 0
 
     # -- reading objects --------------------------------------------------------------------------------------
 
@@ -201,15 +195,13 @@ class GitRepo:
         data = b"".join(f"{mode} {kind} {oid}\t{name}".encode() + b"\x00" for mode, kind, oid, name in entries)
         return self.git("mktree", "-z", input=data).decode().strip()
 
-    def commit_tree(self, tree: str, parents: list[str], message: str, author: Author, when: str | None = None) -> str:
+    def commit_tree(self, tree: str, parents: list[str], message: str, author: Author) -> str:
         identity = {
             "GIT_AUTHOR_NAME": author.name,
             "GIT_AUTHOR_EMAIL": author.email,
             "GIT_COMMITTER_NAME": author.name,
             "GIT_COMMITTER_EMAIL": author.email,
         }
-        if when:
-            identity["GIT_AUTHOR_DATE"] = identity["GIT_COMMITTER_DATE"] = when
         args = ["commit-tree", tree]
         for parent in parents:
             args += ["-p", parent]
