@@ -33,10 +33,6 @@ class Fetched:
     downloaded: list[str]  # the files this call fetched from the network
 
 
-def _snapshot(settings: HubSettings, repo_id: str, commit: str) -> Path:
-    return settings.repo_cache(repo_id) / "snapshots" / commit
-
-
 def _receipt_path(settings: HubSettings, repo_id: str, commit: str) -> Path:
     return settings.repo_cache(repo_id) / "kernel-receipts" / f"{commit}.json"
 
@@ -56,7 +52,7 @@ def transport_errors() -> tuple[type[BaseException], ...]:
 
 
 def _download(settings, repo_id, commit, rel, local_only) -> Path:
-    cached = _snapshot(settings, repo_id, commit) / rel
+    cached = settings.snapshot_dir(repo_id, commit) / rel
     if cached.is_file():
         # What hf_hub_download itself returns, with no request, for a file already cached under a commit (a commit
         # never changes); checking here first keeps huggingface_hub unimported for cache-only loads.
@@ -122,7 +118,7 @@ def fetch(
 ) -> Fetched:  # fmt: skip
     """Fetch ``manifest.json`` and the files ``select(manifest)`` names, verified. ``manifest_digest`` (from a lock
     file) pins the manifest itself."""
-    snapshot = _snapshot(settings, repo_id, commit)
+    snapshot = settings.snapshot_dir(repo_id, commit)
     where = f"{repo_id}@{commit[:12]}"
     lock_dir = settings.repo_cache(repo_id) / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
@@ -165,7 +161,7 @@ def fetch(
 def verify_cached(settings: HubSettings, repo_id: str, commit: str) -> tuple[Manifest, list[str]]:
     """Re-hash every cached file of a release (``kernels verify``); returns the manifest and the files checked.
     Raises DigestMismatchError (and purges the bad copy) on the first bad one."""
-    snapshot = _snapshot(settings, repo_id, commit)
+    snapshot = settings.snapshot_dir(repo_id, commit)
     if not (snapshot / MANIFEST).is_file():
         raise OfflineError(f"{repo_id}@{commit[:12]} is not in the cache at {settings.cache_dir}")
     manifest = parse((snapshot / MANIFEST).read_bytes())

@@ -100,7 +100,7 @@ def is_cached_commit(settings: HubSettings, repo_id: str, revision: str | None) 
     return (
         revision is not None
         and COMMIT.match(revision) is not None
-        and (settings.repo_cache(repo_id) / "snapshots" / revision / "manifest.json").is_file()
+        and (settings.snapshot_dir(repo_id, revision) / "manifest.json").is_file()
     )
 
 
@@ -109,11 +109,7 @@ def resolve_offline(settings: HubSettings, repo_id: str, version: int | None, re
     entry = read_recorded(settings, repo_id).get(key)
     if entry is not None:
         return Resolved(repo_id, entry["commit"], entry["label"], entry.get("version"))
-    if (
-        revision is not None
-        and COMMIT.match(revision)
-        and (settings.repo_cache(repo_id) / "snapshots" / revision).is_dir()
-    ):
+    if revision is not None and COMMIT.match(revision) and settings.snapshot_dir(repo_id, revision).is_dir():
         return Resolved(repo_id, revision, revision, None)
     known = sorted(read_recorded(settings, repo_id))
     what = f"version {version}" if version is not None else f"revision {revision!r}"

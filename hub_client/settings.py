@@ -45,6 +45,10 @@ class HubSettings:
         """The standard HF cache folder of a repo: ``<cache>/kernels--org--name``."""
         return self.cache_dir / f"{self.repo_type}s--{repo_id.replace('/', '--')}"
 
+    def snapshot_dir(self, repo_id: str, commit: str) -> Path:
+        """Where huggingface_hub files a commit's downloads: ``<repo cache>/snapshots/<commit>``."""
+        return self.repo_cache(repo_id) / "snapshots" / commit
+
     def api(self):
         from huggingface_hub import HfApi
 
