@@ -36,7 +36,8 @@ def is_tracing() -> bool:
     return _active.get() is not None
 
 
-_NAMESPACES = {"nki_dsl.language": "nl", "nki_dsl.isa": "nisa"}
+# The public namespaces of the kernel language and the aliases kernels import them as (nl.load, nisa.iota).
+API_NAMESPACES = {"nki_dsl.language": "nl", "nki_dsl.isa": "nisa"}
 
 
 def _entry_point(op: str) -> str:
@@ -47,7 +48,7 @@ def _entry_point(op: str) -> str:
         entry, frame = frame, frame.f_back
     if entry is None:
         return op
-    for package, alias in _NAMESPACES.items():
+    for package, alias in API_NAMESPACES.items():
         fn = getattr(sys.modules.get(package), entry.f_code.co_name, None)
         if getattr(fn, "__code__", None) is entry.f_code:
             return f"{alias}.{entry.f_code.co_name}"

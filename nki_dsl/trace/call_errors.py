@@ -20,11 +20,10 @@ import linecache
 import re
 
 from nki_dsl.errors import NkiApiError, NkiError, SourceLoc
-from nki_dsl.trace.builder import in_package
+from nki_dsl.trace.builder import API_NAMESPACES, in_package
 
 _BINDING = re.compile(r"^(?P<name>[\w.<>]+)\(\) (?P<problem>.+)$", re.DOTALL)
 _UNEXPECTED = re.compile(r"^got an unexpected keyword argument '(?P<kw>\w+)'$")
-_API_NAMESPACES = {"nki_dsl.language": "nl", "nki_dsl.isa": "nisa"}
 
 
 def api_call_error(exc: TypeError) -> NkiApiError | None:
@@ -83,7 +82,7 @@ def _op_name(fn) -> str | None:
     """``nl.load`` / ``nisa.nc_matmul`` for the public namespaces, the qualified name for other package code."""
     fn = getattr(fn, "__func__", fn)
     module = getattr(fn, "__module__", "") or ""
-    for package, alias in _API_NAMESPACES.items():
+    for package, alias in API_NAMESPACES.items():
         if module == package or module.startswith(package + "."):
             return f"{alias}.{fn.__name__}"
     if module.startswith("nki_dsl."):
