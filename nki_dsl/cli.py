@@ -110,7 +110,6 @@ def cmd_profile(args) -> int:
     the shapes alone; prints the Profile summary and optionally writes the Chrome trace."""
     import nki_dsl as nki
     from nki_dsl.profiling import benchmark_profile
-    from nki_dsl.trace.specs import ArgSpec
 
     console = _console()
     launch = _launch(args.kernel, parse_grid(args.grid))
@@ -118,8 +117,7 @@ def cmd_profile(args) -> int:
     if args.timing_only:
         prof = benchmark_profile(launch, target=args.target, **kwargs)
     else:
-        rng = np.random.default_rng(args.seed)
-        kwargs = {k: _random_array(v, rng) if isinstance(v, ArgSpec) else v for k, v in kwargs.items()}
+        kwargs = _random_inputs(kwargs, args.seed)
         outputs, prof = nki.simulate(launch, target=args.target, **kwargs)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         shown = ", ".join(f"{o.dtype}{list(o.shape)}" for o in outputs if o is not None)
@@ -164,17 +162,20 @@ def _random_array(spec, rng) -> np.ndarray:
     return rng.integers(-8 if d.kind == "int" else 0, 8, spec.shape).astype(d.np_dtype)
 
 
+def _random_inputs(kwargs: dict, seed: int) -> dict:
+    """``kwargs`` with every tensor spec replaced by a random array of its shape and dtype (constants kept)."""
+    from nki_dsl.trace.specs import ArgSpec
+
+    rng = np.random.default_rng(seed)
+    return {k: _random_array(v, rng) if isinstance(v, ArgSpec) else v for k, v in kwargs.items()}
+
+
 def cmd_run(args) -> int:
     from rich.table import Table
 
-    from nki_dsl.trace.specs import ArgSpec
-
     console = _console()
     launch = _launch(args.kernel, parse_grid(args.grid))
-    rng = np.random.default_rng(args.seed)
-    kwargs = {}
-    for name, value in (parse_arg(a) for a in args.arg):
-        kwargs[name] = _random_array(value, rng) if isinstance(value, ArgSpec) else value
+    kwargs = _random_inputs(dict(parse_arg(a) for a in args.arg), args.seed)
     outputs = launch(**kwargs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     table = Table(title=f"{args.kernel} on the NumPy reference")
