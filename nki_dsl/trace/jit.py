@@ -97,7 +97,6 @@ class JitKernel:
             self._compiled[(key, backend)] = exe
         return exe
 
-
     def simulated(self, kernel: Kernel, key: tuple, arrays: dict | None = None):
         """``(outputs, Profile)`` of specialisation ``key`` on the engine simulator for the target in the key
         (``outputs`` None when ``arrays`` is None: timing only). A Profile depends on shapes, dtypes, grid and

@@ -116,7 +116,7 @@ def _dropout_shape(shapes, attrs):
     s = _at_least_2d(shapes, "data")
     # a tile of probabilities broadcasts to data (NumPy rules), e.g. [P, 1]
     if "prob" in shapes and rules.broadcast({"data": s, "prob": shapes["prob"]}, attrs) != s:
-            raise rules.ShapeError(f"operand 'prob' {list(shapes['prob'])} does not broadcast to 'data' {list(s)}")
+        raise rules.ShapeError(f"operand 'prob' {list(shapes['prob'])} does not broadcast to 'data' {list(s)}")
     return s
 
 
@@ -146,7 +146,7 @@ def _bn_aggr_shape(shapes, attrs):
     s = shapes["data"]
     if len(s) != 2 or s[1] % BN_GROUP or not s[1]:
         raise rules.ShapeError(f"operand 'data' {list(s)} must be [P, 3*k]: (count, mean, count*var) groups as "
-                           f"nisa.bn_stats writes them")  # fmt: skip
+                               f"nisa.bn_stats writes them")  # fmt: skip
     return (s[0], 2)
 
 
