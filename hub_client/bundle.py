@@ -98,9 +98,9 @@ def _trace(pkg, ep, spec, plan, arrays):
     parsed = nki.parse_ir(text, target=TARGET)  # verified as a loader would; its text must be the same
     if parsed.text != text:
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
-    if len(execute.param_names(parsed.ir)) != len(arrays):
+    if len(execute.param_names(parsed)) != len(arrays):
         raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
-    return text, parsed.ir
+    return text, parsed
 
 
 def _is_array(x) -> bool:

@@ -34,7 +34,7 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
 
 @dataclass
 class _Compiled:
-    ir: object
+    kernel: object  # nki.TracedKernel: parsed and verified IR
     executables: dict
 
 
@@ -68,7 +68,7 @@ class EntryPoint:
     def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: str):
         exe = compiled.executables.get((backend, target))
         if exe is None:
-            exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.ir, backend, target)
+            exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.kernel, backend, target)
         return exe.run(arrays)
 
     def _missing(self, args, kwargs) -> NoSpecialisationError:
@@ -92,7 +92,7 @@ class EntryPoint:
         for spec in self.specialisations:
             if _matches(spec, args, kwargs):
                 compiled = self._ir(spec, target)
-                return self._run(compiled, dict(zip(execute.param_names(compiled.ir), args)), backend, target)
+                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), args)), backend, target)
         if self._plan is None:
             raise self._missing(args, kwargs)
         return self._run_python(args, kwargs, backend, target)
@@ -104,7 +104,7 @@ class EntryPoint:
         traced = nki.trace(launch, *kargs, target=target, **kkw)
         fn = getattr(getattr(launch, "jit", launch), "fn", None)
         bound = inspect.signature(fn).bind(*kargs, **kkw) if fn else None
-        named = bound.arguments if bound else dict(zip(execute.param_names(traced.ir), kargs))
+        named = bound.arguments if bound else dict(zip(execute.param_names(traced), kargs))
         arrays = {n: v for n, v in named.items() if hasattr(v, "shape") and hasattr(v, "dtype")}
-        compiled = self._traced.setdefault(id(traced.ir), _Compiled(traced.ir, {}))
+        compiled = self._traced.setdefault(id(traced.ir), _Compiled(traced, {}))
         return self._run(compiled, arrays, backend, target)

@@ -1,38 +1,33 @@
 """Running verified kernel IR on a named nki_dsl backend, without the Python that traced it.
 
-This is the only place hub_client touches the backend registry: the loader (IR specialisations), the trusted
-path (IR traced from the published Python) and the bundle builder (test vectors, modelled benchmarks) all run
-kernels through it, so every path computes with the same executables.
+This is the only place hub_client runs kernels: the loader (IR specialisations), the trusted path (IR traced
+from the published Python) and the bundle builder (test vectors, modelled benchmarks) all go through it, so
+every path computes with the same executables. Only nki_dsl's public API is used (``nki.parse_ir`` gives a
+``TracedKernel``; ``TracedKernel.compile`` an executable).
 """
 
 from __future__ import annotations
 
-import inspect
-
 import nki_dsl as nki
-from nki_dsl import backends
 
 DEFAULT_BACKEND = "numpy"
 
 
 def available_backends() -> list[str]:
-    return backends.names()
+    return nki.backend_names()
 
 
-def compile_ir(ir, backend: str, target: str):
-    """An executable for ``ir`` (a verified kernel IR); ``target`` reaches backends that model one (simulator)."""
-    if backend not in backends.names():
-        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(backends.names())}")
-    module = backends.load(backend)
-    if "target" in inspect.signature(module.compile_kernel).parameters:
-        return module.compile_kernel(ir, target=target)
-    return module.compile_kernel(ir)
+def compile_ir(traced: nki.TracedKernel, backend: str, target: str):
+    """An executable for a verified kernel; ``target`` reaches backends that model one (simulator)."""
+    if backend not in nki.backend_names():
+        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(nki.backend_names())}")
+    return traced.compile(backend=backend, target=target)
 
 
-def parse_verified(text: str, target: str):
+def parse_verified(text: str, target: str) -> nki.TracedKernel:
     """Parse and verify IR text (untrusted input); raises nki_dsl's parse or verification error."""
-    return nki.parse_ir(text, target=target).ir
+    return nki.parse_ir(text, target=target)
 
 
-def param_names(ir) -> list[str]:
-    return [p.name for p in ir.params]
+def param_names(traced: nki.TracedKernel) -> list[str]:
+    return traced.param_names

@@ -12,14 +12,25 @@
 """
 
 from nki_dsl import compiler, isa, language, typing
-from nki_dsl.api import baremetal, benchmark, emit, parse_ir, profile, simulate_kernel, trace
+from nki_dsl.api import (
+    TracedKernel,
+    backend_names,
+    baremetal,
+    benchmark,
+    emit,
+    parse_ir,
+    profile,
+    simulate_kernel,
+    trace,
+)
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
 from nki_dsl.profiling import simulate
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "parse_ir", "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "jit", "trace", "emit", "parse_ir", "TracedKernel", "backend_names",
+    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

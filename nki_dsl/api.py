@@ -28,11 +28,27 @@ class TracedKernel:
 
         return print_kernel(self.ir)
 
+    @property
+    def param_names(self) -> list[str]:
+        """The kernel's tensor parameters, in order: the names ``compile(...).run`` takes its arrays by."""
+        return [p.name for p in self.ir.params]
+
+    def compile(self, backend: str = "numpy", target: str = "trn2"):
+        """An executable of this (verified) kernel on ``backend``: ``.run({param name: array})`` returns the
+        outputs; the simulator's also keeps the run's ``.profile``. For IR that has no Python behind it (e.g.
+        parsed from a Hub bundle)."""
+        return backends.load(backend).compile_kernel(self.ir, target=target)
+
     def __str__(self) -> str:
         return self.text
 
     def __repr__(self) -> str:
         return f"<TracedKernel {self.ir.name}>"
+
+
+def backend_names() -> list[str]:
+    """The backends kernels can run on (``kernel(..., backend=name)``, ``TracedKernel.compile(backend=name)``)."""
+    return backends.names()
 
 
 def trace(kernel, *args, target: str = "trn2", **kwargs) -> TracedKernel:

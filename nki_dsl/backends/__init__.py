@@ -1,5 +1,6 @@
-"""Backends, found by name. Each backend module exposes ``compile_kernel(kernel, **options) -> Executable`` and
-``emit_source(kernel) -> str``; backends never import each other."""
+"""Backends, found by name. Each backend module exposes ``compile_kernel(kernel, target) -> Executable`` (with
+``run(arrays by parameter name)``) and ``emit_source(kernel) -> str``; backends that model no hardware accept and
+ignore ``target``. Backends never import each other."""
 
 from __future__ import annotations
 

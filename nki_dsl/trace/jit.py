@@ -93,7 +93,7 @@ class JitKernel:
     def executable(self, kernel: Kernel, key: tuple, backend: str):
         exe = self._compiled.get((key, backend))
         if exe is None:
-            exe = backends.load(backend).compile_kernel(kernel)
+            exe = backends.load(backend).compile_kernel(kernel, target=key[-1])  # key ends with the target
             self._compiled[(key, backend)] = exe
         return exe
 

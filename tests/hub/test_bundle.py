@@ -44,7 +44,7 @@ def test_test_vectors_reproduce_from_the_ir(package):
             if spec.test_vectors is None:
                 continue
             v = load_npz(bundle.files[spec.test_vectors])
-            ir = nki.parse_ir(bundle.files[spec.ir].decode()).ir
+            ir = nki.parse_ir(bundle.files[spec.ir].decode())
             args = [v[f"arg{i}"] for i in range(len(spec.args))]
             out = execute.compile_ir(ir, "numpy", "trn2").run(dict(zip(execute.param_names(ir), args)))
             rtol, atol = v["tolerance"]

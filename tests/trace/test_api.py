@@ -46,3 +46,11 @@ def test_parse_ir_verifies_what_it_parses():
 def test_a_function_without_jit_is_refused_by_name():
     with pytest.raises(nki.NkiApiError, match="'_softplus' is not an NKI kernel: decorate it with @nki.jit"):
         nki.simulate_kernel(_softplus, X)
+
+
+def test_parsed_ir_compiles_on_each_backend_without_its_python():
+    text = nki.trace(nki.jit(_softplus), X).text
+    parsed = nki.parse_ir(text)
+    assert parsed.param_names == ["x"] and {"numpy", "simulator"} <= set(nki.backend_names())
+    for backend in nki.backend_names():
+        np.testing.assert_allclose(parsed.compile(backend, target="trn1").run({"x": X}), EXPECTED, rtol=1e-5)
