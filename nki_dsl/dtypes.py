@@ -123,6 +123,21 @@ def compute_dtype(name: str) -> np.dtype:
     return np.dtype(np.float32) if d.is_float else d.np_dtype
 
 
+def held_value(name: str, value) -> float | int | bool:
+    """A constant as a tile of dtype ``name`` holds it (what ``nl.full`` writes, and the immediate its lowering to
+    ``memset`` carries): floats through an fp32 immediate rounded to the dtype (beyond its range: +-inf);
+    integers from the exact value, rounded to nearest even and saturated (an fp32 detour would round those above
+    2^24); NaN becomes integer 0, as saturating conversions do."""
+    d = BY_NAME[name]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if d.is_float:
+            return float(np.float32(value).astype(d.np_dtype).astype(np.float32))
+        if d.kind == "bool":
+            return bool(value)
+        info = np.iinfo(d.np_dtype)
+        return int(np.clip(np.nan_to_num(np.rint(np.float64(value)), nan=0.0), info.min, info.max))
+
+
 class FloatLimits:
     """``nl.fp32.min`` and friends: the finite extremes of a float dtype, as Python floats."""
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nki_dsl.backends.numpy_ref.runtime import ROUND
+from nki_dsl import dtypes
 from nki_dsl.ir.nodes import Access, Imm, Loop, Op, Tensor
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
@@ -105,7 +105,7 @@ def copy(op: Op, ctx: RewriteContext) -> list:
 
 def _fill_value(t: Tensor, value) -> Imm:
     # nl.full stores the constant as the tile's dtype holds it; memset gets that value, so no second rounding
-    return Imm(ROUND[t.type.dtype](np.float32(value)).item())
+    return Imm(dtypes.held_value(t.type.dtype, value))
 
 
 def _touches(stmt, t: Tensor) -> bool:

@@ -10,7 +10,6 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
-from nki_dsl.backends.numpy_ref.runtime import ROUND
 
 TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
 
@@ -24,11 +23,7 @@ def alloc(ctx: OpContext) -> Lowered:
 
 def fill(ctx: OpContext) -> Lowered:
     t = ctx.op.result
-    # The constant as the dtype holds it: floats via an fp32 immediate (beyond the range: +-inf); integers from
-    # the exact value, since fp32 would round those above 2^24.
-    raw = ctx.op.attrs["value"]
-    with np.errstate(over="ignore"):
-        value = ROUND[t.type.dtype](np.float32(raw) if dtypes.get(t.type.dtype).is_float else np.float64(raw)).item()
+    value = dtypes.held_value(t.type.dtype, ctx.op.attrs["value"])
     ctx.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r}, fill={number_literal(value)})")
     return Lowered()
 
