@@ -22,9 +22,9 @@ from pathlib import Path
 
 from hub_client.atomic import write_text
 from hub_client.errors import LockError
+from hub_client.resolve import COMMIT
 
 LOCK_NAME = "kernels.lock"
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
@@ -76,7 +76,7 @@ def read_lock(path: str | Path) -> dict[str, Locked]:
             entry = Locked(dep["repo-id"], int(dep["version"]), lock["commit"], lock.get("tag"), lock["digest"])
         except (TypeError, KeyError, ValueError):
             raise LockError(f"{path}: each entry needs dependency.repo-id/version and lock.commit/digest") from None
-        if not _COMMIT.match(entry.commit) or not _DIGEST.match(entry.digest):
+        if not COMMIT.match(entry.commit) or not _DIGEST.match(entry.digest):
             raise LockError(f"{path}: {entry.repo_id}: commit must be 40 hex, digest sha256:<64 hex>")
         out[entry.repo_id] = Locked(entry.repo_id, entry.version, entry.commit, entry.tag, entry.digest[7:])
     return out

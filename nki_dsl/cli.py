@@ -19,6 +19,7 @@ import sys
 import numpy as np
 
 from nki_dsl.errors import NkiError
+from nki_dsl.targets import TARGETS
 
 
 def _console():
@@ -214,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("kernel", help="FILE.py:KERNEL")
         p.add_argument("--arg", action="append", default=[], help="NAME=SHAPE:DTYPE or NAME=VALUE (repeatable)")
         p.add_argument("--grid", help="SPMD launch grid, e.g. 2,2")
-        p.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+        p.add_argument("--target", default="trn2", choices=tuple(TARGETS))
         return p
 
     kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
@@ -226,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=cmd_profile)
     check = sub.add_parser("check", help="parse and verify IR text")
     check.add_argument("file", help="an .nkir file")
-    check.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+    check.add_argument("--target", default="trn2", choices=tuple(TARGETS))
     check.set_defaults(func=cmd_check)
     run = kernel_command("run", "run a kernel on random inputs, optionally against a reference")
     run.add_argument("--reference", help="FILE.py:FUNCTION taking the same arguments as NumPy arrays")

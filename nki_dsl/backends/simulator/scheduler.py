@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from nki_dsl.backends.simulator.deps import DependenceTracker
 from nki_dsl.backends.simulator.dma_pool import DmaPool
-from nki_dsl.backends.simulator.units import DMA, DMA_QUEUES, ENGINES
+from nki_dsl.backends.simulator.units import DMA, ENGINES
 
 
 @dataclass
@@ -50,8 +50,9 @@ class Scheduler:
     """``step(template, reads, writes)`` schedules one instruction; ``finish()`` returns the ``Schedule``.
     ``cells``: fixed dependence-tracking cells per region key (the on-chip address spaces)."""
 
-    def __init__(self, target, untracked: set[int] = frozenset(), dma_queues: int = DMA_QUEUES,
+    def __init__(self, target, untracked: set[int] = frozenset(), dma_queues: int | None = None,
                  cells: dict | None = None):  # fmt: skip
+        dma_queues = target.dma_queues_per_engine if dma_queues is None else dma_queues
         self.units = ENGINES + tuple(f"dma{q}" for q in range(dma_queues))
         self.templates: list = []
         self.arrays = (array("l"), array("b"), array("d"), array("d"), array("l"))
@@ -126,7 +127,7 @@ class Scheduler:
         return Schedule(self.templates, *self.arrays, self.units, self.dma_busy[0])
 
 
-def schedule(instructions, target, untracked: set[int] = frozenset(), dma_queues: int = DMA_QUEUES,
+def schedule(instructions, target, untracked: set[int] = frozenset(), dma_queues: int | None = None,
              cells: dict | None = None) -> Schedule:  # fmt: skip
     """Schedule ``instructions`` — an iterable of ``(template, reads, writes)`` — on ``target``."""
     s = Scheduler(target, untracked, dma_queues, cells)
