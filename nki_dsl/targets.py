@@ -69,19 +69,33 @@ class Target:
     # --- DMA (§3.4) ---
     dma_engines: int  # 16 DMA engines per core (§1.1, §3.4)
     dma_queues_per_engine: int  # 16 queues per engine, in order within a queue (§3.4)
-    # Per-engine peak, bytes per ns. Chosen: the newer DMA bandwidth guide's table (17 / 23 / 33 B/ns). The NC-v2 arch
-    # guide says 27 GiB/s (= 29 B/ns) and the newer guide's own prose says 27.2 / 38.4 GB/s; the table is chosen
-    # because the measured Trn2 example (32 KiB in 1416 ns = 23.1 B/ns, §3.4) agrees with it and not with the prose.
+    # Per-engine peak, bytes per ns. Three figures are documented: the NC-v2 arch guide's 27 GiB/s (29 B/ns), the
+    # newer DMA guide's prose (27.2 GB/s for NC-v2/v3, 38.4 GB/s for NC-v4) and the same guide's table (17 / 23 /
+    # 33 B/ns). Chosen: the table. The one measurement documented (§3.4: "the first DMA engine takes 1416 ns to
+    # load 32 KiB" on Trn2, 23.1 B/ns at 4 KiB per partition, where the payload curve says the transfer is fully
+    # amortised) agrees with the table's 23 and rules out 27.2 for NC-v3; the table is one consistent source for
+    # all three generations, so its 17 (NC-v2) and 33 (NC-v4) are taken with it. The 27 GiB/s and 27.2 / 38.4 GB/s
+    # figures are kept as ``dma_engine_bytes_per_ns_alt``.
     dma_engine_bytes_per_ns: float
     dma_engine_bytes_per_ns_alt: float  # documented alternative: 27 GiB/s (v2 arch guide) / 38.4 GB/s (v4 prose)
-    # Fixed cost of one transfer, ns. Chosen: ~1300 ns "descriptor setup, synchronization, and semaphore-to-start
-    # latency (cross-engine)" (§3.4), the cost every queued DMA pays in the documented model. Alternative: a
-    # hardware-DGE instruction "takes about 600 ns" on NC-v3 (§3.4); kept as ``dge_fixed_ns`` for DGE-mode DMAs.
+    # Fixed cost of one transfer, ns: ~1300 ns "descriptor setup, synchronization, and semaphore-to-start latency
+    # (cross-engine)" (§3.4). A DMA queue is in order (§3.4) and works through these steps for one transfer at a
+    # time, so the fixed costs of transfers on one queue add up, while those of different queues overlap.
     dma_fixed_ns: float
-    dge_fixed_ns: float | None  # HW DGE per-instruction cost: NC-v3 only is documented (§3.4); None where unknown
+    # Hardware DGE (NC-v3 only is documented, §3.4): "each DGE-based DMA instruction takes about 600 ns to
+    # execute", on one of "two DGE instances per core". A DMA asking for the hardware DGE pays this instead of the
+    # fixed cost above, and the two instances are shared by all queues. None where undocumented.
+    dge_fixed_ns: float | None
+    dge_instances: int  # two DGE instances per core (§3.4); 0 where there is no hardware DGE
     dma_partitions_per_engine: int  # "each DMA engine ... eight SBUF partitions (128 / 16)" (§3.4)
-    # Small-transfer efficiency curve in bytes per partition (§3.4): below 256 B overhead-bound, 256 B-2 KiB
-    # improving, >= 2 KiB approaches peak, >= 4 KiB fully amortised.
+    # Payload-efficiency curve by bytes per partition (§3.4): "< 256 B per partition: severely overhead-bound;
+    # 256 B - 2 KiB: improving; >= 2 KiB: approaches peak; >= 4 KiB: fully amortizes". A transfer is a
+    # scatter-gather list with one descriptor per contiguous run (§3.4), and the mechanism behind the curve is a
+    # fixed cost per descriptor. The curve's knee, where a descriptor stops being overhead-bound, is where its
+    # overhead equals its streaming time: the overhead is the time to stream ``dma_overhead_bound_bytes`` (256 B)
+    # at peak. That gives efficiency b / (b + 256): 33 % at 128 B, 50 % at 256 B, 89 % at 2 KiB ("approaches
+    # peak"), 94 % at 4 KiB, 97 % at 8 KiB (``cost.dma_efficiency``). The other two sizes are kept for the
+    # fidelity table that checks the curve against the documented bands.
     dma_overhead_bound_bytes: int
     dma_near_peak_bytes: int
     dma_full_efficiency_bytes: int
@@ -92,7 +106,13 @@ class Target:
     quoted_dma_gb_per_s: float  # quoted per-core DMA peak, = engines x per-engine (§3.4 table: 272 / 368 / 528 GB/s)
 
     # --- HBM (§1.1 table, §3.4) ---
-    hbm_chip_gb_per_s: float  # chip HBM bandwidth (§1.1): trn1 820, trn2 2900 ("2.9 TB/sec"), trn3 4700
+    # Chip HBM bandwidth (§1.1): trn1 820, trn2 2900 ("2.9 TB/sec"; the NKI guide's "3TB/s" is the same figure
+    # rounded), trn3 4700. The per-core share (chip / cores, §3.4 "derived, not stated") is the roofline's memory
+    # roof when it is below the DMA engines' peak (trn2: 362 < 368 GB/s). It does not cap the modelled DMA rate:
+    # the documented Trn2 measurement streams 16 x 23.1 = 370 GB/s into one core, above its 362 GB/s share, so
+    # one core running alone is limited by its DMA engines, not by HBM. (The third-party 440 / 640 GB/s figures
+    # of §3.4 have no stated definition and are not used.)
+    hbm_chip_gb_per_s: float
 
     @property
     def psum_bank_fp32(self) -> int:
@@ -109,6 +129,12 @@ class Target:
     def hbm_bytes_per_ns_per_core(self) -> float:
         """HBM bandwidth per core, derived: chip bandwidth shared evenly by its cores (§3.4 'HBM per core')."""
         return self.hbm_chip_gb_per_s / self.cores_per_chip
+
+    @property
+    def dma_descriptor_ns(self) -> float:
+        """Fixed cost of one DMA descriptor on its engine: the time to stream the payload-curve knee (256 B) at
+        the engine's peak (§3.4; see ``dma_overhead_bound_bytes``)."""
+        return self.dma_overhead_bound_bytes / self.dma_engine_bytes_per_ns
 
     @property
     def dma_bytes_per_ns(self) -> float:
@@ -145,7 +171,7 @@ TARGETS: dict[str, Target] = {
         # NC-v2 VectorE/ScalarE: "128 lanes", no perf modes (§3.1)
         vector_elems_per_cycle_16bit=128, vector_elems_per_cycle_other=128,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
-        dma_engine_bytes_per_ns=17.0, dma_engine_bytes_per_ns_alt=27 * 2**30 / 1e9, dge_fixed_ns=None,
+        dma_engine_bytes_per_ns=17.0, dma_engine_bytes_per_ns_alt=27 * 2**30 / 1e9, dge_fixed_ns=None, dge_instances=0,
         quoted_dma_gb_per_s=272.0, hbm_chip_gb_per_s=820.0, **_COMMON,
     ),
     "trn2": Target(
@@ -155,7 +181,7 @@ TARGETS: dict[str, Target] = {
         tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=512,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
-        dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0,
+        dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0, dge_instances=2,
         quoted_dma_gb_per_s=368.0, hbm_chip_gb_per_s=2900.0, **_COMMON,
     ),
     "trn3": Target(
@@ -165,7 +191,7 @@ TARGETS: dict[str, Target] = {
         tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=256,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=256, scalar_elems_per_cycle_other=128,
-        dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None,
+        dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None, dge_instances=0,
         quoted_dma_gb_per_s=528.0, hbm_chip_gb_per_s=4700.0, **_COMMON,
     ),
 }

@@ -76,13 +76,19 @@ def allocate(kernel, target="trn2") -> Allocation:
     for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, SBUF_ALIGN),
                                    ("psum", t.psum_bytes_per_partition, t.psum_bank_bytes)):  # fmt: skip
         group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
-        for copies in range(MAX_BUFFERS, 0, -1):
-            placed = _place(group, buffer, capacity, unit, copies)
-            if placed is not None:
-                out.placements.update(placed)
-                break
-        else:
-            raise _does_not_fit(group, buffer, capacity, unit, t.name)
+        # Rotating copies per tensor: MAX_BUFFERS each first; while that does not fit, take one copy from the
+        # tensor with the most copies, the largest among those (so every tensor keeps double buffering before any
+        # loses it). One large tensor that cannot be tripled then no longer costs every small tile its double
+        # buffering (which would stall the engine consuming it at every iteration).
+        copies = {lv.tensor.name: MAX_BUFFERS for lv in group}
+        while (placed := _place(group, buffer, capacity, unit, copies)) is None:
+            shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
+            if not shrinkable:
+                raise _does_not_fit(group, buffer, capacity, unit, t.name)
+            big = max(shrinkable, key=lambda lv: (min(copies[lv.tensor.name], lv.loop_span[2]), _size(lv, unit),
+                                                  -lv.start))  # fmt: skip
+            copies[big.tensor.name] -= 1
+        out.placements.update(placed)
     return out
 
 
@@ -91,12 +97,13 @@ def _size(lv: _Live, unit: int) -> int:
     return -(-n // unit) * unit  # PSUM tiles take whole 2 KiB banks, so each starts on a bank boundary
 
 
-def _place(group, buffer, capacity, unit, copies) -> dict[str, Placement] | None:
-    """First fit in address order over tensors sorted by start; tensors whose intervals do not overlap share."""
+def _place(group, buffer, capacity, unit, copies: dict[str, int]) -> dict[str, Placement] | None:
+    """``copies``: rotating copies asked for each tensor (by name). First fit in address order over tensors sorted
+    by start; tensors whose intervals do not overlap share."""
     placed: list[tuple[_Live, Placement]] = []
     out = {}
     for lv in sorted(group, key=lambda lv: (lv.start, -lv.tensor.type.bytes_per_partition)):
-        buffers = min(copies, lv.loop_span[2]) if lv.loop_span else 1
+        buffers = min(copies[lv.tensor.name], lv.loop_span[2]) if lv.loop_span else 1
         size = _size(lv, unit)
         lo, hi = lv.interval(buffers)
         busy = sorted((p.byte_offset, p.byte_offset + _size(o, unit) * p.buffers) for o, p in placed

@@ -26,7 +26,7 @@ def test_profile_prints_the_summary_and_writes_a_chrome_trace(capsys, tmp_path):
     events = json.loads(trace.read_text())["traceEvents"]
     tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert "tensor" in tracks and any(t.startswith("dma") for t in tracks)
-    work = [e for e in events if e["ph"] == "X"]
+    work = [e for e in events if e["ph"] == "X" and e.get("cat") == "instruction"]
     prof = nki.benchmark(matmul_kernel(), nki.spec((256, 256), "float32"), nki.spec((256, 1024), "float32"))
     assert len(work) == prof.instructions
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in work)

@@ -24,6 +24,8 @@ class FakeTemplate:
     fixed_ns: float = 0.0
     payload_ns: float = 0.0
     dma_engines: int = 0
+    dma_engine_total_ns: float = 0.0
+    useful_ns: float = 0.0
     opcode: str = "fake"
     loc: str = "test"
     flops: float = 0.0
@@ -48,7 +50,8 @@ def instruction(draw):
     if engine == DMA:
         fixed = draw(st.floats(0, 2000))
         payload = draw(st.floats(1, 5000))
-        t = FakeTemplate(engine, fixed + payload, fixed, payload, draw(st.integers(1, 16)))
+        engines = draw(st.integers(1, 16))
+        t = FakeTemplate(engine, fixed + payload, fixed, payload, engines, engines * payload)
     else:
         t = FakeTemplate(engine, draw(st.floats(1, 3000)))
     keys = st.integers(0, 3)

@@ -1,5 +1,11 @@
 """The schedule as Chrome-trace JSON (opens in Perfetto and chrome://tracing): one track per engine and DMA queue
-that ran something, one complete ("X") event per instruction, times in microseconds as the format requires."""
+that ran something, one complete ("X") event per instruction (category ``instruction``), times in microseconds as
+the format requires.
+
+The Profile's busy-time split shows on the tracks too: each instruction's event carries its ``useful_ns`` and
+``overhead_ns``; a DMA transfer has two nested slices, ``fixed cost`` and ``stream`` (the time between them is
+contention for the DMA engines); and the idle time before an instruction that waited for its inputs is a
+``waiting`` slice naming the instruction it waited for."""
 
 from __future__ import annotations
 
@@ -15,13 +21,33 @@ def trace_events(schedule, kernel_name: str) -> dict:
     templates = schedule.templates
     names = [t.opcode.removeprefix("nisa.") for t in templates]
     locs = [str(t.loc) for t in templates]
+    last_end = dict.fromkeys(used, 0.0)
     for k in range(len(schedule)):
         ti = schedule.template[k]
-        start = schedule.start[k]
+        t = templates[ti]
+        u = schedule.unit[k]
+        start, end = schedule.start[k], schedule.end[k]
+        if start > last_end[u]:
+            pred = schedule.pred[k]
+            why = names[schedule.template[pred]] if pred >= 0 else "start"
+            events.append({"ph": "X", "pid": 0, "tid": u, "name": "waiting", "cat": "waiting",
+                           "ts": last_end[u] / 1000.0, "dur": (start - last_end[u]) / 1000.0,
+                           "args": {"for": k, "on": why, "pred": pred}})  # fmt: skip
+        last_end[u] = end
+        work = t.fixed_ns + t.payload_ns if t.engine == "dma" else t.duration_ns
         events.append({
-            "ph": "X", "pid": 0, "tid": schedule.unit[k], "name": names[ti], "ts": start / 1000.0,
-            "dur": (schedule.end[k] - start) / 1000.0, "args": {"id": k, "loc": locs[ti], "pred": schedule.pred[k]},
+            "ph": "X", "cat": "instruction", "pid": 0, "tid": u, "name": names[ti], "ts": start / 1000.0,
+            "dur": (end - start) / 1000.0,
+            "args": {"id": k, "loc": locs[ti], "pred": schedule.pred[k], "useful_ns": t.useful_ns,
+                     "overhead_ns": max(0.0, min(work, end - start) - t.useful_ns)},
         })  # fmt: skip
+        if t.engine == "dma":
+            events.append({"ph": "X", "pid": 0, "tid": u, "name": "fixed cost", "cat": "dma split",
+                           "ts": start / 1000.0, "dur": min(t.fixed_ns, end - start) / 1000.0,
+                           "args": {"id": k}})  # fmt: skip
+            s0 = max(start + t.fixed_ns, end - t.payload_ns)
+            events.append({"ph": "X", "pid": 0, "tid": u, "name": "stream", "cat": "dma split", "ts": s0 / 1000.0,
+                           "dur": (end - s0) / 1000.0, "args": {"id": k, "descriptors": t.dma_descriptors}})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 

@@ -202,25 +202,35 @@ def compute_ns(t: Target, s) -> float:
     return (formula(t, s) + overhead_cycles(t, s)) / t.clock_ghz(s.engine)
 
 
-def dma_efficiency(t: Target, chunk_bytes: float) -> float:
-    """Fraction of peak bandwidth a transfer reaches when each partition (descriptor) moves ``chunk_bytes``
-    contiguous bytes (§3.4 payload curve: < 256 B overhead-bound, 256 B - 2 KiB improving, >= 4 KiB fully
-    amortised).
+def _without_fixed_costs(t: Target) -> Target:
+    """``t`` with every per-instruction fixed cost zeroed (MIN_II, MM_INIT_LATENCY, GPSIMD_START, static and
+    access overheads): pricing an instruction on it leaves only its per-element work."""
+    got = _BARE.get(t.name)
+    if got is None or got[0] is not t:
+        bare = replace(t, min_ii_cycles=0, mm_init_latency_cycles=0, gpsimd_start_cycles=0,
+                       vector_static_overhead_cycles=0, sbuf_access_overhead_cycles=0)  # fmt: skip
+        got = _BARE[t.name] = (t, bare)
+    return got[1]
 
-    Below the overhead-bound size a descriptor costs the same whatever it carries, so efficiency falls in
-    proportion to its size. At that size overhead and payload take equal time (the knee of an overhead-bound
-    curve), i.e. 50 %. From there efficiency rises log-linearly to 100 % at the fully amortised size, which puts
-    the "approaches peak" size (2 KiB) at 87.5 %."""
-    lo, full = t.dma_overhead_bound_bytes, t.dma_full_efficiency_bytes
-    if chunk_bytes >= full:
-        return 1.0
-    if chunk_bytes <= lo:
-        return 0.5 * max(chunk_bytes, 1) / lo
-    return 0.5 + 0.5 * math.log2(chunk_bytes / lo) / math.log2(full / lo)
+
+_BARE: dict[str, tuple[Target, Target]] = {}
+
+
+def useful_ns(t: Target, s) -> float:
+    """The part of ``compute_ns`` that is work, not fixed cost (the Profile's "useful" time)."""
+    return compute_ns(_without_fixed_costs(t), s)
+
+
+def dma_efficiency(t: Target, chunk_bytes: float) -> float:
+    """Fraction of peak bandwidth a descriptor of ``chunk_bytes`` contiguous bytes reaches (§3.4 payload curve): it
+    pays a fixed ``Target.dma_descriptor_ns`` (the time to stream 256 B at peak) before streaming, so the efficiency
+    is b / (b + 256): severely overhead-bound below 256 B, 50 % at the knee, 89 % at 2 KiB, 94 % at 4 KiB."""
+    b = max(chunk_bytes, 1.0)
+    return b / (b + t.dma_overhead_bound_bytes)
 
 
 def dma_engines_used(t: Target, partitions: int) -> int:
-    """Engines one transfer spreads over: each serves ``dma_partitions_per_engine`` (8) partitions (§3.4)."""
+    """Engines one transfer's data spreads over: each serves ``dma_partitions_per_engine`` (8) partitions (§3.4)."""
     return max(1, min(t.dma_engines, -(-partitions // t.dma_partitions_per_engine)))
 
 
@@ -229,12 +239,45 @@ def transpose_fraction(t: Target, src_on_chip: bool) -> float:
     return t.dma_transpose_sbuf_fraction if src_on_chip else t.dma_transpose_hbm_fraction
 
 
-def dma_ns(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: bool = False,
-           fraction: float = 1.0) -> tuple[float, float, int]:
-    """``(fixed_ns, payload_ns, engines)`` of one transfer (§3.4): fixed per-transfer cost (hardware-DGE cost where
-    the target documents one and the kernel asked for it), then bytes / (per-engine bandwidth x engines used x
-    small-transfer efficiency x ``fraction``, the transpose throughput where it is one)."""
-    engines = dma_engines_used(t, partitions)
+@dataclass(frozen=True)
+class DmaCost:
+    """One transfer (§3.4), as the scheduler books it.
+
+    ``fixed_ns``: the per-transfer cost on its queue before any byte moves (descriptor setup, synchronisation,
+    semaphore-to-start; or the hardware DGE's instruction time). ``engine_ns``: how long the busiest DMA engine
+    works on it (its partitions' descriptors, each a fixed descriptor cost plus its bytes at the engine's peak
+    over the transpose fraction). ``engines``: the engines holding its data. ``engine_total_ns``: work summed over
+    all 16 engines, including the 4 B completion-semaphore write every engine makes for every transfer (§3.4:
+    the core waits for "a semaphore increment of 16"). ``useful_ns``: the busiest engine's bytes at peak, the part
+    of ``engine_ns`` that is payload rather than overhead."""
+
+    fixed_ns: float
+    engine_ns: float
+    engines: int
+    engine_total_ns: float
+    useful_ns: float
+    descriptors: int
+
+
+def dma_cost(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: bool = False,
+             fraction: float = 1.0) -> DmaCost:
+    """The ``DmaCost`` of one transfer of ``nbytes`` over ``partitions`` rows whose contiguous runs are
+    ``chunk_bytes`` long: a scatter-gather list of one descriptor per run (§3.4), each row's descriptors on the
+    engine serving that row (8 rows per engine), and the hardware DGE's fixed cost where the target documents
+    one and the kernel asked for it."""
+    P = max(1, partitions)
+    engines = dma_engines_used(t, P)
+    rows = min(P, t.dma_partitions_per_engine)  # rows on the busiest engine (rows are dealt 8 to an engine)
+    per_row = nbytes / P
+    runs = max(1, math.ceil(per_row / max(chunk_bytes, 1.0) - 1e-9)) if nbytes else 0
+    bw = t.dma_engine_bytes_per_ns
+    useful = rows * per_row / bw
+    engine_ns = rows * runs * t.dma_descriptor_ns + useful / fraction
+    total = P * runs * t.dma_descriptor_ns + nbytes / (bw * fraction) + t.dma_engines * _semaphore_ns(t)
     fixed = t.dge_fixed_ns if (dge and t.dge_fixed_ns is not None) else t.dma_fixed_ns
-    payload = nbytes / (t.dma_engine_bytes_per_ns * engines * dma_efficiency(t, chunk_bytes) * fraction)
-    return fixed, payload, engines
+    return DmaCost(fixed, engine_ns + _semaphore_ns(t), engines, total, useful, P * runs)
+
+
+def _semaphore_ns(t: Target) -> float:
+    """The completion write each engine makes per transfer: one more (4 B) descriptor (§3.4)."""
+    return t.dma_descriptor_ns + 4 / t.dma_engine_bytes_per_ns

@@ -41,6 +41,8 @@ class Profile:
     # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 streams at
     # twice the BF16 rate, §3.1): what utilisation is measured against, so an FP8 kernel cannot exceed 100%.
     tensor_ideal_ns: float = 0.0
+    # unit -> {"useful", "overhead", "contention", "waiting"} ns (``busy_split``): see ``split_busy``
+    unit_split: dict[str, dict[str, float]] = field(default_factory=dict)
 
     # -- derived figures ----------------------------------------------------------------------------------------
     @property
@@ -60,6 +62,16 @@ class Profile:
     def dma_queue_busy(self) -> dict[str, float]:
         t = max(self.latency_ns, 1e-9)
         return {u: b / t for u, b in self.unit_busy_ns.items() if u.startswith("dma")}
+
+    @property
+    def busy_split(self) -> dict[str, dict[str, float]]:
+        """Per engine and DMA queue that ran something, why its time went: ``useful`` (the work itself: elements at
+        the engine's rate, a DMA's bytes at the engines' peak), ``overhead`` (fixed costs: the MIN_II floor,
+        MM_INIT_LATENCY, static and access overheads, GPSIMD_START; a DMA's fixed cost and per-descriptor costs),
+        ``contention`` (a DMA queue waiting for the DMA engines other queues are using) — these three add up to
+        the unit's busy time — and ``waiting``: idle time before an instruction whose inputs were not ready yet
+        (dependencies, a shared buffer port, a DGE instance), not counting the idle tail after its last one."""
+        return {u: dict(v) for u, v in self.unit_split.items()}
 
     @property
     def bottleneck(self) -> str:
@@ -115,13 +127,23 @@ class Profile:
         head.add_column("engine")
         head.add_column("busy (us)", justify="right")
         head.add_column("busy %", justify="right")
+        for c in ("useful (us)", "overhead (us)", "contention (us)", "waiting on deps (us)"):
+            head.add_column(c, justify="right")
         busy = self.engine_busy
+        split = self.unit_split
+
+        def parts(u):
+            d = split.get(u, {})
+            return [f"{d.get(k, 0.0) / 1000:.3f}" for k in ("useful", "overhead", "contention", "waiting")]
+
         for e in ENGINES:
-            head.add_row(e, f"{self.unit_busy_ns.get(e, 0.0) / 1000:.3f}", f"{100 * busy[e]:.1f}")
-        queues = {u: b for u, b in self.unit_busy_ns.items() if u.startswith("dma") and b > 0}
+            head.add_row(e, f"{self.unit_busy_ns.get(e, 0.0) / 1000:.3f}", f"{100 * busy[e]:.1f}", *parts(e))
+        queues = [u for u, b in self.unit_busy_ns.items() if u.startswith("dma") and b > 0]
+        for u in queues:
+            head.add_row(u, f"{self.unit_busy_ns[u] / 1000:.3f}", f"{100 * self.dma_queue_busy[u]:.1f}", *parts(u))
         head.add_row("dma (16 engines)", f"{self.dma_engine_busy_ns / 1000 / self.target.dma_engines:.3f}",
-                     f"{100 * busy['dma']:.1f}")
-        head.add_row(f"dma queues used: {len(queues)}", "", "")
+                     f"{100 * busy['dma']:.1f}", "", "", "", "")
+        head.add_row(f"dma queues used: {len(queues)}", "", "", "", "", "", "")
         console.print(head)
         facts = Table(title="roofline")
         facts.add_column("figure")
@@ -177,7 +199,44 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
                 for c, t in zip(per_template, templates))  # fmt: skip
     latency = max(end) if n else 0.0
     return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,
-                   critical_path(sched), sched, ideal)  # fmt: skip
+                   critical_path(sched), sched, ideal, split_busy(sched))  # fmt: skip
+
+
+def split_busy(sched) -> dict[str, dict[str, float]]:
+    """``Profile.busy_split`` from a Schedule: per-instruction useful and fixed parts come from its template; a DMA
+    queue's time past its fixed cost and busiest-engine time is contention for the engines; the gaps on a unit
+    before each of its instructions are waiting (units run their instructions in order, so an instruction that
+    starts after its predecessor on the unit ended was waiting for its inputs)."""
+    n = len(sched)
+    if not n:
+        return {}
+    templates = sched.templates
+    which = np.frombuffer(sched.template, dtype=f"i{sched.template.itemsize}")
+    units = np.frombuffer(sched.unit, dtype=np.int8).astype(np.int64)
+    start = np.frombuffer(sched.start, dtype=np.float64)
+    end = np.frombuffer(sched.end, dtype=np.float64)
+    useful_t = np.array([t.useful_ns for t in templates])
+    work_t = np.array([t.fixed_ns + t.payload_ns if t.engine == "dma" else t.duration_ns for t in templates])
+    nu = len(sched.units)
+    span = np.bincount(units, weights=end - start, minlength=nu)
+    useful = np.bincount(units, weights=useful_t[which], minlength=nu)
+    work = np.bincount(units, weights=np.minimum(work_t[which], end - start), minlength=nu)
+    order = np.argsort(units, kind="stable")  # per unit, in issue order (= its execution order)
+    u_sorted, s_sorted, e_sorted = units[order], start[order], end[order]
+    prev_end = np.empty_like(e_sorted)
+    prev_end[0] = 0.0
+    prev_end[1:] = e_sorted[:-1]
+    first = np.ones(n, dtype=bool)
+    first[1:] = u_sorted[1:] != u_sorted[:-1]
+    prev_end[first] = 0.0
+    waiting = np.bincount(u_sorted, weights=np.maximum(0.0, s_sorted - prev_end), minlength=nu)
+    out = {}
+    for k, name in enumerate(sched.units):
+        if span[k] <= 0 and waiting[k] <= 0:
+            continue
+        out[name] = {"useful": float(useful[k]), "overhead": float(max(0.0, work[k] - useful[k])),
+                     "contention": float(max(0.0, span[k] - work[k])), "waiting": float(waiting[k])}  # fmt: skip
+    return out
 
 
 def critical_path(sched) -> list[Step]:

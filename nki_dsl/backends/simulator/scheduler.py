@@ -7,12 +7,20 @@ run in parallel, so independent work (a load for iteration k+1, a matmul of iter
 buffer copies decide how far ahead a producer may run. On NC-v2 the engine pairs that cannot access SBUF or PSUM
 in parallel (§3.3) also wait for each other (``OpTemplate.ports``).
 
-DMA (§3.4): 16 queues, in order within a queue. A transfer goes to the queue that frees up first, so one that is
-ready is not held behind an earlier transfer still waiting for its data (the queues are interleaved by the
-hardware, round-robin). It first pays its fixed cost (descriptor setup and semaphore wait), which overlaps with
-other queues' transfers, then streams its payload over ``dma_engines`` of the 16 DMA engines, whose shared
-bandwidth (``dma_pool``) bounds many concurrent transfers and lets a transfer that is ready fill a gap before
-bookings made for transfers issued earlier. The queue is busy from the start of the fixed cost to the payload's end.
+DMA (§3.4): 16 queues, each in order. Queue assignment is an argued approximation of the compiler's: the queue is
+fixed when the program is built, not picked at run time by which queue frees first, and the transfers are dealt to
+the queues in turn in program order (round-robin), as a compiler that unrolls the kernel's loops and spreads their
+DMAs over the queues does. (Binding each DMA instruction of the loop body to one queue instead would serialise a
+hoisted load loop of 64 transfers on one queue, making hoisting loads no faster than reloading them, against the NKI
+matmul tutorial's progression.) A transfer waits in its queue for the transfer dealt to it before (the one 16
+transfers earlier) to finish: a queue works on one transfer at a time, so a transfer waiting for its data holds up
+the queue (head-of-line blocking). It then pays its fixed cost (descriptor setup, synchronisation, semaphore-to-
+start; or, with the hardware DGE, the 600 ns instruction on one of the two DGE instances shared by all queues),
+which overlaps with other queues' transfers, then streams on the DMA engines. The engines are shared by all queues
+(round-robin across queues, §3.4); their bandwidth is booked in ``dma_pool`` as the transfer's work summed over the
+engines, never faster than its busiest engine (``OpTemplate.payload_ns``), and a transfer that is ready may fill a
+gap before bookings made for transfers issued earlier. The queue is busy from the start of the fixed cost to the
+payload's end.
 
 Each instruction records the instruction that set its start (engine predecessor, data producer, or the DMA
 engine it waited for), which is how the profile walks the critical path back from the end.
@@ -40,7 +48,7 @@ class Schedule:
     end: array
     pred: array
     units: tuple[str, ...]
-    dma_engine_busy_ns: float  # sum over the 16 DMA engines of time spent streaming payload
+    dma_engine_busy_ns: float  # sum over the 16 DMA engines of time spent on transfers (descriptors and bytes)
 
     def __len__(self) -> int:
         return len(self.template)
@@ -68,6 +76,9 @@ class Scheduler:
         port_free, port_last = [0.0, 0.0], [-1, -1]
         pool = DmaPool(target.dma_engines)
         book = pool.book
+        dge_fixed = target.dge_fixed_ns
+        dge_free = [0.0] * target.dge_instances  # the hardware DGE instances (§3.4), shared by all queues
+        dge_last = [-1] * target.dge_instances
         tracker = DependenceTracker(untracked, cells)
         ready, commit = tracker.ready, tracker.commit
         templates = self.templates
@@ -75,21 +86,30 @@ class Scheduler:
         t_app, u_app, s_app, e_app, p_app = t_arr.append, u_arr.append, s_arr.append, e_arr.append, p_arr.append
         dma_busy = self.dma_busy
 
+        rr = [0]  # DMA transfers issued so far: the round-robin queue counter
         info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
-        dma_free = free[n_engines:]  # the DMA queues' free times (kept equal to free[n_engines:])
 
         def step(tmpl, reads, writes):
             ident = len(t_arr)
             got = info.get(id(tmpl))
             if got is None:
-                got = info[id(tmpl)] = (len(templates), None if tmpl.engine == DMA else engine_index[tmpl.engine],
-                                        tmpl.ports, tmpl.duration_ns, tmpl.fixed_ns, tmpl.payload_ns,
-                                        tmpl.dma_engines)  # fmt: skip
+                if tmpl.engine == DMA:
+                    payload = tmpl.payload_ns
+                    # engines' worth of the pool's bandwidth: the work summed over the engines, spread over
+                    # the busiest engine's time
+                    n = tmpl.dma_engine_total_ns / payload if payload > 0 else 0.0
+                    dge = bool(dge_free) and getattr(tmpl, "dge", False) and dge_fixed is not None
+                    got = (len(templates), n_engines, tmpl.ports, tmpl.duration_ns, tmpl.fixed_ns, payload, n,
+                           dge)  # fmt: skip
+                else:
+                    got = (len(templates), engine_index[tmpl.engine], tmpl.ports, tmpl.duration_ns, 0.0, 0.0, 0,
+                           False)  # fmt: skip
+                info[id(tmpl)] = got
                 templates.append(tmpl)
-            k, u, ports, duration, fixed, payload, n = got
-            if u is None:
-                q = dma_free.index(min(dma_free))
-                u = n_engines + q
+            k, u, ports, duration, fixed, payload, n, dge = got
+            if u >= n_engines:  # the next queue in turn (see the module docstring)
+                u = n_engines + rr[0] % dma_queues
+                rr[0] += 1
             start, pred = free[u], last[u]
             if reads or writes:
                 t, who = ready(reads, writes)
@@ -100,12 +120,16 @@ class Scheduler:
                     if port_free[p] > start:
                         start, pred = port_free[p], port_last[p]
             if u >= n_engines:
-                # fixed cost, then the payload on the `dma_engines` DMA engines
+                if dge:  # the fixed cost is the DGE instruction, on the first DGE instance to free up
+                    d = dge_free.index(min(dge_free))
+                    if dge_free[d] > start:
+                        start, pred = dge_free[d], dge_last[d]
+                    dge_free[d], dge_last[d] = start + fixed, ident
+                # fixed cost, then the payload on the DMA engines
                 _, end, who = book(start + fixed, payload, n, ident)
                 if who >= 0 and e_arr[who] <= end:  # the bandwidth was the bottleneck (fluid sharing may overlap)
                     pred = who
                 dma_busy[0] += n * payload
-                dma_free[q] = end
             else:
                 end = start + duration
             free[u] = end

@@ -66,9 +66,15 @@ class OpTemplate:
     flops: float = 0.0
     tensor_flops: float = 0.0
     duration_ns: float = 0.0
+    # How ``duration_ns`` splits (the Profile's busy-time breakdown): ``useful_ns`` is the work itself (elements at
+    # the engine's rate, a DMA's bytes at peak), the rest fixed overheads (MIN_II floor, MM_INIT_LATENCY, static
+    # and access overheads, GPSIMD_START; a DMA's fixed cost and descriptor costs).
+    useful_ns: float = 0.0
     fixed_ns: float = 0.0
-    payload_ns: float = 0.0
+    payload_ns: float = 0.0  # DMA: the busiest DMA engine's time on the transfer (descriptors + bytes)
     dma_engines: int = 0
+    dma_engine_total_ns: float = 0.0  # DMA: work summed over the 16 engines (what the shared pool books)
+    dma_descriptors: int = 0
     ports: tuple = ()
     index: int = 0
     reads: list = field(default_factory=list)  # Accesses read (for listings)
@@ -206,9 +212,14 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
     if engine == DMA:
         _dma_counts(op, t, inputs, writes, target)
     else:
-        t.duration_ns = cost.compute_ns(target, t)
+        _price_compute(t, target)
         _twin(t, target)
     return t
+
+
+def _price_compute(t: OpTemplate, target: Target) -> None:
+    t.duration_ns = cost.compute_ns(target, t)
+    t.useful_ns = min(t.duration_ns, cost.useful_ns(target, t))
 
 
 def _twin(t: OpTemplate, target: Target) -> None:
@@ -216,7 +227,7 @@ def _twin(t: OpTemplate, target: Target) -> None:
     t.if_dependent = None
     if t.engine in cost.STATIC_OVERHEAD_ENGINES:
         d = t.if_dependent = replace(t, dependent=True, if_dependent=None)
-        d.duration_ns = cost.compute_ns(target, d)
+        _price_compute(d, target)
 
 
 def _dma_counts(op: Op, t: OpTemplate, inputs: list[Access], writes: list[Access], target: Target) -> None:
@@ -238,8 +249,9 @@ def _dma_counts(op: Op, t: OpTemplate, inputs: list[Access], writes: list[Access
 
 
 def _price_dma(t: OpTemplate, target: Target) -> None:
-    t.fixed_ns, t.payload_ns, t.dma_engines = cost.dma_ns(target, t.nbytes, t.P, t.chunk_bytes, t.dge,
-                                                          t.transpose_fraction)  # fmt: skip
+    c = cost.dma_cost(target, t.nbytes, t.P, t.chunk_bytes, t.dge, t.transpose_fraction)
+    t.fixed_ns, t.payload_ns, t.dma_engines = c.fixed_ns, c.engine_ns, c.engines
+    t.dma_engine_total_ns, t.useful_ns, t.dma_descriptors = c.engine_total_ns, c.useful_ns, c.descriptors
     t.duration_ns = t.fixed_ns + t.payload_ns
 
 
@@ -302,6 +314,6 @@ def _scaled(t: OpTemplate, shape, ext, target: Target) -> OpTemplate:
         _price_dma(s, target)
     else:
         s.n_moving = max(1, round(t.n_moving * ff)) if t.n_moving else 0
-        s.duration_ns = cost.compute_ns(target, s)
+        _price_compute(s, target)
         _twin(s, target)
     return s
