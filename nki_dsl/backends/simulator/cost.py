@@ -47,7 +47,22 @@ def _matmul(t: Target, s) -> float:
     if s.fp8_operands:
         moving = moving * t.tensor_input_elems_per_cycle / t.tensor_fp8_input_elems_per_cycle
     cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), moving)
-    return cycles * (t.fp32_matmul_slowdown if s.dtype == _FP32 else 1)
+    return cycles * _fp32_factor(t, s)
+
+
+def _fp32_factor(t: Target, s) -> float:
+    """FP32 streams at 1/4 the rate (§3.1, §3.2); is_transpose on NC-v3+ and the zeros-and-ones operand modes halve
+    that (§3.2: "2x speedup in FP32 transpose", "2x better performance if ... float32")."""
+    if s.dtype != _FP32:
+        return 1.0
+    return t.fp32_matmul_slowdown / (2.0 if s.fp32_fast else 1.0)
+
+
+def load_stationary_ns(t: Target, s) -> float:
+    """LoadStationary of an nc_matmul's stationary tile (§3.2): "fast LoadStationary" is up to 4x faster than a
+    MultiplyMoving of the same free size, so a [128, 128] stationary loads in 32 cycles (x the FP32 factor: the
+    array takes FP32 operands at a quarter of the rate either way)."""
+    return s.n_stationary / t.fast_load_stationary_factor * _fp32_factor(t, s) / t.tensor_ghz
 
 
 def _transpose(t: Target, s) -> float:
@@ -169,15 +184,16 @@ def overhead_cycles(t: Target, s) -> float:
     """Static cycles on top of the throughput formula (§3.3), for Vector and Scalar instructions:
 
     * an instruction reading the output of the previous instruction on its engine (``s.dependent``) cannot be
-      pipelined behind it: it pays the ~100-cycle static instruction overhead and, because it must start a fresh
-      SBUF/PSUM access after the producer's write landed, the ~60-cycle access overhead. MIN_II + 100 + 60 = 224
+      pipelined behind it: it pays the ~100-cycle static instruction overhead, and the ~60-cycle access overhead
+      twice, since the producer's write access must complete before the consumer's read access can start (in a
+      stream of independent instructions one's write overlaps the next one's read). MIN_II + 100 + 2 x 60 = 284
       cycles per tiny dependent instruction, against the 264 ScalarE cycles the perf guide measured (§3.3);
     * an instruction with N << 128 pays the static overhead only. "<<" is taken as N <= MIN_II (= 64 = half the
       lanes): the instruction is issue-bound, its formula already at the MIN_II floor."""
     if s.engine not in STATIC_OVERHEAD_ENGINES:
         return 0.0
     if s.dependent:
-        return t.vector_static_overhead_cycles + t.sbuf_access_overhead_cycles
+        return t.vector_static_overhead_cycles + 2 * t.sbuf_access_overhead_cycles
     if t.min_ii_cycles >= s.N:
         return t.vector_static_overhead_cycles
     return 0.0

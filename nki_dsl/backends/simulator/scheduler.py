@@ -87,6 +87,8 @@ class Scheduler:
         dma_busy = self.dma_busy
 
         rr = [0]  # DMA transfers issued so far: the round-robin queue counter
+        loaded = [None, -1]  # the stationary tile the Tensor engine holds: its region and that region's writer
+        te_start = [0.0]  # when the Tensor engine's latest instruction started multiplying
         info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
 
         def step(tmpl, reads, writes):
@@ -100,13 +102,20 @@ class Scheduler:
                     n = tmpl.dma_engine_total_ns / payload if payload > 0 else 0.0
                     dge = bool(dge_free) and getattr(tmpl, "dge", False) and dge_fixed is not None
                     got = (len(templates), n_engines, tmpl.ports, tmpl.duration_ns, tmpl.fixed_ns, payload, n,
-                           dge)  # fmt: skip
+                           dge, 0.0)  # fmt: skip
                 else:
                     got = (len(templates), engine_index[tmpl.engine], tmpl.ports, tmpl.duration_ns, 0.0, 0.0, 0,
-                           False)  # fmt: skip
+                           False, getattr(tmpl, "load_stationary_ns", 0.0))  # fmt: skip
                 info[id(tmpl)] = got
                 templates.append(tmpl)
-            k, u, ports, duration, fixed, payload, n, dge = got
+            k, u, ports, duration, fixed, payload, n, dge, ls = got
+            if ls:  # a matmul: does its stationary tile need loading, and when could that start?
+                # (asked before the instruction's own ready: ready() keeps what it found for the commit)
+                s_ready, s_writer = ready((reads[0],), ())
+                if loaded[0] == reads[0] and loaded[1] == s_writer:  # the same bytes, not rewritten since
+                    ls = 0.0
+                else:
+                    loaded[0], loaded[1] = reads[0], s_writer
             if u >= n_engines:  # the next queue in turn (see the module docstring)
                 u = n_engines + rr[0] % dma_queues
                 rr[0] += 1
@@ -131,7 +140,17 @@ class Scheduler:
                     pred = who
                 dma_busy[0] += n * payload
             else:
-                end = start + duration
+                if ls:
+                    # LoadStationary runs in the background from when the stationary is ready and the previous
+                    # matmul has started multiplying (§3.2); only what is left of it when the MultiplyMoving could
+                    # start delays it, and counts as the instruction's time
+                    done = (s_ready if s_ready > te_start[0] else te_start[0]) + ls
+                    te_start[0] = done if done > start else start
+                    end = te_start[0] + duration
+                else:
+                    if u == 0:  # a transpose on the array replaces the stationary it held
+                        te_start[0], loaded[0] = start, None
+                    end = start + duration
             free[u] = end
             last[u] = ident
             if ports:

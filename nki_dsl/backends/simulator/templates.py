@@ -54,6 +54,12 @@ class OpTemplate:
     stride_factor: float = 1.0
     dependent: bool = False
     fp8_operands: bool = False  # nc_matmul with FP8 stationary and moving tiles (§3.1 dense FP8 rate)
+    # nc_matmul modes that halve the FP32 cost (§3.2): is_transpose on NC-v3+ ("2x speedup in FP32 transpose"),
+    # and an all-zeros-and-ones operand (is_stationary_onezero / is_moving_onezero, "2x ... if float32")
+    fp32_fast: bool = False
+    # nc_matmul: LoadStationary time (§3.2 "fast LoadStationary": up to 4x faster than a MultiplyMoving of the same
+    # free size). It runs in the background during the previous matmul; the scheduler adds what it cannot hide.
+    load_stationary_ns: float = 0.0
     # The same instruction when it reads what the previous instruction on its engine wrote (Vector / Scalar only,
     # ``cost.overhead_cycles``): the stream picks it per executed instruction, since in a loop the previous
     # instruction of an iteration's first one is the previous iteration's last.
@@ -200,6 +206,8 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
         t.P, t.n_stationary, t.n_moving, t.dtype = st.shape[0], _free(st.shape), _free(mv.shape), st.tensor.type.dtype
         t.flops = t.tensor_flops = 2.0 * t.P * t.n_stationary * t.n_moving
         t.fp8_operands = st.tensor.type.dtype in cost.FP8 and mv.tensor.type.dtype in cost.FP8
+        t.fp32_fast = bool(op.attrs.get("is_stationary_onezero") or op.attrs.get("is_moving_onezero")
+                           or (op.attrs.get("is_transpose") and target.nc_version >= 3))  # fmt: skip
     elif op.name == "nisa.nc_transpose":
         src = inputs[0].shape
         t.P, t.N = src[0], _free(src)
@@ -220,6 +228,8 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
 def _price_compute(t: OpTemplate, target: Target) -> None:
     t.duration_ns = cost.compute_ns(target, t)
     t.useful_ns = min(t.duration_ns, cost.useful_ns(target, t))
+    if t.opcode == "nisa.nc_matmul":
+        t.load_stationary_ns = cost.load_stationary_ns(target, t)
 
 
 def _twin(t: OpTemplate, target: Target) -> None:
