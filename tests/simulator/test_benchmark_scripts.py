@@ -18,3 +18,12 @@ def test_speed_benchmark_reports_both_kernels(monkeypatch, capsys):
     assert simulator_speed.main() == 0
     out = capsys.readouterr().out
     assert "blocked" in out and "naive tiled" in out and out.count("instructions/s") == 3
+
+
+def test_fidelity_benchmark_prints_every_row(monkeypatch, capsys):
+    from benchmarks import fidelity
+
+    monkeypatch.setattr(sys, "argv", ["fidelity.py", "--skip-progression"])
+    assert fidelity.main() == 0  # 0: every row holds
+    out = capsys.readouterr().out
+    assert out.count(" yes ") == len(fidelity.micro_rows()) and "1,416.00" in out
