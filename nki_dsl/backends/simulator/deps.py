@@ -146,6 +146,9 @@ class DependenceTracker:
     def __init__(self, untracked: set[int] = frozenset(), cells: dict[int, int] | None = None):
         self.spaces: dict = {key: _ByteSpace(width) for key, width in (cells or {}).items()}
         self.untracked = untracked
+        # after each ``ready``: when the last writer of its first read region ended (the Tensor engine's stationary
+        # tile, for LoadStationary)
+        self.first_read = [0.0]
         self.ready, self.commit = self._make()
 
     def _space(self, key: int, box):
@@ -159,11 +162,17 @@ class DependenceTracker:
         byte = {key: (s, s.width, s.cells, s.exact) for key, s in spaces.items()}  # the fixed on-chip spaces
         pending: list = []
 
+        first = self.first_read
+
         def ready(reads, writes):
             # record fields by index: see the table at the top of this module
             nonlocal pending
             t, who = 0.0, -1
+            n = 0
             for key, box in reads:  # RAW: wait for the last writer of anything read
+                if n == 1:
+                    first[0] = t  # the first read's RAW time, before the others raise t
+                n += 1
                 if key in untracked:
                     continue
                 b = byte.get(key)
@@ -194,6 +203,8 @@ class DependenceTracker:
                 for r in recs:
                     if r[1] > t:
                         t, who = r[1], r[2]
+            if n == 1:
+                first[0] = t
             pending = []
             for key, box in writes:  # WAW and WAR: wait for the last writer and the readers of anything written
                 b = byte.get(key)

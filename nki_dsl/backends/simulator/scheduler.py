@@ -87,7 +87,8 @@ class Scheduler:
         dma_busy = self.dma_busy
 
         rr = [0]  # DMA transfers issued so far: the round-robin queue counter
-        loaded = [None, -1]  # the stationary tile the Tensor engine holds: its region and that region's writer
+        loaded = [None]  # the region of the stationary tile the Tensor engine holds
+        first_read = tracker.first_read
         te_start = [0.0]  # when the Tensor engine's latest instruction started multiplying
         info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
 
@@ -109,13 +110,6 @@ class Scheduler:
                 info[id(tmpl)] = got
                 templates.append(tmpl)
             k, u, ports, duration, fixed, payload, n, dge, ls = got
-            if ls:  # a matmul: does its stationary tile need loading, and when could that start?
-                # (asked before the instruction's own ready: ready() keeps what it found for the commit)
-                s_ready, s_writer = ready((reads[0],), ())
-                if loaded[0] == reads[0] and loaded[1] == s_writer:  # the same bytes, not rewritten since
-                    ls = 0.0
-                else:
-                    loaded[0], loaded[1] = reads[0], s_writer
             if u >= n_engines:  # the next queue in turn (see the module docstring)
                 u = n_engines + rr[0] % dma_queues
                 rr[0] += 1
@@ -141,10 +135,18 @@ class Scheduler:
                 dma_busy[0] += n * payload
             else:
                 if ls:
-                    # LoadStationary runs in the background from when the stationary is ready and the previous
-                    # matmul has started multiplying (§3.2); only what is left of it when the MultiplyMoving could
-                    # start delays it, and counts as the instruction's time
-                    done = (s_ready if s_ready > te_start[0] else te_start[0]) + ls
+                    # A matmul. LoadStationary runs in the background from when the stationary is ready and the
+                    # previous matmul started multiplying (§3.2); only what is left of it when the MultiplyMoving
+                    # could start delays it, and counts as the instruction's time. The array still holds this
+                    # stationary if the previous matmul read the same region and nothing wrote it since: a later
+                    # write would have waited for that read (WAR), so it would end after the previous start.
+                    prev = te_start[0]
+                    s_ready = first_read[0]  # (reads[0] is the stationary)
+                    if reads[0] == loaded[0] and s_ready <= prev:
+                        done = 0.0
+                    else:
+                        done = (s_ready if s_ready > prev else prev) + ls
+                    loaded[0] = reads[0]
                     te_start[0] = done if done > start else start
                     end = te_start[0] + duration
                 else:
