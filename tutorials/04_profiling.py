@@ -10,6 +10,31 @@ Each step below changes one thing and asks the simulator what it bought. The ker
 Run it: ``python tutorials/04_profiling.py``; the same figures come from the command line with
 ``nki profile tutorials/04_profiling.py:matmul_blocked --arg lhsT=4096x2048:bfloat16 --arg rhs=4096x4096:bfloat16
 --timing-only --trace matmul.json`` (open the trace in https://ui.perfetto.dev).
+
+How far to trust a modelled number. The simulator is a cost model built only from what reference/nki.md documents
+(every constant in ``nki_dsl/targets.py`` cites its section; ``python benchmarks/fidelity.py`` prints the
+documented micro-behaviours next to the model's values). Use it to compare versions of a kernel and to see which
+engine or queue limits it; treat an absolute latency as an estimate, good to tens of percent at best. What it
+does not model, in plain words:
+
+* DMA. A transfer is priced as one descriptor per contiguous row run (each costing as much as streaming 256 B),
+  a fixed ~1.3 us per transfer on its queue, and the 16 DMA engines' shared bandwidth. How many transfers the
+  real compiler keeps in flight, and on which queues, is not documented: the model deals transfers to the 16
+  queues in turn. HBM itself (pages, banks, refresh) and the other cores of the chip competing for it are not
+  modelled, so kernels made of many short-row transfers are the least trustworthy (likely too optimistic).
+* The compiler. The model runs the instructions it is given, in program order per engine, with the buffers the
+  allocator gave them (up to three rotating copies per tile). The real compiler may reorder, fuse, unroll, split
+  or insert spills; none of that is simulated.
+* Engines. Per-instruction costs are the documented formulas (MIN_II, the Tensor engine's max(N, 64) interval,
+  the 1/4 fp32 rate, static and access overheads for tiny or dependent instructions, stride penalties, NC-v2's
+  shared SBUF/PSUM ports). Pipeline effects inside an engine beyond those, instruction fetch, semaphore latency
+  between engines and clock or power throttling are not modelled.
+* Where the documentation is only for one generation (most overheads are quoted for NC-v2), the same figure is
+  used for the others.
+
+Every Profile also says *why* each engine and DMA queue was busy: ``prof.busy_split`` splits its time into useful
+work, fixed overheads, contention for the DMA engines, and waiting on dependencies (the summary table and the
+Perfetto trace show the same split).
 """
 
 import numpy as np
@@ -168,10 +193,25 @@ def profile_large():
     return previous
 
 
+def explain(prof):
+    """Why each engine and DMA queue was busy: useful work, fixed overheads, waiting on dependencies."""
+    print(f"\n  where the time of '{prof.kernel}' went (us):")
+    print(f"  {'unit':<8} {'useful':>10} {'overhead':>10} {'contention':>11} {'waiting':>10}")
+    for unit, part in prof.busy_split.items():
+        if unit.startswith("dma") and unit != "dma0":
+            continue  # the 16 queues look alike here: show the first
+        print(f"  {unit:<8} {part['useful'] / 1e3:>10.1f} {part['overhead'] / 1e3:>10.1f} "
+              f"{part['contention'] / 1e3:>11.1f} {part['waiting'] / 1e3:>10.1f}")
+    # The Tensor engine's idle time is waiting on dependencies (its operands' loads, PSUM freed by the copy out);
+    # a DMA queue's overhead is the fixed cost per transfer and the per-descriptor cost of its rows.
+    assert prof.busy_split["tensor"]["useful"] <= prof.unit_busy_ns["tensor"] + 1e-6
+
+
 def main():
     check_numbers()
     best = profile_large()
-    # The rich summary: per-engine busy time, FLOPs and bytes, roofline position and the critical path.
+    explain(best)
+    # The rich summary: per-engine busy time and its split, FLOPs and bytes, roofline position, critical path.
     best.summary()
 
 
