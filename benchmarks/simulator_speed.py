@@ -5,8 +5,10 @@
 Simulates a blocked and the naive tiled bf16 matmul of [4096, 8192] x [8192, 8192] (lhsT [8192, 4096], rhs
 [8192, 8192]) from shapes only (nki.spec) on trn2 and prints, per kernel, the instruction count, the simulation
 wall time (trace, lowering and allocation excluded: the median of --repeat runs of the scheduler over the cached
-stream), the first end-to-end call, the modelled latency and Tensor-engine utilisation. Targets (issue 3):
->= 100,000 instructions/s and < 30 s in total.
+stream), the first end-to-end call, the modelled latency and Tensor-engine utilisation. Targets: issue 3,
+>= 100,000 instructions/s and < 30 s in total; issue 10, >= 1,000,000 instructions/s on the blocked kernel (not
+reached: see the issue's closing note). On a shared machine the wall-clock figure varies with load; compare
+runs made one after the other.
 
 "before": the figure measured on this machine for the blocked kernel at commit 5f77dd7 (the simulator that
 interpreted the traced IR with its own nl->engine table, 44,544 instructions), for comparison.

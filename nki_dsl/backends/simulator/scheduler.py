@@ -90,6 +90,7 @@ class Scheduler:
         loaded = [None]  # the region of the stationary tile the Tensor engine holds
         first_read = tracker.first_read
         te_start = [0.0]  # when the Tensor engine's latest instruction started multiplying
+        tensor = engine_index["tensor"]
         info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
 
         def step(tmpl, reads, writes):
@@ -150,7 +151,7 @@ class Scheduler:
                     te_start[0] = done if done > start else start
                     end = te_start[0] + duration
                 else:
-                    if u == 0:  # a transpose on the array replaces the stationary it held
+                    if u == tensor:  # a transpose on the array replaces the stationary it held
                         te_start[0], loaded[0] = start, None
                     end = start + duration
             free[u] = end
