@@ -74,3 +74,13 @@ def test_fp32_rate_and_the_modes_that_double_it(target):
     assert _one_ns(target, "float32", onezero=True) == pytest.approx(2 * bf16)
     # §3.2: NC-v3 transpose mode, "2x speedup in FP32 transpose"; NC-v2 has no such mode
     assert _one_ns(target, "float32", is_transpose=True) == pytest.approx((2 if t.nc_version >= 3 else 4) * bf16)
+
+
+def test_an_exposed_load_stationary_is_overhead_in_the_busy_split():
+    t = get_target("trn2")
+    specs = (nki.spec((128, 128), "bfloat16"),) * 2 + (nki.spec((128, 512), "bfloat16"),)
+    te = simulate(two_stationaries, *specs, late=True)[1].busy_split["tensor"]
+    # two MultiplyMovings of useful work; the first LoadStationary hid behind the loads, the second was exposed
+    assert te["useful"] == pytest.approx(2 * 512 / t.tensor_ghz)
+    assert te["overhead"] == pytest.approx(128 / t.fast_load_stationary_factor / t.tensor_ghz)
+    assert te["contention"] == 0.0

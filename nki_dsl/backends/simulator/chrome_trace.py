@@ -34,7 +34,7 @@ def trace_events(schedule, kernel_name: str) -> dict:
                            "ts": last_end[u] / 1000.0, "dur": (start - last_end[u]) / 1000.0,
                            "args": {"for": k, "on": why, "pred": pred}})  # fmt: skip
         last_end[u] = end
-        work = t.fixed_ns + t.payload_ns if t.engine == "dma" else t.duration_ns
+        work = t.fixed_ns + t.payload_ns if t.engine == "dma" else end - start
         events.append({
             "ph": "X", "cat": "instruction", "pid": 0, "tid": u, "name": names[ti], "ts": start / 1000.0,
             "dur": (end - start) / 1000.0,

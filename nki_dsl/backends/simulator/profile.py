@@ -216,7 +216,9 @@ def split_busy(sched) -> dict[str, dict[str, float]]:
     start = np.frombuffer(sched.start, dtype=np.float64)
     end = np.frombuffer(sched.end, dtype=np.float64)
     useful_t = np.array([t.useful_ns for t in templates])
-    work_t = np.array([t.fixed_ns + t.payload_ns if t.engine == "dma" else t.duration_ns for t in templates])
+    # a compute instruction's whole span is its own (an exposed LoadStationary included); a DMA's span past its
+    # fixed cost and busiest-engine time is contention for the engines
+    work_t = np.array([t.fixed_ns + t.payload_ns if t.engine == "dma" else np.inf for t in templates])
     nu = len(sched.units)
     span = np.bincount(units, weights=end - start, minlength=nu)
     useful = np.bincount(units, weights=useful_t[which], minlength=nu)
