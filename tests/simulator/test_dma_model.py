@@ -88,3 +88,20 @@ def test_hardware_dge_instructions_share_two_instances():
     # §3.4: each DGE instruction takes ~600 ns on one of two DGE instances: two start at once, two wait for them
     assert sorted(s.start[k] for k in loads) == pytest.approx([0, 0, t.dge_fixed_ns, t.dge_fixed_ns])
     assert t.dge_instances == 2
+
+
+@nki.jit
+def hbm_to_hbm(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+def test_an_hbm_to_hbm_copy_of_many_rows_spreads_them_over_the_sixteen_engines():
+    t = get_target("trn2")
+    prof = nki.benchmark(hbm_to_hbm, nki.spec((1024, 512), "float32"), target="trn2")
+    s = prof.schedule
+    copy = s.templates[s.template[_dma(prof)[0]]]
+    bw, desc = t.dma_engine_bytes_per_ns, t.dma_overhead_bound_bytes / t.dma_engine_bytes_per_ns
+    assert copy.dma_engines == 16
+    assert copy.payload_ns == pytest.approx(1024 // 16 * (desc + 2048 / bw) + desc + 4 / bw)  # 64 rows each

@@ -283,7 +283,7 @@ def dma_cost(t: Target, nbytes: int, partitions: int, chunk_bytes: float, dge: b
     one and the kernel asked for it."""
     P = max(1, partitions)
     engines = dma_engines_used(t, P)
-    rows = min(P, t.dma_partitions_per_engine)  # rows on the busiest engine (rows are dealt 8 to an engine)
+    rows = -(-P // engines)  # rows on the busiest engine: 8 to an engine (more for an HBM-to-HBM copy of > 128)
     per_row = nbytes / P
     runs = max(1, math.ceil(per_row / max(chunk_bytes, 1.0) - 1e-9)) if nbytes else 0
     bw = t.dma_engine_bytes_per_ns
