@@ -4,6 +4,7 @@ position and the critical path; a ``rich`` summary, a Chrome trace, and before/a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -12,9 +13,9 @@ from nki_dsl.backends.simulator.units import ENGINES
 from nki_dsl.targets import Target
 
 
-@dataclass(frozen=True)
-class Step:
-    """One instruction on the critical path."""
+class Step(NamedTuple):
+    """One instruction on the critical path. (A named tuple: a long path has one per instruction on it, and a
+    tuple is built several times faster than a frozen dataclass.)"""
 
     index: int
     opcode: str
@@ -245,16 +246,18 @@ def critical_path(sched) -> list[Step]:
     """The chain of instructions that set the end time: from the last to finish, follow recorded predecessors."""
     if not len(sched):
         return []
-    end = sched.end
+    end, start, template, unit, pred = sched.end, sched.start, sched.template, sched.unit, sched.pred
     k = max(range(len(end)), key=end.__getitem__)
-    chain, locs = [], {}  # a long path repeats few templates: format each source location once
+    ks = []
     while k >= 0:
-        j = sched.template[k]
-        t = sched.templates[j]
-        loc = locs.get(j)
-        if loc is None:
-            loc = locs[j] = str(t.loc)
-        chain.append(Step(k, t.opcode, sched.units[sched.unit[k]], sched.start[k], end[k], loc))
-        k = sched.pred[k]
-    chain.reverse()
-    return chain
+        ks.append(k)
+        k = pred[k]
+    ks.reverse()
+    # a long path repeats few templates: format each one's opcode and source location once
+    names = {j: (sched.templates[j].opcode, str(sched.templates[j].loc)) for j in {template[k] for k in ks}}
+    units = sched.units
+    out = []
+    for k in ks:
+        opcode, loc = names[template[k]]
+        out.append(Step(k, opcode, units[unit[k]], start[k], end[k], loc))
+    return out
