@@ -84,3 +84,38 @@ def test_an_exposed_load_stationary_is_overhead_in_the_busy_split():
     assert te["useful"] == pytest.approx(2 * 512 / t.tensor_ghz)
     assert te["overhead"] == pytest.approx(128 / t.fast_load_stationary_factor / t.tensor_ghz)
     assert te["contention"] == 0.0
+
+
+@nki.jit
+def two_groups(a, b, k_tiles=4):
+    """Two PSUM accumulation groups in different banks; the first is copied out while the second accumulates."""
+    out = nl.ndarray((2 * a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    st = nl.load(a)
+    mv = nl.load(b)
+    # the copies' SBUF destinations are allocated up front, so they share no bytes with the operands (an
+    # allocation reusing the operands' bytes would make the first copy wait for the last matmul reading them)
+    r1 = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    r2 = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    g1 = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    g2 = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for _ in nl.affine_range(k_tiles):
+        g1 += nisa.nc_matmul(st, mv)
+    for _ in nl.affine_range(k_tiles):
+        g2 += nisa.nc_matmul(st, mv)
+    r1[...] = nl.copy(g1)
+    nl.store(out[0:128, :], value=r1)
+    r2[...] = nl.copy(g2)
+    nl.store(out[128:256, :], value=r2)
+    return out
+
+
+def test_psum_groups_in_different_banks_overlap_with_their_evictions():
+    prof = simulate(two_groups, nki.spec((128, 128), "bfloat16"), nki.spec((128, 512), "bfloat16"))[1]
+    s = prof.schedule
+    mm = _matmuls(prof)
+    copies = [(s.start[k], s.end[k]) for k in range(len(s)) if s.templates[s.template[k]].opcode == "nisa.tensor_copy"]
+    # reading a bank waits for the last matmul of its accumulation group (§1.1: one group per bank) ...
+    assert copies[0][0] == pytest.approx(mm[3][1])
+    # ... and runs while the Tensor engine accumulates the other group in another bank
+    assert copies[0][0] < mm[7][1] and copies[0][1] > mm[4][0]
+    assert copies[1][0] >= mm[7][1]
