@@ -3,9 +3,11 @@
 from nki_dsl import dtypes as _dtypes
 from nki_dsl.language import tile_size
 from nki_dsl.language.buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm
+from nki_dsl.language.casting import static_cast
 from nki_dsl.language.composite import rms_norm, softmax
 from nki_dsl.language.constants import shared_constant
 from nki_dsl.language.creation import empty_like, full, full_like, ndarray, ones, ones_like, zeros, zeros_like
+from nki_dsl.language.finfo import finfo
 from nki_dsl.language.iterators import affine_range, sequential_range, static_range
 from nki_dsl.language.loop_reduce import loop_reduce
 from nki_dsl.language.math import *  # noqa: F403 - the generated elementwise/reduction ops

@@ -1,10 +1,20 @@
-"""Tensor creation: ``ndarray``, ``zeros``, ``ones``, ``full`` and the ``*_like`` forms."""
+"""Tensor creation: ``ndarray``, ``zeros``, ``ones``, ``full`` and the ``*_like`` forms.
+
+``lazy_initialization=`` (legacy ``neuronxcc.nki`` kernels pass it to ``nl.full``/``nl.zeros``) is accepted by
+every creation function. NKI does not document it (reference/nki.md, "Legacy items": absent from docs and stubs,
+only ``**kwargs``); its name says the compiler may defer or skip the fill when every element is written before
+it is read. Filling anyway is the one behaviour that is right whatever the flag means: a kernel that writes every
+element first cannot tell the difference, and one that does not reads the fill value instead of garbage. So the
+flag is checked (a bool) and the tensor is always initialised as without it.
+"""
 
 from __future__ import annotations
 
 from nki_dsl import dtypes
+from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.language.buffers import split_shape, to_buffer
+from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.semantics import build_op
 
 
@@ -13,21 +23,32 @@ def _type(shape, dtype, buffer) -> TensorType:
     return TensorType(dims, dtypes.normalize(dtype), to_buffer(buffer), par_axis)
 
 
-def ndarray(shape, dtype, *, buffer=None, name=""):
+def _lazy(api: str, value) -> None:
+    """``lazy_initialization`` must be a bool; it never changes what is computed (see the module docstring)."""
+    if not isinstance(value, bool):
+        raise NkiApiError(f"lazy_initialization= must be True or False, got {value!r}", caller_loc(), api)
+
+
+def ndarray(shape, dtype, *, buffer=None, name="", lazy_initialization=False):
     """A new tensor whose contents are undefined until written (on-chip memory is not zeroed)."""
+    _lazy("nl.ndarray", lazy_initialization)
     return build_op("alloc", {}, result_type=_type(shape, dtype, buffer), hint=name)
 
 
-def full(shape, fill_value, dtype, *, buffer=None, name=""):
-    """A new tensor with every element ``fill_value``."""
+def full(shape, fill_value, dtype, *, buffer=None, name="", lazy_initialization=False):
+    """A new tensor with every element ``fill_value`` (also with ``lazy_initialization=True``, which is accepted
+    and still fills: see the module docstring)."""
+    _lazy("nl.full", lazy_initialization)
     return build_op("nl.full", {}, {"value": float(fill_value)}, result_type=_type(shape, dtype, buffer), hint=name)
 
 
-def zeros(shape, dtype, *, buffer=None, name=""):
+def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.zeros", lazy_initialization)
     return full(shape, 0.0, dtype, buffer=buffer, name=name)
 
 
-def ones(shape, dtype, *, buffer=None, name=""):
+def ones(shape, dtype, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.ones", lazy_initialization)
     return full(shape, 1.0, dtype, buffer=buffer, name=name)
 
 
@@ -41,21 +62,25 @@ def _default_like(t: TensorType) -> Buffer:
     return t.buffer if t.buffer.on_chip else Buffer.SBUF
 
 
-def zeros_like(a, dtype=None, *, buffer=None, name=""):
+def zeros_like(a, dtype=None, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.zeros_like", lazy_initialization)
     shape, dt, buf = _like(a, dtype, buffer)
     return zeros(shape, dt, buffer=buf, name=name)
 
 
-def ones_like(a, dtype=None, *, buffer=None, name=""):
+def ones_like(a, dtype=None, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.ones_like", lazy_initialization)
     shape, dt, buf = _like(a, dtype, buffer)
     return ones(shape, dt, buffer=buf, name=name)
 
 
-def full_like(a, fill_value, dtype=None, *, buffer=None, name=""):
+def full_like(a, fill_value, dtype=None, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.full_like", lazy_initialization)
     shape, dt, buf = _like(a, dtype, buffer)
     return full(shape, fill_value, dt, buffer=buf, name=name)
 
 
-def empty_like(a, dtype=None, *, buffer=None, name=""):
+def empty_like(a, dtype=None, *, buffer=None, name="", lazy_initialization=False):
+    _lazy("nl.empty_like", lazy_initialization)
     shape, dt, buf = _like(a, dtype, buffer)
     return ndarray(shape, dt, buffer=buf, name=name)

@@ -138,3 +138,32 @@ def running_max_init_kernel(x):
 def test_fp32_min_in_a_kernel():
     x = rand((128, 32), F32, -1e30, -1e29, seed=3)
     np.testing.assert_array_equal(running_max_init_kernel(x), x.max(axis=1, keepdims=True))
+
+
+@nki.jit
+def lazy_kernel(x, lazy):
+    """Legacy kernels pass ``lazy_initialization``; the tensors are filled either way, so a partial write leaves
+    the fill value in the rest (never poison)."""
+    acc = nl.zeros((128, 16), dtype=nl.float32, lazy_initialization=lazy)
+    big = nl.full((128, 16), -7.5, dtype=nl.float32, lazy_initialization=lazy)
+    one = nl.ones((128, 16), dtype=nl.float32, lazy_initialization=lazy)
+    scratch = nl.ndarray((128, 16), dtype=nl.float32, lazy_initialization=lazy)
+    acc[:, 0:8] = nl.load(x)
+    scratch[...] = nl.add(big, one)
+    out = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(acc, scratch))
+    return out
+
+
+@pytest.mark.parametrize("lazy", [True, False])
+def test_lazy_initialization_still_initialises(lazy):
+    x = rand((128, 8), F32, seed=4)
+    got = lazy_kernel(x, lazy)
+    want = np.full((128, 16), -6.5)
+    want[:, :8] += exact(x)
+    np.testing.assert_array_equal(got, rounded(want, F32))
+
+
+def test_lazy_initialization_must_be_a_bool():
+    with pytest.raises(nki.NkiApiError, match=r"test_creation.py:\d+: nl.zeros: lazy_initialization= must be True"):
+        lazy_kernel(rand((128, 8), F32), "yes")
