@@ -1,5 +1,5 @@
 """Kernel arguments, normalised once at the call boundary: arrays become ``ArgSpec``s (shape, dtype), everything
-else becomes a compile-time constant that is part of the cache key."""
+else becomes a compile-time ``Constant`` (``trace/constants.py``) that is part of the cache key by value."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
 from nki_dsl.trace.call_errors import did_you_mean
+from nki_dsl.trace.constants import Constant, constant
 
 
 @dataclass(frozen=True)
@@ -30,35 +31,24 @@ def spec(shape, dtype) -> ArgSpec:
 
 
 def is_array(x) -> bool:
-    return isinstance(x, np.ndarray) or (hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"))
-
-
-def _constant(name: str, value):
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, tuple | list):
-        return tuple(_constant(name, v) for v in value)
-    if isinstance(value, dict):
-        return tuple(sorted((str(k), _constant(name, v)) for k, v in value.items()))
-    if callable(value):
-        return value  # functions (e.g. an activation passed in) are constants by identity
-    raise NkiApiError(
-        f"argument '{name}' of type {type(value).__name__} is neither an array nor a compile-time constant "
-        f"(number, string, tuple, None)"
-    )
+    """An array-like tensor argument. NumPy scalars and scalar types (``np.float32(2)``, ``np.float32``) have
+    ``shape``/``dtype`` too but are constants."""
+    if isinstance(x, np.ndarray):
+        return True
+    if isinstance(x, type | np.generic):
+        return False
+    return hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__")
 
 
 @dataclass(frozen=True)
 class BoundArgs:
-    """Argument name -> ArgSpec or constant, in signature order."""
+    """Argument name -> ArgSpec or Constant, in signature order."""
 
-    items: tuple[tuple[str, object], ...]
+    items: tuple[tuple[str, ArgSpec | Constant], ...]
 
     @property
     def key(self) -> tuple:
-        return tuple((n, v if not callable(v) else id(v)) for n, v in self.items)
+        return tuple((n, v if isinstance(v, ArgSpec) else v.key) for n, v in self.items)
 
 
 @functools.lru_cache(maxsize=256)
@@ -92,5 +82,5 @@ def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
             items.append((name, ArgSpec(tuple(int(s) for s in value.shape), dtypes.normalize(value.dtype, name))))
             arrays[name] = value
         else:
-            items.append((name, _constant(name, value)))
+            items.append((name, constant(name, value)))
     return BoundArgs(tuple(items)), arrays

@@ -22,8 +22,8 @@ def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...]) -> Kernel:
             builder.add_param(tensor)
             call_args[name] = NkiTensor(tensor)
         else:
-            builder.kernel.constants[name] = value if not callable(value) else getattr(value, "__name__", "fn")
-            call_args[name] = value
+            builder.kernel.constants[name] = value.record
+            call_args[name] = value.value
     with builder.active():
         returned = fn(**call_args)
     builder.check_open_loops()
