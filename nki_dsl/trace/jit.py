@@ -2,6 +2,11 @@
 
 ``kernel(a, b)`` launches one instance; ``kernel[2, 2](a, b)`` an SPMD grid. The compile cache is keyed by
 (source hash, argument specs and constants, grid, backend).
+
+Called while another kernel is being traced, a kernel is a sub-kernel (legacy NKI decorates those
+``@nki.jit(mode='trace')``, reference/nki.md §2.1; the current compiler "inline[s] calls" during specialisation,
+§2.6): its body runs inline in the caller's trace, on the caller's tiles and HBM tensors, and its ops keep their
+own source lines. It is not a new kernel with HBM parameters of its own.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import inspect
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.trace.builder import caller_loc, is_tracing
 from nki_dsl.trace.call_errors import api_call_error
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
@@ -64,7 +70,17 @@ class JitKernel:
         return Launch(self, _normalize_grid(grid))
 
     def __call__(self, *args, **kwargs):
+        if is_tracing():
+            return self.inline(args, kwargs)
         return Launch(self, ())(*args, **kwargs)
+
+    def inline(self, args, kwargs):
+        """Run the body inside the kernel being traced (a sub-kernel call); returns what the body returns."""
+        try:
+            inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise NkiApiError(f"sub-kernel {self.fn.__name__}: {e}", caller_loc()) from None
+        return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
         return f"<nki.jit kernel {self.fn.__name__}>"
@@ -120,6 +136,12 @@ class Launch:
         self.grid = grid
 
     def __call__(self, *args, backend: str = "numpy", **kwargs):
+        if is_tracing():
+            raise NkiApiError(
+                f"sub-kernel {self.jit.fn.__name__} is called with a launch grid {list(self.grid)} from inside a "
+                f"kernel; a sub-kernel runs inline in its caller: call it without a grid",
+                caller_loc(),
+            )
         kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs)
         return self.jit.executable(kernel, key, backend).run(arrays)
 
