@@ -11,6 +11,7 @@ from nki_dsl.isa.dropout import dropout
 from nki_dsl.isa.enums import (
     DgeMode,
     Engine,
+    MatmulPerfMode,
     NcVersion,
     OobMode,
     ReduceCmd,
@@ -18,6 +19,7 @@ from nki_dsl.isa.enums import (
     engine,
     get_nc_version,
     gpsimd_engine,
+    matmul_perf_mode,
     nc_version,
     oob_mode,
     reduce_cmd,
@@ -54,7 +56,7 @@ INSTRUCTIONS = {
 
 __all__ = [
     *INSTRUCTIONS,
-    "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version",
-    "Engine", "ReduceCmd", "DgeMode", "OobMode", "NcVersion",
+    "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version", "matmul_perf_mode",
+    "Engine", "ReduceCmd", "DgeMode", "OobMode", "NcVersion", "MatmulPerfMode",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
 ]  # fmt: skip

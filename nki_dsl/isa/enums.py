@@ -46,6 +46,17 @@ class OobMode(Enum):
     skip = 1
 
 
+class MatmulPerfMode(Enum):
+    """Tensor-engine matmul mode (``perf_mode=``; reference/nki.md §2.6, §2.7 "Enums": 'none' / 'double_row').
+
+    ``double_row`` (NC-v3+, FP8 operands only): the contraction runs over the partitions times a first free
+    axis of 2, ``stationary [K, 2, M]``, ``moving [K, 2, N]``, so K*2 = 256 rows "effectively presenting a
+    256x128 systolic array" at twice the rate (§1.2, §2.7 nc_matmul, §3.1)."""
+
+    none = "none"
+    double_row = "double_row"
+
+
 class NcVersion(IntEnum):
     """NeuronCore generation: gen2 (Trn1/Inf2), gen3 (Trn2), gen4 (Trn3)."""
 
@@ -60,6 +71,7 @@ reduce_cmd = ReduceCmd
 dge_mode = DgeMode
 oob_mode = OobMode
 nc_version = NcVersion
+matmul_perf_mode = MatmulPerfMode
 
 tensor_engine = Engine.tensor
 vector_engine = Engine.vector

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
-from nki_dsl.isa.arguments import engine_name, flag, ints, shape_of
-from nki_dsl.isa.enums import Engine
+from nki_dsl.isa.arguments import engine_name, enum_name, flag, ints, shape_of
+from nki_dsl.isa.enums import Engine, MatmulPerfMode
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.semantics import build_op
 
 
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), mask=None):  # fmt: skip
+              tile_position=(), tile_size=(), perf_mode=MatmulPerfMode.none, mask=None):  # fmt: skip
     """``stationary.T @ moving`` on the Tensor engine, into a new fp32 PSUM tile.
 
     Both operands hold the contraction axis on their partitions: ``stationary`` is ``[K, M]`` (M <= 128) and
@@ -19,6 +20,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     ``is_stationary_onezero`` / ``is_moving_onezero`` declare an operand holds only zeros and ones and
     ``is_transpose`` selects the PE pass-through (transpose) mode; they do not change the values computed here.
     ``tile_position`` / ``tile_size`` place the matmul on a (row, column) part of the PE array (both or neither).
+    ``perf_mode=nisa.matmul_perf_mode.double_row`` (or ``"double_row"``; FP8 operands, NC-v3+) contracts
+    ``stationary [K, 2, M]`` with ``moving [K, 2, N]`` over K x 2 rows into ``[M, N]`` (reference/nki.md §1.2,
+    §2.7): the result is ``sum over k, r of stationary[k, r, m] * moving[k, r, n]``, accumulated in fp32.
     """
     op = "nisa.nc_matmul"
     position, size = ints(op, "tile_position", tile_position), ints(op, "tile_size", tile_size)
@@ -35,8 +39,26 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
         "is_transpose": flag(op, "is_transpose", is_transpose),
         "tile_position": position,
         "tile_size": size,
+        "perf_mode": enum_name(op, "perf_mode", perf_mode, MatmulPerfMode),
     }
+    if attrs["perf_mode"] == "double_row":
+        _double_row_operands(op, stationary, moving)
     return build_op(op, {"stationary": stationary, "moving": moving}, attrs, mask=mask)
+
+
+def _double_row_operands(op: str, stationary, moving) -> None:
+    """Double-row mode multiplies FP8 tiles only (reference/nki.md §2.7 nc_matmul: "fp8 only")."""
+    for name, tile in (("stationary", stationary), ("moving", moving)):
+        dtype = getattr(tile, "dtype", None)
+        if dtype is None:
+            continue  # not a tile: build_op reports it
+        dt = dtypes.normalize(dtype)
+        if dt not in ("float8_e4m3", "float8_e5m2"):
+            raise NkiApiError(
+                f"perf_mode=double_row multiplies fp8 tiles (float8_e4m3 / float8_e5m2); operand '{name}' is {dt}",
+                caller_loc(),
+                op,
+            )
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=Engine.unknown):

@@ -90,6 +90,10 @@ def _reduce_into(ctx: OpContext, value: str, reduce_op: str, cmd: str = "idle") 
 
 
 def nc_matmul(ctx: OpContext) -> Lowered:
+    if ctx.op.attrs.get("perf_mode") == "double_row":
+        # out[m, n] = sum_{k, r} stationary[k, r, m] * moving[k, r, n]: the row axis r (2) joins the contraction.
+        stationary, moving = ctx.read("stationary", axes={0: 2}), ctx.read("moving", axes={1: 2})
+        return Lowered(f"np.tensordot(np.asarray({stationary}, dtype=np.float32), {moving}, axes=([0, 1], [0, 1]))")
     # out[m, n] = sum_k stationary[k, m] * moving[k, n]: result axis 0 is stationary's axis 1, axis 1 moving's.
     stationary, moving = ctx.read("stationary", axes={0: 1}), ctx.read("moving", axes={1: 1})
     # Operands hold fp32 values rounded to their dtype; the product accumulates in fp32, as PSUM does. The

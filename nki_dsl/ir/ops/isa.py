@@ -32,6 +32,9 @@ BN_STATS_WIDTH = 6  # (count, mean, count*var) of the even elements, then of the
 BN_STATS_FMAX = 512  # elements per partition bn_stats reads (nl.tile_size.bn_stats_fmax, reference/nki.md §1.2)
 BN_GROUP = 3
 VECTOR_TRANSPOSE_MAX = 32  # the Vector engine transposes tiles of at most 32x32 (reference/nki.md §2.3)
+MATMUL_PERF_MODES = ("none", "double_row")  # nisa.matmul_perf_mode (reference/nki.md §2.6, §2.7 "Enums")
+PE_COLUMNS = 128  # the PE array's columns (reference/nki.md §1.2); a smaller tile_size column count tiles them
+DOUBLE_ROWS = 2  # double_row: the first free axis of both operands, folded into the contraction (§1.2, §2.7)
 
 
 def _engine_attr(*engines: str) -> AttrSpec:
@@ -63,11 +66,30 @@ def _at_least_2d(shapes: dict, name: str) -> tuple[int, ...]:
 
 def _nc_matmul_shape(shapes, attrs):
     st, mv = shapes["stationary"], shapes["moving"]
+    if attrs.get("perf_mode") == "double_row":
+        return _double_row_shape(st, mv, attrs)
     if len(st) != 2 or len(mv) != 2:
-        raise rules.ShapeError(f"operands 'stationary' {list(st)} and 'moving' {list(mv)} must be 2-D tiles")
+        hint = " ([K, 2, N] operands need perf_mode=double_row)" if len(st) == 3 and len(mv) == 3 else ""
+        raise rules.ShapeError(f"operands 'stationary' {list(st)} and 'moving' {list(mv)} must be 2-D tiles{hint}")
     if st[0] != mv[0]:
         raise rules.ShapeError(f"contraction (partition) sizes differ: 'stationary' {list(st)} vs 'moving' {list(mv)}")
     return (st[1], mv[1])
+
+
+def _double_row_shape(st, mv, attrs):
+    """``perf_mode=double_row``: ``stationary [K, 2, M]`` and ``moving [K, 2, N]`` contract over K x 2 into
+    ``[M, N]``; the PE array is used whole, so no column tiling (reference/nki.md §1.2, §2.7 nc_matmul)."""
+    if len(st) != 3 or len(mv) != 3 or st[1] != DOUBLE_ROWS or mv[1] != DOUBLE_ROWS:
+        raise rules.ShapeError(
+            f"perf_mode=double_row takes 'stationary' [K, 2, M] and 'moving' [K, 2, N] (the contraction runs over "
+            f"partitions x 2 rows); got {list(st)} and {list(mv)}"
+        )
+    if st[0] != mv[0]:
+        raise rules.ShapeError(f"contraction (partition) sizes differ: 'stationary' {list(st)} vs 'moving' {list(mv)}")
+    size = attrs.get("tile_size") or ()
+    if size and size[1] < PE_COLUMNS:
+        raise rules.ShapeError(f"perf_mode=double_row cannot be combined with column tiling (tile_size {list(size)})")
+    return (st[2], mv[2])
 
 
 def _nc_transpose_shape(shapes, attrs):
@@ -171,7 +193,7 @@ ISA_OPS: list[OpSpec] = [
            (OperandSpec("stationary", buffers=("sbuf",)), OperandSpec("moving", buffers=("sbuf",))),
            (AttrSpec("is_stationary_onezero", "bool", False), AttrSpec("is_moving_onezero", "bool", False),
             AttrSpec("is_transpose", "bool", False), AttrSpec("tile_position", "ints", ()),
-            AttrSpec("tile_size", "ints", ())),
+            AttrSpec("tile_size", "ints", ()), AttrSpec("perf_mode", "str", "none", choices=MATMUL_PERF_MODES)),
            result="psum", result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
            doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
     OpSpec("nisa.nc_transpose", "isa.nc_transpose", (DATA,), (_engine_attr("tensor", "vector"),),
