@@ -21,6 +21,14 @@ def static_cast(input_data, dtype):
     0.10009765625), so it can be used as a compile-time constant."""
     name = dtypes.normalize(dtype, "static_cast dtype")
     if is_tile(input_data):
+        t = input_data.access().tensor
+        if not t.type.buffer.on_chip:  # said here: the verifier would name the nl.copy this builds
+            raise NkiApiError(
+                f"input_data %{t.name} is in '{t.type.buffer.value}'; static_cast converts on-chip tiles "
+                f"(nl.load it, with dtype= to convert on the way)",
+                caller_loc(),
+                "nl.static_cast",
+            )
         return build_op("nl.copy", {"x": input_data}, dtype=name)
     if isinstance(input_data, bool | int | float | np.number | np.bool_):
         return dtypes.held_value(name, input_data.item() if isinstance(input_data, np.generic) else input_data)

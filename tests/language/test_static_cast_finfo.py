@@ -78,6 +78,18 @@ def test_static_cast_scalars():
     assert isinstance(nl.static_cast(np.int64(7), nl.float32), float)
 
 
+@nki.jit
+def cast_hbm_kernel(x):
+    out = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.static_cast(x, nl.bfloat16))
+    return out
+
+
+def test_static_cast_of_an_hbm_tensor_names_static_cast():
+    with pytest.raises(NkiApiError, match=r"test_static_cast_finfo.py:\d+: nl.static_cast: input_data %x is in 'hbm'"):
+        cast_hbm_kernel(rand((128, 8), F32))
+
+
 def test_static_cast_rejects_what_is_not_data():
     with pytest.raises(NkiApiError, match=r"nl.static_cast: input_data must be a tile or a Python number, got str"):
         nl.static_cast("1.0", nl.float32)
