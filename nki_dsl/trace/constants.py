@@ -40,6 +40,9 @@ def constant(param: str, value) -> Constant:
 def _normalise(param: str, value, where: str) -> Constant:
     # bool before int (True == 1 but selects other code); the type is in the key so that 2 and 2.0, which
     # promote differently (nki.md §2.2 weak scalar types), are different specialisations.
+    if isinstance(value, enum.Enum):  # first: IntEnum / str-Enum members are also ints / strings
+        cls = type(value)
+        return Constant(value, ("enum", cls, value.name), f"{cls.__qualname__}.{value.name}")
     if value is None or isinstance(value, bool | int | str):
         return Constant(value, (type(value).__name__, value), value)
     if isinstance(value, float):
@@ -48,9 +51,6 @@ def _normalise(param: str, value, where: str) -> Constant:
         return _dtype(param, value)
     if isinstance(value, np.generic):
         return _normalise(param, value.item(), where)
-    if isinstance(value, enum.Enum):
-        cls = type(value)
-        return Constant(value, ("enum", cls, value.name), f"{cls.__qualname__}.{value.name}")
     if isinstance(value, tuple | list):
         items = [_normalise(param, v, f"{where}[{k}]") for k, v in enumerate(value)]
         return Constant(

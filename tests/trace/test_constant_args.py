@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nki_dsl as nki
+import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 from nki_dsl.trace.jit import TRACE_HOOKS
 from tests.language.support import BF16, F32, assert_ulps, exact, rand, rounded
@@ -169,3 +170,20 @@ def test_dicts_with_string_keys_reach_the_body_read_only(traces):
     np.testing.assert_array_equal(dict_kernel(x, {"scale": 3.0, "name": "a"}), rounded(exact(x) * 3, F32))
     dict_kernel(x, {"name": "a", "scale": 3.0})  # the same dict: cached
     assert len(traces) == 1
+
+
+@nki.jit
+def engine_kernel(x, engine):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.nc_transpose(nl.load(x), engine=engine))
+    return out
+
+
+def test_int_enum_members_are_enum_constants(traces):
+    x = rand((32, 32), F32, seed=15)
+    np.testing.assert_array_equal(engine_kernel(x, nisa.vector_engine), x.T)
+    np.testing.assert_array_equal(engine_kernel(x, nisa.tensor_engine), x.T)
+    assert [k.constants["engine"] for k in traces] == ["Engine.vector", "Engine.tensor"]
+    assert {op.attrs["engine"] for k in traces for op in _ops(k) if op.name == "nisa.nc_transpose"} == {
+        "vector", "tensor"
+    }
