@@ -53,9 +53,10 @@ def _normalise(param: str, value, where: str) -> Constant:
         return _normalise(param, value.item(), where)
     if isinstance(value, tuple | list):
         items = [_normalise(param, v, f"{where}[{k}]") for k, v in enumerate(value)]
-        return Constant(
-            tuple(c.value for c in items), ("tuple", tuple(c.key for c in items)), tuple(c.record for c in items)
-        )
+        values = tuple(c.value for c in items)  # a list arrives as a tuple: the body cannot change the key's copy
+        cls = type(value) if hasattr(value, "_fields") else tuple  # a namedtuple keeps its type and field names
+        return Constant(cls(*values) if cls is not tuple else values, (cls, tuple(c.key for c in items)),
+                        tuple(c.record for c in items))  # fmt: skip
     if isinstance(value, dict | types.MappingProxyType):
         return _mapping(param, value, where)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -2,6 +2,7 @@
 dtype objects (``norm_dtype=nl.float32``), enum members, scalars, tuples, strings and None. The body receives the
 Python value itself (not an HBM tensor); the trace cache is keyed by value."""
 
+import collections
 import enum
 from dataclasses import dataclass, field
 
@@ -187,3 +188,29 @@ def test_int_enum_members_are_enum_constants(traces):
     assert {op.attrs["engine"] for k in traces for op in _ops(k) if op.name == "nisa.nc_transpose"} == {
         "vector", "tensor"
     }
+
+
+Window = collections.namedtuple("Window", ["left", "right"])
+
+
+@nki.jit
+def window_kernel(x, window):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.load(x), float(window.left - window[1])))
+    return out
+
+
+def test_namedtuples_keep_their_fields_and_lists_arrive_as_tuples(traces):
+    x = rand((128, 8), F32, seed=16)
+    np.testing.assert_array_equal(window_kernel(x, Window(5, 2)), x * 3)
+    np.testing.assert_array_equal(window_kernel(x, Window(left=5, right=2)), x * 3)  # equal: cached
+    assert len(traces) == 1
+    np.testing.assert_array_equal(sizes_kernel(x, [1, 2]), x * 2)
+
+
+@nki.jit
+def sizes_kernel(x, sizes):
+    assert isinstance(sizes, tuple), "a list argument reaches the body as a tuple"
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.load(x), float(len(sizes))))
+    return out
