@@ -4,6 +4,7 @@ Repos are bare git repositories under a root directory; see `registry.py` for th
 read and write, and `routes.py` for the endpoints.
 """
 
+from .limits import Limits
 from .server import RegistryServer, serve
 
-__all__ = ["RegistryServer", "serve"]
+__all__ = ["Limits", "RegistryServer", "serve"]

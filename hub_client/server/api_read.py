@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from . import names, revisions
-from .auth import require_read
+from .auth import ANONYMOUS, require_read
 from .errors import HubError, entry_not_found
 from .protocol import Request, Response
 from .registry import Registry, RepoHandle
@@ -122,7 +122,7 @@ def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:
 
 def organization_overview(registry: Registry, request: Request) -> Response:
     org = request.params["org"]
-    counts = registry.organization(org)
+    counts = registry.organization(org, include_private=request.identity is not ANONYMOUS)
     if counts is None:
         raise HubError(404, f"Organization not found: {org}")
     return Response.json({

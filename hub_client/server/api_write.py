@@ -8,10 +8,13 @@ creating one that exists is a 409, and the swap from "absent" decides which of t
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from . import names, revisions
 from .api_read import open_readable
 from .auth import Identity, require_write
-from .commits import AddFile, apply_operations, git_blob_id, parse_commit_payload, write_trees
+from .commits import AddFile, apply_operations, parse_commit_payload, write_trees
 from .errors import HubError, bad_request, conflict, revision_not_found
 from .gitstore import ZERO_OID, Author, GitError
 from .protocol import Request, Response
@@ -96,7 +99,14 @@ def commit(registry: Registry, request: Request) -> Response:
     branch = request.params["revision"]
     if request.flag("create_pr"):
         raise bad_request("Pull requests are not supported by this registry")
-    payload = parse_commit_payload(request.body)  # validates every line before anything is written
+    with tempfile.TemporaryDirectory(prefix="commit-", dir=registry.scratch) as staging:
+        # Validates every line before anything is written; file contents go to `staging`, not to memory.
+        payload = parse_commit_payload(request.body, Path(staging), registry.limits.max_commit_line_metadata)
+        request.body.close()  # the spooled body is no longer needed: do not hold its disk space during git work
+        return _land_commit(registry, request, repo, branch, payload)
+
+
+def _land_commit(registry: Registry, request: Request, repo: RepoHandle, branch: str, payload) -> Response:
     ref = f"refs/heads/{branch}"
     adds = [op for op in payload.operations if isinstance(op, AddFile)]
     with registry.write_lock(repo):
@@ -104,8 +114,8 @@ def commit(registry: Registry, request: Request) -> Response:
         if payload.parent_commit is not None and payload.parent_commit != head:
             raise _parent_moved(branch, payload.parent_commit, head)
         plan = apply_operations(repo.git, head, payload.operations)  # every refusal happens before any write
-        stored = repo.git.write_blobs([op.content for op in adds], registry.scratch)
-        if stored != [git_blob_id(op.content) for op in adds]:
+        stored = repo.git.write_blob_files([op.blob.file for op in adds])
+        if stored != [op.blob.oid for op in adds]:
             raise GitError("git stored blobs under ids other than the computed ones")
         for _ in range(_MAX_REBASES):
             tree = write_trees(repo.git, plan)

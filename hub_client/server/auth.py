@@ -3,8 +3,9 @@
 The registry is single-tenant: a write token may write every repo, any valid token may read private repos.
 Anonymous requests may read public repos only. Refusals follow the Hub, because huggingface_hub decides what
 exception to raise from them: an unknown token is a 401 with the exact `BAD_CREDENTIALS` message; an anonymous
-request for a private repo is a 401 `RepoNotFound` (a stranger cannot tell private from absent); an anonymous
-write is a 401; a read-only token that writes gets a 403.
+request for a private repo gets exactly the 404 `RepoNotFound` an absent repo gets (same status, headers and body,
+so a stranger cannot tell private from absent; huggingface_hub raises RepositoryNotFoundError for both); an
+anonymous write is a 401 before the repo is even looked up; a read-only token that writes gets a 403.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .errors import BAD_CREDENTIALS, HubError
+from .errors import BAD_CREDENTIALS, HubError, repo_not_found
 
 
 @dataclass(frozen=True)
@@ -69,5 +70,5 @@ def require_write(identity: Identity) -> None:
 
 def require_read(identity: Identity, private: bool, repo_id: str) -> None:
     if private and identity is ANONYMOUS:
-        # Same answer as for a missing repo: anonymous callers learn nothing about private repos.
-        raise HubError(401, f"Repository not found: {repo_id}", "RepoNotFound")
+        # The very answer a missing repo gets: anonymous callers learn nothing about private repos.
+        raise repo_not_found(repo_id)

@@ -175,18 +175,26 @@ class GitRepo:
     # -- writing objects --------------------------------------------------------------------------------------
 
     def write_blobs(self, contents: list[bytes], scratch: Path) -> list[str]:
-        """Store blobs with `git hash-object -w`; one git process for the whole batch via --stdin-paths."""
-        if not contents:
-            return []
+        """Store small in-memory blobs (the registry's own files); see `write_blob_files`."""
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             paths = []
             for index, data in enumerate(contents):
                 path = Path(tmp, str(index))
                 path.write_bytes(data)
-                paths.append(str(path))
-            out = self.git("hash-object", "-w", "--no-filters", "--stdin-paths", input="\n".join(paths).encode())
+                paths.append(path)
+            return self.write_blob_files(paths)
+
+    def write_blob_files(self, files: list[Path]) -> list[str]:
+        """Store files as blobs with `git hash-object -w`; one git process for the batch via --stdin-paths.
+
+        git reads the files itself, so a large blob never passes through this process's memory.
+        """
+        if not files:
+            return []
+        listing = "\n".join(str(path) for path in files).encode()
+        out = self.git("hash-object", "-w", "--no-filters", "--stdin-paths", input=listing)
         oids = out.decode().split()
-        if len(oids) != len(contents):
+        if len(oids) != len(files):
             raise GitError("git hash-object returned the wrong number of object ids")
         return oids
 

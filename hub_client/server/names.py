@@ -9,6 +9,7 @@ syntax (`HEAD~1`, `main@{1}`, `a..b`) into `git rev-parse`, or write a tree git 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from .errors import bad_request
 
@@ -66,19 +67,67 @@ def ref_name(value: str, what: str = "revision") -> str:
     return value
 
 
+# Limits on a path inside a repo, so that every file the registry stores can be checked out by git and written by
+# a client on Linux (ext4/xfs: 255-byte names), macOS (APFS/HFS+: 255 UTF-16 units, PATH_MAX 1024) and Windows
+# (NTFS: 255 UTF-16 units, reserved device names and characters). The total is well below macOS's PATH_MAX so the
+# client's cache prefix (`.../hub/kernels--org--name/snapshots/<40 hex>/`) still fits in front of it.
+MAX_SEGMENT_BYTES = 255
+MAX_PATH_BYTES = 768
+MAX_PATH_DEPTH = 32
+# Windows refuses these in any file name (and ':' also names NTFS alternate data streams: `.git::$INDEX_ALLOCATION`).
+_WINDOWS_FORBIDDEN = set('<>:"|?*')
+# Windows device names, reserved with any extension ("nul.txt" too) and any case.
+_WINDOWS_DEVICES = re.compile(r"(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\..*)?", re.IGNORECASE)
+# git's own names: `.git` would be a repository inside the checkout, `.gitmodules` a submodule configuration that
+# `git fsck` audits (and this registry never has submodules); `git~1` / `gitmod~1` are their NTFS 8.3 short names.
+_GIT_RESERVED = re.compile(r"\.git|git~[0-9]+|\.gitmodules|gitmod~[0-9]+", re.IGNORECASE)
+# Unicode categories that must not appear in a name: controls (Cc), format characters (Cf: bidi overrides such as
+# U+202E, zero-width joiners that HFS+ ignores, so `.g\u200cit` is `.git` on a Mac), surrogates (Cs), private-use
+# (Co), unassigned (Cn), and line/paragraph separators (Zl, Zp).
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
 def path_in_repo(value: str) -> str:
-    """A relative file path inside a repo: '/'-separated, no empty, '.' or '..' segments, no backslash or NUL."""
+    """A relative file path inside a repo that git, fsck --strict and every major filesystem accept.
+
+    '/'-separated; no empty, '.' or '..' segment; no `.git` / `.gitmodules` segment in any letter case; no
+    control, format (bidi), separator or unassigned characters; no Windows-forbidden characters or device names;
+    no segment that is blank or ends in a dot or space (Windows drops those, so `.git.` is `.git` there);
+    NFC-normalised (macOS stores NFD, so two spellings of one name would collide); bounded segment and total length.
+    """
     if not isinstance(value, str) or not value:
         raise bad_request("Empty path in repo")
     if "\x00" in value or "\\" in value:
         raise bad_request(f"Invalid path {value!r}: NUL and backslash are not allowed")
     if value.startswith("/"):
         raise bad_request(f"Invalid path {value!r}: absolute paths are not allowed")
+    for ch in value:
+        if unicodedata.category(ch) in _FORBIDDEN_CATEGORIES:
+            raise bad_request(f"Invalid path {value!r}: character U+{ord(ch):04X} "
+                              f"({unicodedata.category(ch)}) is not allowed in a file name")
+        if ch in _WINDOWS_FORBIDDEN:
+            raise bad_request(f"Invalid path {value!r}: {ch!r} is not allowed in a file name (Windows refuses it)")
+    if unicodedata.normalize("NFC", value) != value:
+        raise bad_request(f"Invalid path {value!r}: must be in Unicode normal form NFC")
+    encoded = len(value.encode("utf-8"))
+    if encoded > MAX_PATH_BYTES:
+        raise bad_request(f"Invalid path {value[:64]!r}...: {encoded} bytes, at most {MAX_PATH_BYTES} allowed")
     segments = value.split("/")
-    if any(segment in ("", ".", "..") for segment in segments):
-        raise bad_request(f"Invalid path {value!r}: empty, '.' and '..' segments are not allowed")
-    if any(segment == ".git" for segment in segments):
-        raise bad_request(f"Invalid path {value!r}: '.git' is reserved")
-    if any(ord(ch) < 0x20 for ch in value):
-        raise bad_request(f"Invalid path {value!r}: control characters are not allowed")
+    if len(segments) > MAX_PATH_DEPTH:
+        raise bad_request(f"Invalid path {value!r}: {len(segments)} levels deep, at most {MAX_PATH_DEPTH} allowed")
+    for segment in segments:
+        _check_segment(value, segment)
     return value
+
+
+def _check_segment(path: str, segment: str) -> None:
+    if segment in ("", ".", ".."):
+        raise bad_request(f"Invalid path {path!r}: empty, '.' and '..' segments are not allowed")
+    if len(segment.encode("utf-8")) > MAX_SEGMENT_BYTES:
+        raise bad_request(f"Invalid path {path[:64]!r}...: a name is longer than {MAX_SEGMENT_BYTES} bytes")
+    if not segment.strip() or segment[-1] in ". " or segment != segment.rstrip():
+        raise bad_request(f"Invalid path {path!r}: a name may not be blank or end in a dot or space ({segment!r})")
+    if _GIT_RESERVED.fullmatch(segment):
+        raise bad_request(f"Invalid path {path!r}: {segment!r} is reserved by git")
+    if _WINDOWS_DEVICES.fullmatch(segment):
+        raise bad_request(f"Invalid path {path!r}: {segment!r} is a reserved device name on Windows")

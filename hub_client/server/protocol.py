@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
+from . import jsonstream
 from .auth import Identity
 from .errors import bad_request
 
@@ -16,17 +17,16 @@ class Request:
     params: dict[str, str]  # path parameters, already percent-decoded
     query: dict[str, str]
     headers: dict[str, str]  # lower-cased names
-    body: bytes
+    body: IO[bytes]  # positioned at 0; on disk past 1 MiB (see wire.read_body)
     identity: Identity
     base_url: str  # scheme://host:port the client used, for URLs the Hub returns in bodies
 
     def json(self) -> dict[str, Any]:
-        if not self.body:
+        self.body.seek(0)
+        if not self.body.read(1):
             return {}
-        try:
-            value = json.loads(self.body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise bad_request(f"Request body is not JSON: {exc}") from None
+        self.body.seek(0)
+        value = jsonstream.loads(self.body)
         if not isinstance(value, dict):
             raise bad_request("Request body must be a JSON object")
         return value

@@ -18,6 +18,7 @@ from pathlib import Path
 from . import names, refcache
 from .errors import conflict, repo_not_found
 from .gitstore import ZERO_OID, Author, GitRepo
+from .limits import Limits
 
 # A new repo gets one commit on `main`, as on the Hub, so `main` resolves and branches can start from it.
 INITIAL_ATTRIBUTES = b"# Created by the nki-dsl kernel registry. Every file is stored as a regular git blob.\n"
@@ -57,8 +58,9 @@ class _VisibilityCache:
 
 
 class Registry:
-    def __init__(self, root: Path, trusted_publishers: frozenset[str] = frozenset()):
+    def __init__(self, root: Path, trusted_publishers: frozenset[str] = frozenset(), limits: Limits | None = None):
         self.root = Path(root).resolve()
+        self.limits = limits or Limits()
         self.scratch = self.root / ".tmp"
         self.scratch.mkdir(parents=True, exist_ok=True)
         self.trusted_publishers = frozenset(trusted_publishers)
@@ -117,14 +119,20 @@ class Registry:
         with self._locks_guard:
             return self._locks.setdefault(repo.git.path, threading.Lock())
 
-    def organization(self, org: str) -> dict | None:
-        """Counts of repos per type under `org`, or None if the org has no repo of any type."""
+    def organization(self, org: str, include_private: bool) -> dict | None:
+        """Counts of repos per type under `org` that the caller may see, or None if it may see none of them.
+
+        A caller who may not read private repos gets the counts and the 404 it would get if they did not exist.
+        """
         org = names.repo_name(org, "organization")
         counts = {}
         for repo_type, plural in names.REPO_TYPES.items():
             directory = self.root / plural / org
             repos = directory.iterdir() if directory.is_dir() else ()
-            counts[repo_type] = sum(1 for path in repos if (path / "HEAD").is_file())
+            counts[repo_type] = sum(
+                1 for path in repos
+                if (path / "HEAD").is_file() and (include_private or not self._visibility.private(GitRepo(path)))
+            )
         if not any(counts.values()) and org not in self.trusted_publishers:
             return None
         return counts

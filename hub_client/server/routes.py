@@ -27,15 +27,18 @@ class Route:
     methods: tuple[str, ...]
     pattern: re.Pattern
     handler: Callable
+    # Known from the route alone, so the HTTP layer checks the token before it reads a byte of the body.
+    needs_write: bool = False
+    large_body: bool = False  # a commit: up to Limits.max_commit_body; every other body is small JSON
 
 
-def _route(methods: str, pattern: str, handler: Callable) -> Route:
-    return Route(tuple(methods.split("|")), re.compile(pattern), handler)
+def _route(methods: str, pattern: str, handler: Callable, write: bool = False, large_body: bool = False) -> Route:
+    return Route(tuple(methods.split("|")), re.compile(pattern), handler, write, large_body)
 
 
 ROUTES = [
-    _route("POST", r"/api/repos/create", api_write.create_repo),
-    _route("DELETE", r"/api/repos/delete", api_write.delete_repo),
+    _route("POST", r"/api/repos/create", api_write.create_repo, write=True),
+    _route("DELETE", r"/api/repos/delete", api_write.delete_repo, write=True),
     _route("POST", r"/api/validate-yaml", api_account.validate_yaml),
     _route("GET", r"/api/whoami-v2", api_account.whoami),
     _route("GET", rf"/api/organizations/(?P<org>{_SEGMENT})/overview", api_read.organization_overview),
@@ -43,12 +46,12 @@ ROUTES = [
     _route("GET", rf"{_API}/revision/(?P<revision>{_SEGMENT})", api_read.repo_info),
     _route("GET", rf"{_API}/refs", api_read.list_refs),
     _route("GET", rf"{_API}/tree/(?P<revision>{_SEGMENT})(?:/(?P<path>.*))?", api_read.tree),
-    _route("POST", rf"{_API}/preupload/(?P<revision>{_SEGMENT})", api_write.preupload),
-    _route("POST", rf"{_API}/commit/(?P<revision>{_SEGMENT})", api_write.commit),
-    _route("POST", rf"{_API}/branch/(?P<branch>{_SEGMENT})", api_write.create_branch),
-    _route("DELETE", rf"{_API}/branch/(?P<branch>{_SEGMENT})", api_write.delete_branch),
-    _route("POST", rf"{_API}/tag/(?P<revision>{_SEGMENT})", api_write.create_tag),
-    _route("DELETE", rf"{_API}/tag/(?P<tag>{_SEGMENT})", api_write.delete_tag),
+    _route("POST", rf"{_API}/preupload/(?P<revision>{_SEGMENT})", api_write.preupload, write=True),
+    _route("POST", rf"{_API}/commit/(?P<revision>{_SEGMENT})", api_write.commit, write=True, large_body=True),
+    _route("POST", rf"{_API}/branch/(?P<branch>{_SEGMENT})", api_write.create_branch, write=True),
+    _route("DELETE", rf"{_API}/branch/(?P<branch>{_SEGMENT})", api_write.delete_branch, write=True),
+    _route("POST", rf"{_API}/tag/(?P<revision>{_SEGMENT})", api_write.create_tag, write=True),
+    _route("DELETE", rf"{_API}/tag/(?P<tag>{_SEGMENT})", api_write.delete_tag, write=True),
     # File downloads: /<org>/<name>/resolve/... for models, /<plural>/<org>/<name>/resolve/... otherwise.
     _route(
         "GET|HEAD",
@@ -58,7 +61,7 @@ ROUTES = [
 ]
 
 
-def match(method: str, raw_path: str) -> tuple[Callable, dict[str, str]]:
+def match(method: str, raw_path: str) -> tuple[Route, dict[str, str]]:
     """The handler and decoded parameters for a request; 404 if no route, 405 if the path exists but not the method."""
     allowed = []
     for route in ROUTES:
@@ -68,7 +71,7 @@ def match(method: str, raw_path: str) -> tuple[Callable, dict[str, str]]:
         if method not in route.methods:
             allowed.extend(route.methods)
             continue
-        return route.handler, _decode(found.groupdict())
+        return route, _decode(found.groupdict())
     if allowed:
         raise HubError(405, f"Method {method} not allowed here", None, {"Allow": ", ".join(sorted(set(allowed)))})
     raise HubError(404, f"No such endpoint: {method} {raw_path}")

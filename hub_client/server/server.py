@@ -8,15 +8,18 @@ from pathlib import Path
 
 from .auth import TokenTable
 from .handler import RegistryHTTPServer
+from .limits import Limits
 from .registry import Registry
 
 
 class RegistryServer:
     """A registry serving `root` on a background thread. Use as a context manager or call `close()`."""
 
-    def __init__(self, root, host: str = "127.0.0.1", port: int = 0, tokens=None, trusted_publishers=()):
-        self.registry = Registry(Path(root), frozenset(trusted_publishers))
-        self._http = RegistryHTTPServer((host, port), self.registry, TokenTable(tokens))
+    def __init__(self, root, host: str = "127.0.0.1", port: int = 0, tokens=None, trusted_publishers=(),
+                 limits: Limits | None = None):
+        self.limits = limits or Limits()
+        self.registry = Registry(Path(root), frozenset(trusted_publishers), self.limits)
+        self._http = RegistryHTTPServer((host, port), self.registry, TokenTable(tokens), self.limits)
         self._thread: threading.Thread | None = None
 
     @property
@@ -72,11 +75,13 @@ def serve(
     port: int = 0,
     tokens: Iterable[str] | Mapping[str, str] | None = None,
     trusted_publishers: Iterable[str] = (),
+    limits: Limits | None = None,
 ) -> RegistryServer:
     """Start a registry on a background thread and return it, already accepting connections.
 
     `tokens`: write tokens, or a mapping token -> "read" | "write". Without any, the registry is read-only.
     `trusted_publishers`: organisations whose overview reports `trustedKernelPublisher: true`.
     `port=0` picks a free ephemeral port; read it back from `.url`.
+    `limits`: body sizes, timeouts and the connection cap (see `Limits`); the defaults suit a team registry.
     """
-    return RegistryServer(root, host, port, tokens, trusted_publishers).start()
+    return RegistryServer(root, host, port, tokens, trusted_publishers, limits).start()

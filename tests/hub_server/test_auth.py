@@ -65,20 +65,55 @@ def test_a_read_token_reads_but_wrong_token_is_refused_even_for_reads(registry, 
     assert wrong.status == 401 and wrong.headers["x-error-message"] == "Invalid credentials in Authorization header"
 
 
-def test_private_repos_need_a_token_to_read(registry, api, tmp_path):
+def _without_date(response):
+    return response.status, {k: v for k, v in response.headers.items() if k != "date"}, response.body
+
+
+def test_private_repos_need_a_token_to_read_and_look_absent_to_strangers(registry, api, tmp_path):
     api.create_repo("acme/secret", repo_type="kernel", private=True)
     api.upload_file(path_or_fileobj=b"hidden", path_in_repo="f.txt", repo_id="acme/secret", repo_type="kernel")
-    for path in ("/api/kernels/acme/secret", "/api/kernels/acme/secret/refs", "/api/kernels/acme/secret/tree/main",
-                 "/kernels/acme/secret/resolve/main/f.txt"):
-        anonymous = raw_request(registry, "GET", path)
-        assert anonymous.status == 401 and anonymous.error_code == "RepoNotFound", path
-        assert b"hidden" not in anonymous.body
+    for path in ("/api/kernels/acme/{}", "/api/kernels/acme/{}/refs", "/api/kernels/acme/{}/tree/main",
+                 "/api/kernels/acme/{}/revision/main", "/kernels/acme/{}/resolve/main/f.txt"):
+        for method in ("GET", "HEAD") if "/resolve/" in path else ("GET",):
+            private = raw_request(registry, method, path.format("secret"))
+            absent = raw_request(registry, method, path.format("secreu"))  # same length: same Content-Length
+            assert private.status == 404 and private.error_code == "RepoNotFound", path
+            assert b"hidden" not in private.body
+            # Indistinguishable: status, every header but Date, and body (the name differs only as asked).
+            assert _without_date(private) == _without_date(absent) or (
+                private.status, private.body.replace(b"secret", b"secreu")) == (absent.status, absent.body), path
+            assert {k: v.replace("secret", "secreu") for k, v in private.headers.items() if k != "date"} == {
+                k: v for k, v in absent.headers.items() if k != "date"}, path
     assert HfApi(endpoint=registry.url, token=READ_TOKEN).repo_info("acme/secret", repo_type="kernel").private
-    with pytest.raises(RepositoryNotFoundError):
-        HfApi(endpoint=registry.url, token=False).repo_info("acme/secret", repo_type="kernel")
+    for repo_id in ("acme/secret", "acme/absent"):
+        with pytest.raises(RepositoryNotFoundError):
+            HfApi(endpoint=registry.url, token=False).repo_info(repo_id, repo_type="kernel")
+        with pytest.raises(RepositoryNotFoundError):
+            hf_hub_download(repo_id, "f.txt", repo_type="kernel", endpoint=registry.url, token=False,
+                            cache_dir=tmp_path / "anonymous-cache")
     path = hf_hub_download("acme/secret", "f.txt", repo_type="kernel", endpoint=registry.url, token=READ_TOKEN,
                            cache_dir=tmp_path / "cache")
     assert open(path, "rb").read() == b"hidden"  # noqa: SIM115 - a one-shot read in a test
+
+
+def test_organization_overview_counts_only_what_the_caller_may_read(registry, api):
+    api.create_repo("acme/public-one", repo_type="kernel")
+    api.create_repo("acme/hidden-one", repo_type="kernel", private=True)
+    api.create_repo("acme/hidden-model", private=True)
+    api.create_repo("shadow/only-private", repo_type="kernel", private=True)
+    def counts(org, token):
+        overview = raw_request(registry, "GET", f"/api/organizations/{org}/overview", token=token).json()
+        return overview["numKernels"], overview["numModels"]
+
+    assert counts("acme", None) == (1, 0)
+    assert counts("acme", READ_TOKEN) == counts("acme", WRITE_TOKEN) == (2, 1)
+    assert HfApi(endpoint=registry.url, token=False).get_organization_overview("acme").numKernels == 1
+    # An org holding only private repos is, to a stranger, the same as an org that does not exist.
+    only_private = raw_request(registry, "GET", "/api/organizations/shadow/overview")
+    absent = raw_request(registry, "GET", "/api/organizations/shadoz/overview")
+    assert only_private.status == absent.status == 404
+    assert only_private.body.replace(b"shadow", b"shadoz") == absent.body
+    assert counts("shadow", READ_TOKEN) == (1, 0)
 
 
 def test_whoami_names_the_token_role(registry):
