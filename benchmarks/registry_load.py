@@ -16,6 +16,7 @@ import argparse
 import multiprocessing
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -117,13 +118,16 @@ def _client(url: str, index: int, reads: int, publishes: int, start_at: float, s
 
 
 def _start_server(root: Path) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
+    from hub_client.server.spawn import spawn, stop
+
+    # spawn: its own process group, killed with this process however it ends (no server left behind).
+    proc = spawn(
         [sys.executable, "-m", "hub_client.server", "--root", str(root), "--port", "0", "--token", TOKEN],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     match = re.search(r"http://[\d.]+:\d+", proc.stdout.readline())
     if match is None:
-        proc.kill()
+        stop(proc, signal.SIGKILL)
         raise RuntimeError("the registry did not start")
     return proc, match.group(0)
 
@@ -156,8 +160,9 @@ def run(clients: int = 8, reads: int = 200, publishes: int = 20, root: Path | No
                                                  for i in range(clients)])
             wall = time.time() - start_at
         finally:
-            server.send_signal(2)  # SIGINT: the server's clean stop
-            server.wait(timeout=30)
+            from hub_client.server.spawn import stop
+
+            stop(server, signal.SIGINT)  # SIGINT: the server's clean stop; the group is killed if it hangs
         latencies: dict[str, list[float]] = {}
         failures: list[str] = []
         for result in results:

@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 
+from .limits import Limits
 from .server import RegistryServer
 
 
@@ -19,11 +21,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--read-token", action="append", default=[], help="a read-only token (repeatable)")
     parser.add_argument("--trusted-publisher", action="append", default=[], help="an org marked trusted")
     parser.add_argument("--verbose", action="store_true", help="log every request")
+    defaults = Limits()
+    parser.add_argument("--max-body", type=int, default=defaults.max_commit_body, metavar="BYTES",
+                        help="largest commit body accepted (413 past it)")
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                        help="worker threads; connections past it get 503 + Retry-After")
+    parser.add_argument("--read-timeout", type=float, default=defaults.read_timeout, metavar="SECONDS",
+                        help="a request body that sends nothing for this long ends in 408")
     args = parser.parse_args(argv)
+    # Started from a shell that ignores SIGINT (a background job), Python installs no KeyboardInterrupt handler;
+    # Ctrl-C / SIGINT is this server's documented stop, so install it whatever was inherited.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        limits = Limits(max_commit_body=args.max_body, max_connections=args.max_connections,
+                        read_timeout=args.read_timeout)
+    except ValueError as error:
+        parser.error(str(error))
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
     tokens = {**dict.fromkeys(args.read_token, "read"), **dict.fromkeys(args.token, "write")}
     os.makedirs(args.root, exist_ok=True)
-    server = RegistryServer(args.root, args.host, args.port, tokens, args.trusted_publisher)
+    server = RegistryServer(args.root, args.host, args.port, tokens, args.trusted_publisher, limits)
     print(f"registry serving {server.root} at {server.url}", flush=True)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop a foreground server
         server.serve_forever()

@@ -34,11 +34,13 @@ def hf_env(tmp_path, monkeypatch):
 @pytest.fixture
 def registry(tmp_path, monkeypatch):
     from hub_client.server import serve
+    from tests.hub_server.integrity import assert_fsck_clean
 
     with serve(tmp_path / "registry", tokens=[TOKEN], trusted_publishers=[TRUSTED_ORG]) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_TOKEN", TOKEN)
         yield server
+    assert_fsck_clean(server.root)  # whatever the test did through the registry left every repo sound
 
 
 @pytest.fixture(scope="session")

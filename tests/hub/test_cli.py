@@ -11,6 +11,7 @@ import kernels
 from hub_client.bundle import build_bundle
 from hub_client.cli import main
 from hub_client.publish import publish
+from hub_client.server.spawn import spawn, stop
 from tests.hub.conftest import SOFTMAX, settings
 
 
@@ -36,14 +37,18 @@ def test_unknown_repo(registry, capsys):
 
 
 def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_path, monkeypatch):
-    """`kernels serve` as a user runs it: print the URL, take a real publish and load, exit 0 on SIGINT."""
+    """`kernels serve` as a user runs it: print the URL, take a real publish and load, exit 0 on SIGINT.
+
+    The server runs through `spawn`: its own process group, killed by `stop` even if the test fails, and SIGINT
+    reset to the default in the child, so the test also passes under a shell that ignores SIGINT (a background
+    job), which would otherwise hand the server an ignored SIGINT and make Ctrl-C do nothing.
+    """
     exe = shutil.which("kernels", path=os.path.dirname(sys.executable))  # the [project.scripts] entry point
     cmd = [exe] if exe else [sys.executable, "-m", "hub_client.cli"]
     args = ["serve", "--root", str(tmp_path / "hub"), "--port", "0", "--token", "tok", "--trusted-publisher", "acme"]
-    proc = subprocess.Popen(
-        [*cmd, *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    stderr = open(tmp_path / "serve.stderr", "w+")  # noqa: SIM115 - a file, not a pipe: it can never fill up
+    proc = spawn([*cmd, *args], stdout=subprocess.PIPE, stderr=stderr, text=True,
+                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         url = re.search(r"http://127\.0\.0\.1:(\d+)", proc.stdout.readline())
         assert url and url.group(1) != "0"
@@ -53,7 +58,9 @@ def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_pa
         k = kernels.get_kernel("acme/softmax", version=1)
         assert k.info.commit == done.commit and k.info.trusted_by == "trusted publisher acme"
     finally:
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and "Traceback" not in err, err
+        returncode = stop(proc, signal.SIGINT)
+        stderr.seek(0)
+        err = stderr.read()
+        stderr.close()
+    assert returncode == 0 and "Traceback" not in err, err
     assert (tmp_path / "hub" / "kernels" / "acme" / "softmax" / "HEAD").is_file()

@@ -15,6 +15,8 @@ from huggingface_hub import HfApi
 
 from hub_client.server import serve
 
+from .integrity import assert_fsck_clean
+
 WRITE_TOKEN = "hf_write_test_token"
 READ_TOKEN = "hf_read_test_token"
 
@@ -47,6 +49,7 @@ def registry(hub_env, monkeypatch):
                         server.url + "/{repo_id}/resolve/{revision}/{filename}")
     yield server
     server.close()
+    assert_fsck_clean(server.root)
 
 
 @pytest.fixture
