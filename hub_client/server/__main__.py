@@ -41,8 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     tokens = {**dict.fromkeys(args.read_token, "read"), **dict.fromkeys(args.token, "write")}
     os.makedirs(args.root, exist_ok=True)
     server = RegistryServer(args.root, args.host, args.port, tokens, args.trusted_publisher, limits)
-    print(f"registry serving {server.root} at {server.url}", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is the normal way to stop a foreground server
+    # Ctrl-C is the normal way to stop a foreground server, from the moment the banner says where it serves.
+    with contextlib.suppress(KeyboardInterrupt):
+        print(f"registry serving {server.root} at {server.url}", flush=True)
         server.serve_forever()
     return 0
 

@@ -91,13 +91,13 @@ def resolve_file(registry: Registry, request: Request) -> Response:
     head_only = request.method == "HEAD"
     size = entry.size or 0
     byte_range = _parse_range(request.headers.get("range"), size)
-    if byte_range is None:
-        body = b"" if head_only else repo.git.read_blob(entry.oid)
-        return Response(200, body, {**headers, "Content-Length": str(size)}, send_body=not head_only)
-    start, stop = byte_range
-    body = b"" if head_only else repo.git.read_blob(entry.oid)[start:stop]
-    headers.update({"Content-Range": f"bytes {start}-{stop - 1}/{size}", "Content-Length": str(stop - start)})
-    return Response(206, body, headers, send_body=not head_only)
+    start, stop, status = 0, size, 200
+    if byte_range is not None:
+        (start, stop), status = byte_range, 206
+        headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
+    headers["Content-Length"] = str(stop - start)
+    stream = None if head_only else (lambda: repo.git.stream_blob(entry.oid, start, stop))
+    return Response(status, b"", headers, send_body=not head_only, stream=stream)
 
 
 def _parse_range(header: str | None, size: int) -> tuple[int, int] | None:

@@ -167,6 +167,25 @@ class GitRepo:
     def read_blob(self, oid: str) -> bytes:
         return self.git("cat-file", "blob", oid)
 
+    def stream_blob(self, oid: str, start: int = 0, stop: int | None = None, piece: int = 64 * 1024):
+        """Bytes [start, stop) of a blob, in pieces read from `git cat-file`, so memory does not grow with it."""
+        proc = subprocess.Popen(["git", f"--git-dir={self.path}", "cat-file", "blob", oid], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=_env())
+        try:
+            position = 0
+            while stop is None or position < stop:
+                data = proc.stdout.read(piece)
+                if not data:
+                    break
+                begin, end = max(start - position, 0), len(data) if stop is None else min(stop - position, len(data))
+                position += len(data)
+                if begin < end:
+                    yield data[begin:end]
+        finally:
+            proc.stdout.close()
+            proc.kill()
+            proc.wait()
+
     def commit_date(self, commit: str) -> str:
         """Committer date as the Hub writes `lastModified` (UTC, milliseconds, 'Z'), which the client parses."""
         seconds = int(self.git("show", "-s", "--format=%ct", commit).decode().strip())

@@ -216,8 +216,20 @@ class RegistryRequestHandler(BaseHTTPRequestHandler):
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
-        if response.send_body and response.body:
-            self.wfile.write(response.body)
+        if not response.send_body:
+            return
+        if response.stream is None:
+            if response.body:
+                self.wfile.write(response.body)
+            return
+        sent = 0
+        for piece in response.stream():
+            self.wfile.write(piece)
+            sent += len(piece)
+        if sent != int(headers["Content-Length"]):
+            # The status line is gone already; the only honest signal left is to end the connection early.
+            log.error("streamed %d of %s bytes for %s", sent, headers["Content-Length"], self.path)
+            self.close_connection = True
 
     def log_message(self, format, *args):  # noqa: A002 - BaseHTTPRequestHandler's signature
         log.debug("%s %s", self.address_string(), format % args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -41,6 +42,8 @@ class Response:
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
     send_body: bool = True  # False for HEAD: headers describe the body, which is not sent
+    # A large body produced piece by piece (a file download) instead of `body`; Content-Length must be set.
+    stream: Callable[[], Iterator[bytes]] | None = None
 
     @classmethod
     def json(cls, value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:

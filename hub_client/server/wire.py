@@ -134,8 +134,9 @@ def read_body(reader: DeadlineReader, length: int | None, limit: int, scratch: P
         def copy(count: int) -> None:
             nonlocal received
             while count:
-                # The stall bound is per recv; the overall deadline lets a body in at `min_rate` on average.
-                reader.arm(started + read_timeout + (received + count) / min_rate, read_timeout)
+                # The stall bound is per recv; the overall schedule: `received` bytes by `read_timeout` plus
+                # `received / min_rate` seconds after the body started, i.e. `min_rate` on average.
+                reader.arm(started + read_timeout + received / min_rate, read_timeout)
                 try:
                     piece = reader.read_some(min(count, PIECE))
                 except TimeoutError:
