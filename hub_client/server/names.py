@@ -41,7 +41,7 @@ def repo_type(value: str | None) -> str:
 def repo_name(value: str, what: str = "repo name") -> str:
     if not isinstance(value, str) or not _NAME.fullmatch(value) or "--" in value or ".." in value:
         raise bad_request(f"Invalid {what} {value!r}: use letters, digits, '-', '_', '.' (no '--' or '..')")
-    if value.endswith(".git") or value.endswith(".lock"):
+    if value.lower().endswith((".git", ".lock")):  # any case: the directory is the same on macOS and Windows
         raise bad_request(f"Invalid {what} {value!r}: may not end with .git or .lock")
     return value
 

@@ -6,6 +6,9 @@ import pytest
 from huggingface_hub import CommitOperationAdd, HfApi, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 
+from hub_client.server.auth import ANONYMOUS, TokenTable, require_read, require_write
+from hub_client.server.errors import BAD_CREDENTIALS, HubError, repo_not_found
+
 from .conftest import READ_TOKEN, WRITE_TOKEN, git, ndjson, raw_request, repo_dir
 
 COMMIT = ndjson(
@@ -129,3 +132,79 @@ def test_a_server_without_tokens_is_read_only(hub_env):
         response = raw_request(server, "POST", "/api/repos/create", {"name": "x", "organization": "acme"},
                                token=WRITE_TOKEN)
         assert response.status == 401
+
+
+# -- the token table and the access rules, one by one ------------------------------------------------------------
+
+def _status(call) -> tuple[int, str | None, str]:
+    with pytest.raises(HubError) as caught:
+        call()
+    return caught.value.status, caught.value.code, caught.value.message
+
+
+def test_token_table_roles_and_identities():
+    table = TokenTable({"w": "write", "r": "read"})
+    writer, reader = table.identify("Bearer w"), table.identify("Bearer r")
+    assert writer.can_write and not reader.can_write
+    assert writer.user != reader.user and ANONYMOUS.user not in (writer.user, reader.user)
+    assert table.identify(None) is ANONYMOUS and table.identify("") is ANONYMOUS
+    # An iterable (or one string) means write tokens.
+    assert TokenTable(["a", "b"]).identify("Bearer b").can_write
+    assert TokenTable("solo").identify("Bearer solo").can_write
+    assert TokenTable(None).identify(None) is ANONYMOUS
+    with pytest.raises(ValueError, match="role"):
+        TokenTable({"x": "admin"})
+    with pytest.raises(ValueError, match="empty"):
+        TokenTable({"": "read"})
+
+
+@pytest.mark.parametrize("header", ["Bearer nope", "Bearer w2", "Bearer ww", "Bearer  ", "Bearer", "Basic dzp4",
+                                    "w", "Token w", "Bearer r w"])
+def test_a_present_but_unknown_or_malformed_authorization_is_401_bad_credentials(header):
+    table = TokenTable({"w": "write", "r": "read"})
+    assert _status(lambda: table.identify(header)) == (401, None, BAD_CREDENTIALS)
+
+
+def test_the_scheme_is_case_insensitive_and_the_token_exact():
+    table = TokenTable({"w": "write"})
+    assert table.identify("bearer w").can_write and table.identify("BEARER w").can_write
+    assert table.identify("Bearer  w ").can_write  # surrounding spaces are not part of the token
+    assert _status(lambda: table.identify("Bearer W"))[0] == 401
+
+
+def test_write_needs_a_write_token():
+    assert _status(lambda: require_write(ANONYMOUS))[:2] == (401, "Unauthorized")
+    reader = TokenTable({"r": "read"}).identify("Bearer r")
+    assert _status(lambda: require_write(reader))[:2] == (403, "Forbidden")
+    require_write(TokenTable({"w": "write"}).identify("Bearer w"))  # no exception
+
+
+def test_reading_private_repos_needs_any_valid_token():
+    reader = TokenTable({"r": "read"}).identify("Bearer r")
+    writer = TokenTable({"w": "write"}).identify("Bearer w")
+    require_read(ANONYMOUS, False, "acme/public")
+    require_read(reader, True, "acme/private")
+    require_read(writer, True, "acme/private")
+    refused = _status(lambda: require_read(ANONYMOUS, True, "acme/private"))
+    absent = repo_not_found("acme/private")  # what Registry.open raises for a repo that does not exist
+    assert refused == (absent.status, absent.code, absent.message) and refused[:2] == (404, "RepoNotFound")
+
+
+def test_an_anonymous_write_to_a_private_repo_looks_like_one_to_an_absent_repo(registry, api):
+    api.create_repo("acme/secret", repo_type="kernel", private=True)
+    for name in ("secret", "absent"):
+        response = raw_request(registry, "POST", f"/api/kernels/acme/{name}/branch/x", {})
+        assert (response.status, response.body) == (401, raw_request(registry, "POST", "/api/kernels/acme/absent/"
+                                                                                         "branch/x", {}).body)
+
+
+def test_a_read_token_reads_private_repos_through_every_read_endpoint(registry, api):
+    api.create_repo("acme/secret", repo_type="kernel", private=True)
+    api.upload_file(path_or_fileobj=b"hidden", path_in_repo="f.txt", repo_id="acme/secret", repo_type="kernel")
+    for path in ("/api/kernels/acme/secret", "/api/kernels/acme/secret/refs", "/api/kernels/acme/secret/tree/main",
+                 "/kernels/acme/secret/resolve/main/f.txt"):
+        assert raw_request(registry, "GET", path, token=READ_TOKEN).status == 200, path
+        assert raw_request(registry, "GET", path, token=WRITE_TOKEN).status == 200, path
+    assert raw_request(registry, "GET", "/kernels/acme/secret/resolve/main/f.txt", token=READ_TOKEN).body == b"hidden"
+    writes = raw_request(registry, "POST", "/api/kernels/acme/secret/branch/x", {}, token=READ_TOKEN)
+    assert writes.status == 403
