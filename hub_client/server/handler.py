@@ -128,6 +128,7 @@ class RegistryRequestHandler(BaseHTTPRequestHandler):
         super().setup()
         self.rfile = wire.DeadlineReader(self.connection)  # replaces the buffered socket file: deadlines, see wire
         self._body_pending = False
+        self._expects_continue = False
 
     def handle_one_request(self) -> None:
         """Wait for the next request within the idle timeout, then give its head `head_timeout` to arrive."""
@@ -141,7 +142,13 @@ class RegistryRequestHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.rfile.arm(time.monotonic() + limits.head_timeout, None)
+        self._expects_continue = False
         super().handle_one_request()  # reads the head (TimeoutError there: it closes), then calls do_<METHOD>
+
+    def handle_expect_100(self) -> bool:
+        """Defer the standard library's immediate `100 Continue` until the route and token have been checked."""
+        self._expects_continue = True
+        return True
 
     def do_GET(self):
         self._handle()
@@ -168,6 +175,10 @@ class RegistryRequestHandler(BaseHTTPRequestHandler):
                 if route.needs_write:
                     require_write(identity)  # before the body: an anonymous 200 MB commit is never read
                 length = wire.declared_length(self.headers)
+                if self._expects_continue:
+                    # Only now, with the token accepted, invite the client to send the body (RFC 9110 10.1.1).
+                    self.send_response_only(100)
+                    self.end_headers()
                 limit = limits.max_commit_body if route.large_body else limits.max_json_body
                 body = wire.read_body(self.rfile, length, limit, self.server.registry.scratch, limits.read_timeout,
                                       limits.min_body_rate)
@@ -199,8 +210,13 @@ class RegistryRequestHandler(BaseHTTPRequestHandler):
             # bytes, not a next request, so this answer is the last one.
             response.headers["Connection"] = "close"
             self.close_connection = True
-        self.connection.settimeout(limits.read_timeout)
-        self._send(response)
+        self.connection.settimeout(limits.read_timeout)  # a client that stops reading cannot hold the thread
+        try:
+            self._send(response)
+        except (TimeoutError, ConnectionError) as error:
+            log.debug("%s %s: client went away while the answer was sent (%s)", self.command, self.path, error)
+            self.close_connection = True
+            return
         if self._body_pending:
             self.wfile.flush()
             _linger(self.connection, time.monotonic() + _LINGER_SECONDS)

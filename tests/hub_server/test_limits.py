@@ -269,3 +269,26 @@ def test_a_body_within_limits_still_round_trips_base64_exactly(tight):
                       {"key": "file", "value": {"content": bad, "path": "x.bin", "encoding": "base64"}})
         response = raw_request(tight, "POST", COMMIT_PATH, body, token=WRITE_TOKEN)
         assert response.status == 400 and "base64" in response.headers["x-error-message"], bad
+
+
+def test_expect_100_continue_is_answered_only_once_the_token_is_accepted(tight):
+    body = ndjson({"key": "header", "value": {"summary": "continued"}},
+                  {"key": "file", "value": {"content": "eA==", "path": "c.txt", "encoding": "base64"}})
+    head = {"Content-Length": str(len(body)), "Expect": "100-continue"}
+    sock = _connect(tight)
+    try:  # anonymous: the refusal comes instead of the invitation to send
+        sock.sendall(_head("POST", COMMIT_PATH, head))
+        status, _, _ = _read_response(sock)
+        assert status == 401
+    finally:
+        sock.close()
+    sock = _connect(tight)
+    try:
+        sock.sendall(_head("POST", COMMIT_PATH, {**head, "Authorization": f"Bearer {WRITE_TOKEN}"}))
+        interim = sock.recv(64)
+        assert interim.startswith(b"HTTP/1.1 100"), interim
+        sock.sendall(body)
+        status, _, answer = _read_response(sock)
+        assert status == 200 and json.loads(answer)["commitOid"]
+    finally:
+        sock.close()
