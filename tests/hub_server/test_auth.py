@@ -154,8 +154,10 @@ def test_token_table_roles_and_identities():
     assert TokenTable(None).identify(None) is ANONYMOUS
     with pytest.raises(ValueError, match="role"):
         TokenTable({"x": "admin"})
-    with pytest.raises(ValueError, match="empty"):
+    with pytest.raises(ValueError, match="^empty token$"):
         TokenTable({"": "read"})
+    # Users are numbered in configuration order from 1: commit authors stay the same across restarts.
+    assert [table.identify(f"Bearer {t}").user for t in ("w", "r")] == ["user1", "user2"]
 
 
 @pytest.mark.parametrize("header", ["Bearer nope", "Bearer w2", "Bearer ww", "Bearer  ", "Bearer", "Basic dzp4",
@@ -175,7 +177,8 @@ def test_the_scheme_is_case_insensitive_and_the_token_exact():
 def test_write_needs_a_write_token():
     assert _status(lambda: require_write(ANONYMOUS))[:2] == (401, "Unauthorized")
     reader = TokenTable({"r": "read"}).identify("Bearer r")
-    assert _status(lambda: require_write(reader))[:2] == (403, "Forbidden")
+    assert _status(lambda: require_write(reader)) == (
+        403, "Forbidden", "This token has read access only; writing needs a write token")
     require_write(TokenTable({"w": "write"}).identify("Bearer w"))  # no exception
 
 
