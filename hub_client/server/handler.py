@@ -10,12 +10,13 @@ processes, so an ASGI app would hand each request to a thread pool anyway. Here 
 
 - `DeadlineReader` (wire.py) gives every `recv` what is left of an absolute deadline: idle keep-alive time, then
   the request head, then the body (a stall ends in 408, so does a trickle slower than `Limits.min_body_rate`);
-- the route says whether it writes, so the token is checked before a byte of the body is read, and an early
-  refusal closes the connection instead of reading what the client still sends;
+- the route says whether it writes, so the token is checked before a byte of the body is read (and before an
+  `Expect: 100-continue` is answered), and an early refusal closes the connection instead of reading on;
 - bodies are copied in 64 KiB pieces to a spooled temporary file under a size limit (413), and parsed from it
   by a bounded streaming JSON reader, so memory per request does not grow with the body;
 - a semaphore caps worker threads; past it a connection gets 503 + `Retry-After` from a small bounded pool of
-  refusal threads, and past that it is closed at once.
+  refusal threads, and past that it is closed at once. One thread serves one connection, so the cap counts
+  connections: a kept-alive idle connection holds its thread until `Limits.idle_timeout` (15 s) closes it.
 """
 
 from __future__ import annotations
