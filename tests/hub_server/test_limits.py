@@ -216,6 +216,28 @@ def test_connections_past_the_cap_get_503_with_retry_after(hub_env):
         _eventually_ok(server, expected=404)  # the repo does not exist here: a 404 means "served"
 
 
+def test_past_the_worker_and_refusal_caps_a_connection_is_closed_at_once(hub_env):
+    """No thread at all is spent on a connection once both pools are busy: it is closed without an answer."""
+    limits = Limits(max_connections=1, refusal_slots=1, refusal_timeout=30.0, head_timeout=60.0)
+    with serve(hub_env / "hub", tokens=[WRITE_TOKEN], limits=limits) as server:
+        worker, refuser = _connect(server), None
+        try:
+            worker.sendall(b"GET /api/kernels/acme/softmax/refs HTTP/1.1\r\n")  # holds the one worker
+            refuser = _connect(server)  # holds the one refusal thread: it waits for a head that never comes
+            time.sleep(0.2)
+            dropped = _connect(server)
+            try:
+                began = time.monotonic()
+                dropped.sendall(_head("GET", "/api/kernels/acme/softmax/refs", {}))
+                assert _closed_by_server(dropped, within=10) and time.monotonic() - began < 5
+            finally:
+                dropped.close()
+        finally:
+            worker.close()
+            if refuser is not None:
+                refuser.close()
+
+
 def test_a_half_sent_request_head_is_dropped_after_the_head_timeout(tight):
     sock = _connect(tight)
     try:
