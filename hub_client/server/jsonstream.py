@@ -29,7 +29,8 @@ _STRING_STOP = re.compile(rb'["\\\x00-\x1f]')
 _NUMBER_CHARS = frozenset(b"0123456789+-.eE")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
-_WHITESPACE = frozenset(b" \t\r")  # '\n' is a line end for NDJSON, so it is handled by the callers
+_WHITESPACE = frozenset(b" \t\r\n")
+_LINE_WHITESPACE = frozenset(b" \t\r")  # in NDJSON a '\n' ends the value, so it is not whitespace there
 _ESCAPES = {ord('"'): b'"', ord("\\"): b"\\", ord("/"): b"/", ord("b"): b"\b", ord("f"): b"\f",
             ord("n"): b"\n", ord("r"): b"\r", ord("t"): b"\t"}  # fmt: skip
 END_OF_STREAM = object()
@@ -45,8 +46,10 @@ class StringSink(Protocol):
 
 class _Reader:
     def __init__(self, stream: IO[bytes], what: str, max_depth: int, budget: int,
-                 stream_at: tuple[str, ...] | None, sink_factory: Callable[[], StringSink] | None):
+                 stream_at: tuple[str, ...] | None, sink_factory: Callable[[], StringSink] | None,
+                 whitespace: frozenset[int] = _WHITESPACE):
         self.stream = stream
+        self.whitespace = whitespace
         self.what = what
         self.max_depth = max_depth
         self.budget = budget  # bytes of non-streamed input one value may use
@@ -85,22 +88,21 @@ class _Reader:
     def skip_whitespace(self) -> int | None:
         while True:
             byte = self._peek()
-            if byte is None or byte not in _WHITESPACE:
+            if byte is None or byte not in self.whitespace:
                 return byte
             self.pos += 1
 
     # -- values --------------------------------------------------------------------------------------------------
 
     def value(self, path: tuple, depth: int) -> Any:
-        if depth > self.max_depth:
-            raise self.error(f"nested deeper than {self.max_depth} levels")
+        """The value at `path`, inside `depth` enclosing arrays and objects."""
         byte = self.skip_whitespace()
         if byte is None:
             raise self.error("unexpected end of input")
-        if byte == ord("{"):
-            return self._object(path, depth)
-        if byte == ord("["):
-            return self._array(path, depth)
+        if byte in (ord("{"), ord("[")):
+            if depth >= self.max_depth:
+                raise self.error(f"nested deeper than {self.max_depth} levels")
+            return self._object(path, depth) if byte == ord("{") else self._array(path, depth)
         if byte == ord('"'):
             self.pos += 1
             if self.stream_at is not None and path == self.stream_at:
@@ -242,9 +244,7 @@ def loads(data: IO[bytes], what: str = "Request body", max_depth: int = 32, budg
     """One JSON document from a binary stream, with nothing but whitespace after it."""
     reader = _Reader(data, what, max_depth, budget, None, None)
     value = reader.value((), 0)
-    while (byte := reader.skip_whitespace()) == ord("\n"):
-        reader.pos += 1
-    if byte is not None:
+    if reader.skip_whitespace() is not None:
         raise reader.error("trailing data after the JSON value")
     return value
 
@@ -254,7 +254,7 @@ class LineReader:
 
     def __init__(self, stream: IO[bytes], what: str, max_depth: int, line_budget: int,
                  stream_at: tuple[str, ...], sink_factory: Callable[[], StringSink]):
-        self._reader = _Reader(stream, what, max_depth, line_budget, stream_at, sink_factory)
+        self._reader = _Reader(stream, what, max_depth, line_budget, stream_at, sink_factory, _LINE_WHITESPACE)
         self.line = 0
 
     def read_line(self) -> Any:
