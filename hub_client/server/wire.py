@@ -32,8 +32,8 @@ def body_timeout(message: str) -> HubError:
 class DeadlineReader:
     """A read-only file over a socket whose reads fail with TimeoutError once `deadline` (monotonic) passes.
 
-    Provides the `readline` / `read` the standard library's request parsing uses, plus `arm` to set the deadline
-    and the longest wait for any single `recv` (a stall).
+    Provides the `readline` the standard library's request parsing uses, `read_some` for bodies, and `arm` to set
+    the deadline and the longest wait for any single `recv` (a stall).
     """
 
     def __init__(self, sock: socket.socket):
@@ -79,11 +79,6 @@ class DeadlineReader:
             start = len(self._buf)
             if not self.fill():
                 return self._cut(len(self._buf))
-
-    def read(self, size: int = -1) -> bytes:
-        while (size < 0 or len(self._buf) < size) and self.fill():
-            pass
-        return self._cut(len(self._buf) if size < 0 else min(size, len(self._buf)))
 
     def read_some(self, size: int) -> bytes:
         """Up to `size` bytes, at most one `recv` (b"" at end of stream)."""

@@ -130,7 +130,7 @@ def _lines(data: bytes, step: int, budget: int = 1 << 20):
         sinks.append(Collect())
         return sinks[-1]
 
-    reader = jsonstream.LineReader(Trickle(data, step), "Payload", max_depth=8, line_budget=budget,
+    reader = jsonstream.LineReader(Trickle(data, step), "Commit payload", max_depth=8, line_budget=budget,
                                    stream_at=("value", "content"), sink_factory=factory)
     values = []
     while (value := reader.read_line()) is not jsonstream.END_OF_STREAM:
@@ -160,7 +160,7 @@ def test_the_line_budget_counts_everything_but_the_streamed_string():
     assert values[0][1]["value"]["path"] == "p"
     with pytest.raises(HubError, match="more than 20 bytes") as caught:
         _lines(line, 65536, budget=20)
-    assert "Payload line 1" in caught.value.message
+    assert caught.value.message.startswith("Commit payload line 1 is not valid JSON: more than 20 bytes")
     # Each line has its own budget.
     two = b"\n".join(json.dumps({"key": key * 50, "value": {}}).encode() for key in "ab")
     assert len(_lines(two, 65536, budget=90)[0]) == 2
@@ -175,4 +175,17 @@ def test_the_line_budget_counts_everything_but_the_streamed_string():
 def test_bad_ndjson_lines_are_refused_naming_the_line(data, reason):
     with pytest.raises(HubError) as caught:
         _lines(data, 1)
-    assert reason in caught.value.message and caught.value.message.startswith("Payload line ")
+    assert reason in caught.value.message and caught.value.message.startswith("Commit payload line ")
+
+
+def test_errors_name_the_line_they_are_on_and_each_line_has_the_whole_budget():
+    # `{"a":"bc"}` costs exactly 5 bytes of budget: key 1, value 2, and 2 for the member.
+    assert len(_lines(b'{"a":"bc"}\n{"a":"bc"}', 1, budget=5)[0]) == 2
+    with pytest.raises(HubError, match="more than 4 bytes"):
+        _lines(b'{"a":"bc"}', 1, budget=4)
+    with pytest.raises(HubError) as caught:
+        _lines(b'{"a": 1}\n\n{"a": 1} 2\n', 1)
+    assert caught.value.message == ("Commit payload line 2 is not valid JSON: trailing data after the JSON value "
+                                    "(one value per line)")
+    eight = b"[" * 8 + b"]" * 8  # exactly the depth limit of a commit line
+    assert _lines(eight, 1)[0] == [(1, [[[[[[[[]]]]]]]])]

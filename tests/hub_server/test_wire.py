@@ -22,7 +22,7 @@ def pair():
     theirs.close()
 
 
-def test_readline_and_read_match_a_buffered_file(pair):
+def test_readline_matches_a_buffered_file(pair):
     reader, peer = pair
     peer.sendall(b"first\r\nsecond\nthird-without-end")
     peer.shutdown(socket.SHUT_WR)
@@ -30,9 +30,9 @@ def test_readline_and_read_match_a_buffered_file(pair):
     assert reader.readline(3) == b"sec"  # a limit cuts the line, as io.BufferedReader.readline(limit) does
     assert reader.readline(100) == b"ond\n"
     assert reader.buffered == len(b"third-without-end")
-    assert reader.read(5) == b"third"
-    assert reader.read() == b"-without-end"
-    assert reader.readline() == b"" and reader.read(10) == b"" and reader.read_some(10) == b""
+    assert reader.read_some(5) == b"third"
+    assert reader.readline() == b"-without-end"  # the end of the stream ends the last line
+    assert reader.readline() == b"" and reader.read_some(10) == b"" and reader.buffered == 0
 
 
 def test_readline_limit_exactly_at_the_newline(pair):
@@ -119,7 +119,7 @@ def _body(pair, tmp_path, data: bytes, length, limit=1 << 20, timeout=2.0, rate=
 
 def test_read_body_by_length_and_chunked(pair, tmp_path):
     assert _body(pair, tmp_path, b"hello world", 5, close=False) == b"hello"
-    assert pair[0].read(6) == b" world"  # nothing past the body was taken from the connection
+    assert pair[0].read_some(6) == b" world"  # nothing past the body was taken from the connection
 
 
 @pytest.mark.parametrize(("data", "expected"), [
