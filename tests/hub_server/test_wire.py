@@ -204,3 +204,75 @@ def test_large_bodies_spill_to_disk_and_keep_every_byte(pair, tmp_path):
     with wire.read_body(reader, len(data), 4 << 20, tmp_path, 5.0, 1 << 20) as body:
         sender.join()
         assert body._rolled and body.read() == data  # SpooledTemporaryFile moved to a real file
+
+
+def test_readline_stops_at_its_limit_before_a_newline_just_past_it(pair):
+    reader, peer = pair
+    peer.sendall(b"abcd\nxy")
+    peer.shutdown(socket.SHUT_WR)
+    assert reader.readline(4) == b"abcd"
+    assert reader.readline(4) == b"\n"
+    assert reader.readline(2) == b"xy"
+
+
+def test_the_stall_bound_and_the_deadline_each_end_a_wait_on_their_own(pair):
+    reader, _ = pair
+    began = time.monotonic()
+    reader.arm(time.monotonic() + 30, 0.2)  # the stall bound is the shorter: it decides
+    with pytest.raises(TimeoutError):
+        reader.read_some(1)
+    reader.arm(time.monotonic() + 0.2, None)  # no stall bound: the deadline alone decides
+    with pytest.raises(TimeoutError):
+        reader.read_some(1)
+    assert time.monotonic() - began < 5
+
+
+def test_a_body_stalls_into_408_even_when_its_rate_schedule_is_far_away(pair, tmp_path):
+    began = time.monotonic()
+    with pytest.raises(HubError) as caught:  # min_rate 1 byte/s would allow hours; the 0.2 s stall bound does not
+        _body(pair, tmp_path, b"abc", 10_000, timeout=0.2, rate=1, close=False)
+    assert caught.value.status == 408 and time.monotonic() - began < 5
+
+
+def test_a_body_just_above_its_minimum_rate_is_read(pair, tmp_path):
+    reader, peer = pair
+    data = b"y" * 2000
+
+    def send():  # 2,000 bytes/s against a 1,000 bytes/s minimum
+        for start in range(0, len(data), 100):
+            peer.sendall(data[start:start + 100])
+            time.sleep(0.05)
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    try:
+        with wire.read_body(reader, len(data), 1 << 20, tmp_path, 0.3, 1000) as body:
+            assert body.read() == data
+    finally:
+        sender.join()
+
+
+def test_chunk_sizes_are_hexadecimal_and_add_up_against_the_limit(pair, tmp_path):
+    assert _body(pair, tmp_path, b"10\r\n" + b"z" * 16 + b"\r\n0\r\n\r\n", None) == b"z" * 16
+
+
+def test_many_small_chunks_still_reach_the_limit(pair, tmp_path):
+    with pytest.raises(HubError) as caught:
+        _body(pair, tmp_path, b"4\r\naaaa\r\n" * 3 + b"0\r\n\r\n", None, limit=10)
+    assert caught.value.status == 413
+
+
+def test_chunks_exactly_at_the_limit_are_read(pair, tmp_path):
+    assert _body(pair, tmp_path, b"5\r\naaaaa\r\n5\r\nbbbbb\r\n0\r\n\r\n", None, limit=10) == b"aaaaabbbbb"
+
+
+def test_framing_messages():
+    both = _headers(Content_Length="5", Transfer_Encoding="chunked")
+    assert pytest.raises(HubError, wire.declared_length, both).value.message == \
+        "Both Transfer-Encoding and Content-Length given"
+    gzip = _headers(Transfer_Encoding="gzip, chunked")
+    assert pytest.raises(HubError, wire.declared_length, gzip).value.message == \
+        "Transfer-Encoding 'gzip, chunked' is not supported (only 'chunked')"
+    long_value = "x" * 40
+    assert pytest.raises(HubError, wire.declared_length, _headers(Content_Length=long_value)).value.message == \
+        f"Invalid Content-Length {long_value[:32]!r}"
