@@ -8,11 +8,11 @@ from nki_dsl.trace.jit import TRACE_HOOKS
 from nki_dsl.verify import check
 
 
-def _round_trip(kernel):
+def _round_trip(kernel, target):
     text = print_kernel(kernel)
     again = parse_kernel(text)
     assert print_kernel(again) == text, f"IR text of {kernel.name} does not round-trip"
-    check(again)
+    check(again, target)
 
 
 @pytest.fixture(autouse=True, scope="session")

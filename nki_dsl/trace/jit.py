@@ -23,8 +23,9 @@ from nki_dsl.trace.call_errors import api_call_error
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
-# Functions called with every freshly traced and verified kernel. Tools register here explicitly (the test suite
-# checks that each traced kernel's text round-trips through the parser).
+# Functions called as hook(kernel, target) with every freshly traced and verified kernel. Tools register here
+# explicitly (the test suite checks that each traced kernel's text round-trips through the parser and verifies again
+# for the target it was traced for).
 TRACE_HOOKS: list = []
 
 
@@ -102,7 +103,7 @@ class JitKernel:
                 raise error from None
             check(kernel, target=target)
             for hook in TRACE_HOOKS:
-                hook(kernel)
+                hook(kernel, target)
             self._traced[key] = kernel
         return kernel, arrays, key
 

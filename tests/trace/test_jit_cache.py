@@ -12,7 +12,7 @@ from nki_dsl.trace.jit import TRACE_HOOKS
 def traces():
     """The names of kernels traced while the test runs."""
     seen = []
-    hook = lambda kernel: seen.append(kernel.name)
+    hook = lambda kernel, target: seen.append(kernel.name)
     TRACE_HOOKS.append(hook)
     yield seen
     TRACE_HOOKS.remove(hook)
