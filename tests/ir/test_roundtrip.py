@@ -4,6 +4,7 @@ import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from nki_dsl.errors import SourceLoc
@@ -114,6 +115,20 @@ def test_float_attributes_round_trip_exactly(value):
     a = hbm("a")
     text = roundtrip(kernel([a], [op("nl.full", attrs={"value": value}, result=Tensor("z", a.type, "alloc"))]))
     assert f"{{value = {value!r}}}" in text
+
+
+@pytest.mark.parametrize("value", [np.float64(0.1), np.float64(-0.0), np.float64(np.inf), np.float64(2.0**60)])
+def test_numpy_float_attributes_and_immediates_print_as_plain_floats(value):
+    """Hand-built IR may hold NumPy floats (a float subclass); they print, and parse back, as the Python float."""
+    a = hbm("a")
+    body = [op("nl.full", attrs={"value": value}, result=Tensor("z", a.type, "alloc")),
+            op("nl.add", {"x": a.full_access(), "y": Imm(value)}, result=tile("t"), line=2)]  # fmt: skip
+    text = print_kernel(kernel([a], body))
+    assert f"{{value = {float(value)!r}}}" in text and f"y={float(value)!r})" in text
+    assert "np." not in text
+    again = parse_kernel(text)
+    assert print_kernel(again) == text
+    assert repr(again.body[0].attrs["value"]) == repr(float(value))
 
 
 @pytest.mark.parametrize(
