@@ -20,3 +20,13 @@ def round_trip_every_traced_kernel():
     TRACE_HOOKS.append(_round_trip)
     yield
     TRACE_HOOKS.remove(_round_trip)
+
+
+@pytest.fixture(autouse=True)
+def plain_terminal(monkeypatch):
+    """Tests read what the CLI prints: rich's output follows the environment (FORCE_COLOR adds escape codes,
+    COLUMNS sets the wrap width), so every test starts from a plain 80-column terminal whatever shell started
+    pytest. A test that needs another width sets it itself."""
+    for name in ("FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "LINES", "JUPYTER_COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "80")

@@ -1,0 +1,72 @@
+"""Kill rate per package and the surviving mutants, from the results mutmut 3 keeps in ``mutants/**/*.py.meta``.
+
+Usage: python scripts/mutation_report.py [PACKAGE ...]   (paths such as nki_dsl/verify or hub_client)
+
+"Killed" counts mutants a test failed on, timed out on, or crashed on; "survived" those every test passed with;
+"no tests" those no test reaches (also bugs that ship unnoticed, so they count against the rate). Mutants not run
+yet (an interrupted run) are reported apart and left out of the rate. A surviving mutant is shown with
+``mutmut show NAME``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+KILLED = {1, 3, 24, -24, 36, 152, 255, -9, -11, 37}  # fail, pytest error, timeouts (SIGXCPU), crashes, type check
+SURVIVED = {0}
+NO_TESTS = {5, 33}
+
+
+def classify(code) -> str:
+    if code is None:
+        return "not run"
+    if code in KILLED:
+        return "killed"
+    if code in SURVIVED:
+        return "survived"
+    if code in NO_TESTS:
+        return "no tests"
+    return "suspicious"
+
+
+def results(root: Path) -> dict[str, tuple[str, str]]:
+    """mutant name -> (source file, status)."""
+    out = {}
+    for meta in sorted(root.rglob("*.py.meta")):
+        source = meta.relative_to(root).as_posix()[: -len(".meta")]
+        data = json.loads(meta.read_text())
+        for name, code in data.get("exit_code_by_key", {}).items():
+            out[name] = (source, classify(code))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    root = Path("mutants")
+    if not root.is_dir():
+        print("no mutants/ directory: run scripts/mutation.sh first")
+        return 1
+    packages = [p.rstrip("/").removesuffix(".py") for p in argv] or ["nki_dsl/verify", "nki_dsl/backends",
+                                                                      "nki_dsl/passes", "hub_client"]  # fmt: skip
+    found = results(root)
+    print(f"{'package':<28} {'killed':>7} {'survived':>9} {'no tests':>9} {'not run':>8} {'kill rate':>10}")
+    survivors: list[tuple[str, str]] = []
+    for pkg in packages:
+        mine = {n: v for n, v in found.items() if v[0] == pkg + ".py" or v[0].startswith(pkg + "/")}
+        counts = Counter(status for _, status in mine.values())
+        tested = counts["killed"] + counts["survived"] + counts["no tests"] + counts["suspicious"]
+        rate = f"{100 * counts['killed'] / tested:.1f}%" if tested else "-"
+        print(f"{pkg:<28} {counts['killed']:>7} {counts['survived']:>9} {counts['no tests']:>9} "
+              f"{counts['not run']:>8} {rate:>10}")  # fmt: skip
+        survivors += [(n, s) for n, (_, s) in sorted(mine.items()) if s in ("survived", "no tests", "suspicious")]
+    if survivors:
+        print(f"\n{len(survivors)} mutants not killed (see each with: .venv/bin/mutmut show NAME):")
+        for name, status in survivors:
+            print(f"  {status:<10} {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
