@@ -119,3 +119,30 @@ def test_a_write_covering_every_partition_supersedes_the_earlier_write():
     _run(tracker, 1, 20.0, writes=[(SBUF, (0, 128, 0, 512))])
     assert _run(tracker, 2, 30.0, reads=[(SBUF, (0, 32, 0, 512))]) == (20.0, 1)
     assert len([r for recs in tracker.spaces[SBUF].cells.values() for r in recs if r[5]]) == 2  # write + read
+
+
+# --- the predecessor recorded on a tie ---------------------------------------------------------------------------
+
+
+def _template(engine, duration):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(engine=engine, ports=(), duration_ns=duration, fixed_ns=0.0, payload_ns=0.0, dma_engines=0)
+
+
+def test_when_the_engine_and_the_data_are_ready_at_once_the_engine_predecessor_is_recorded():
+    """An instruction whose engine frees up exactly when its input is written records the instruction before it on
+    its own engine, the first cause in program order (the critical path then follows the engine's timeline); a
+    later data arrival replaces it."""
+    from nki_dsl.backends.simulator import Scheduler
+
+    sched = Scheduler(get_target("trn2"), cells={SBUF: 4096})
+    region = (SBUF, (0, 128, 0, 512))
+    sched.step(_template("vector", 10.0), (), ())  # 0: the vector engine busy until 10
+    sched.step(_template("scalar", 10.0), (), (region,))  # 1: writes the region, done at 10
+    sched.step(_template("vector", 5.0), (region,), ())  # 2: engine free and data ready at 10
+    sched.step(_template("scalar", 20.0), (), (region,))  # 3: rewrites the region after 2's read, done at 35
+    sched.step(_template("vector", 5.0), (region,), ())  # 4: the engine is free at 15, the data at 35
+    s = sched.finish()
+    assert (s.start[2], s.pred[2]) == (10.0, 0)
+    assert (s.start[4], s.pred[4]) == (35.0, 3)
