@@ -146,3 +146,14 @@ def test_when_the_engine_and_the_data_are_ready_at_once_the_engine_predecessor_i
     s = sched.finish()
     assert (s.start[2], s.pred[2]) == (10.0, 0)
     assert (s.start[4], s.pred[4]) == (35.0, 3)
+
+
+@pytest.mark.parametrize("space", ["on-chip", "hbm"])
+def test_a_write_waits_for_the_latest_reader_not_the_last_issued(space):
+    tracker = DependenceTracker(cells={SBUF: 4096} if space == "on-chip" else {})
+    key = SBUF if space == "on-chip" else 7
+    box = (0, 128, 0, 512)
+    _run(tracker, 0, 10.0, writes=[(key, box)])
+    _run(tracker, 1, 30.0, reads=[(key, box)])  # a long read, ends at 30
+    _run(tracker, 2, 20.0, reads=[(key, box)])  # issued later on another engine, ends sooner
+    assert _run(tracker, 3, 40.0, writes=[(key, box)]) == (30.0, 1)  # WAR: after the read that ends last
