@@ -157,3 +157,20 @@ def test_a_write_waits_for_the_latest_reader_not_the_last_issued(space):
     _run(tracker, 1, 30.0, reads=[(key, box)])  # a long read, ends at 30
     _run(tracker, 2, 20.0, reads=[(key, box)])  # issued later on another engine, ends sooner
     assert _run(tracker, 3, 40.0, writes=[(key, box)]) == (30.0, 1)  # WAR: after the read that ends last
+
+
+@pytest.mark.parametrize("space", ["on-chip", "hbm"])
+def test_a_box_over_several_cells_is_found_from_each_of_them(space):
+    # On-chip cells are 4 KiB of bytes; an HBM tensor's cell is the first box seen for it, [128, 512] here.
+    tracker = DependenceTracker(cells={SBUF: 4096} if space == "on-chip" else {})
+    key = SBUF if space == "on-chip" else 7
+    if space == "on-chip":
+        first, wide, left, right = (0, 128, 0, 4096), (0, 128, 0, 12288), (0, 128, 0, 100), (0, 128, 12000, 12288)
+    else:
+        first, wide, left, right = (0, 128, 0, 512), (0, 128, 0, 1536), (0, 128, 0, 8), (0, 128, 1500, 1536)
+    _run(tracker, 0, 10.0, writes=[(key, first)])
+    _run(tracker, 1, 20.0, writes=[(key, wide)])  # three cells
+    assert _run(tracker, 2, 30.0, reads=[(key, right)]) == (20.0, 1)  # from the last cell
+    assert _run(tracker, 3, 30.0, reads=[(key, left)]) == (20.0, 1)
+    assert _run(tracker, 4, 40.0, writes=[(key, right)]) == (30.0, 2)  # WAR found from the last cell
+    assert _run(tracker, 5, 50.0, reads=[(key, wide)]) == (40.0, 4)  # a wide read sees a write in its last cell
