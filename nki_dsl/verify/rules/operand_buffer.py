@@ -46,9 +46,7 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
 
 def _hint(spec, name: str, buf: str, allowed) -> str:
     on_chip = buf in ("sbuf", "psum")
-    if set(allowed) <= set(HBM):
-        if spec.family == "assign":
-            return ""
+    if set(allowed) <= set(HBM):  # loads, stores, reshapes of HBM tensors (assign operands are all on-chip)
         if spec.family == "store":
             return " (nl.store writes to HBM; write an on-chip tensor with t[...] = value)"
         return f" ({spec.name} moves data from HBM; copy on-chip tiles with nl.copy)"
