@@ -1,6 +1,8 @@
 """Kill rate per package and the surviving mutants, from the results mutmut 3 keeps in ``mutants/**/*.py.meta``.
 
 Usage: python scripts/mutation_report.py [PACKAGE ...]   (paths such as nki_dsl/verify or hub_client)
+       python scripts/mutation_report.py --sample N [PACKAGE ...]   print N mutant names per package, drawn at
+       random (fixed seed) from the mutants mutmut generated, generating them first when there are none yet
 
 "Killed" counts mutants a test failed on, timed out on, or crashed on; "survived" those every test passed with;
 "no tests" those no test reaches (also bugs that ship unnoticed, so they count against the rate). Mutants not run
@@ -43,18 +45,52 @@ def results(root: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
+def _in(pkg: str, source: str) -> bool:
+    return source == pkg + ".py" or source.startswith(pkg + "/")
+
+
+def sample(n: int, packages: list[str]) -> list[str]:
+    """``n`` mutant names per package (all of them where there are fewer), the same ones on every call."""
+    import random
+
+    if not any(Path("mutants").rglob("*.py.meta")):
+        _generate()
+    found = results(Path("mutants"))
+    names = []
+    for pkg in packages:
+        mine = sorted(name for name, (source, _) in found.items() if _in(pkg, source))
+        names += sorted(random.Random(f"mutation-sample-{pkg}").sample(mine, min(n, len(mine))))
+    return names
+
+
+def _generate() -> None:
+    """Copy the tree into mutants/ and write every mutant, as the first step of ``mutmut run`` does (mutmut has no
+    command for that step alone; these are the functions ``mutmut run`` calls)."""
+    import os
+
+    from mutmut.__main__ import create_mutants
+    from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir
+
+    os.makedirs("mutants", exist_ok=True)
+    copy_src_dir()
+    copy_also_copy_files()
+    create_mutants(2)
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--sample"]:
+        print("\n".join(sample(int(argv[1]), _packages(argv[2:]))))
+        return 0
     root = Path("mutants")
     if not root.is_dir():
         print("no mutants/ directory: run scripts/mutation.sh first")
         return 1
-    packages = [p.rstrip("/").removesuffix(".py") for p in argv] or ["nki_dsl/verify", "nki_dsl/backends",
-                                                                      "nki_dsl/passes", "hub_client"]  # fmt: skip
+    packages = _packages(argv)
     found = results(root)
     print(f"{'package':<28} {'killed':>7} {'survived':>9} {'no tests':>9} {'not run':>8} {'kill rate':>10}")
     survivors: list[tuple[str, str]] = []
     for pkg in packages:
-        mine = {n: v for n, v in found.items() if v[0] == pkg + ".py" or v[0].startswith(pkg + "/")}
+        mine = {n: v for n, v in found.items() if _in(pkg, v[0])}
         counts = Counter(status for _, status in mine.values())
         tested = counts["killed"] + counts["survived"] + counts["no tests"] + counts["suspicious"]
         rate = f"{100 * counts['killed'] / tested:.1f}%" if tested else "-"
@@ -66,6 +102,11 @@ def main(argv: list[str]) -> int:
         for name, status in survivors:
             print(f"  {status:<10} {name}")
     return 0
+
+
+def _packages(argv: list[str]) -> list[str]:
+    return [p.rstrip("/").removesuffix(".py") for p in argv] or ["nki_dsl/verify", "nki_dsl/backends",
+                                                                 "nki_dsl/passes", "hub_client"]  # fmt: skip
 
 
 if __name__ == "__main__":
