@@ -196,3 +196,43 @@ def test_listings_stop_after_the_limit():
     assert d.listing(["a", "b"]) == "a, b"
     assert d.listing([str(k) for k in range(7)]) == "0, 1, 2, 3, 4 and 2 more"
     assert d.listing(["a", "b", "c"], limit=2) == "a, b and 1 more"
+
+
+# --- matmul-shape: the layout each matmul form expects -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("form", "layout"), [
+    ("isa", "the stationary operand is [K, M] and the moving operand [K, N]"),
+    ("transposed", "with transpose_x=True, x is [K, M] and y [K, N]"),
+    ("plain", "nl.matmul(x, y) computes x @ y: x is [M, K] and y [K, N]"),
+])  # fmt: skip
+def test_a_contraction_mismatch_explains_the_layout_of_its_matmul_form(form, layout, traced, reverified):
+    """Parsed IR may hold a matmul the tracer would refuse: its moving operand cut to 64 rows here."""
+    import nki_dsl.isa as nisa
+    from nki_dsl.ir.nodes import Access
+
+    @nki.jit
+    def kernel(a, b, form):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x, y = nl.load(a), nl.load(b)
+        if form == "isa":
+            p = nisa.nc_matmul(x, y)
+        else:
+            p = nl.matmul(x, y, transpose_x=form == "transposed")
+        nl.store(out, value=nl.copy(p))
+        return out
+
+    ir = traced(kernel, np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32), form=form)
+    op = next(s for s, _ in ir.walk() if getattr(s, "name", "") in ("nisa.nc_matmul", "nl.matmul"))
+    name = "moving" if form == "isa" else "y"
+    y = op.operands[name]
+    op.operands[name] = Access(y.tensor, y.index, (64, 512))
+    s_name = "stationary" if form == "isa" else "x"
+    s_km = "[128, 128]"
+    transposed = ", transposed" if form == "plain" else ""
+    found = [m for m in messages(reverified(ir)) if m[0] == "matmul-shape"]  # the shape rule reports it too
+    assert found == [
+        ("matmul-shape", f"contraction sizes differ: stationary tile {s_km} (operand '{s_name}' %1[128, 128] in "
+                         f"'sbuf'{transposed}) has K=128, moving tile [64, 512] (operand '{name}' %2[64, 512] in "
+                         f"'sbuf') has K=64; {layout}"),
+    ]  # fmt: skip
