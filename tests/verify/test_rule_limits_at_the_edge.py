@@ -368,3 +368,31 @@ def test_a_write_through_a_reshape_of_a_reshape_counts(traced):
         return out
 
     traced(kernel, A)
+
+
+# --- out-of-bounds: masks of transposes -----------------------------------------------------------------------------
+
+
+@nki.jit
+def masked_transposes(a, form, rows):
+    """Transpose the first ``rows`` rows of a 128-row window; the mask is written over the source's axes."""
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+    j_p, j_f = nl.arange(64)[:, None], nl.arange(128)[None, :]
+    if form == "load_transpose2d":
+        t = nl.load_transpose2d(a[i_p, i_f], mask=(i_p < rows))
+    else:
+        s = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+        s[...] = nl.load(a)
+        t = nl.transpose(s[i_p, i_f], mask=(i_p < rows))
+    nl.store(out[j_p, j_f], value=t, mask=(j_f < rows))
+    return out
+
+
+@pytest.mark.parametrize("form", ["load_transpose2d", "transpose"])
+def test_a_transpose_masked_to_the_rows_that_exist_is_in_bounds(form, traced, rejected):
+    a = np.zeros((100, 64), np.float32)
+    traced(masked_transposes, a, form=form, rows=100)
+    error = rejected(masked_transposes, a, form=form, rows=101)
+    assert "out-of-bounds" in rules(error)
+    assert "index range [0, 100] exceeds dimension size of 100" in error.diagnostics[0].message
