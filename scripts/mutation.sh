@@ -8,8 +8,9 @@
 #   bash scripts/mutation.sh --report [PKG...]     # only print the figures of the last run
 #
 # Environment: MUTATION_JOBS (parallel workers, default 2), MUTATION_TIMEOUT (seconds for the whole run, default
-# none), MUTATION_RESUME=1 (keep mutants/ and the results in it: only untested mutants run; the default starts
-# afresh, since mutants/ keeps stale copies of files mutmut does not mutate), MUTATION_SAMPLE=N (run N mutants
+# none), MUTATION_FRESH=1 (delete mutants/ first; by default its results are kept and only mutants not run yet run:
+# mutmut re-copies unmutated files, regenerates the mutants of changed ones and re-maps changed tests itself),
+# MUTATION_SAMPLE=N (run N mutants
 # per package drawn at random with a fixed seed, for an estimate when the machine has no hours to spare: a
 # surviving mutant runs every test that reaches its function, which for the verifier is most of the suite).
 # Bars (issue 15): >= 90% killed on nki_dsl/verify and hub_client's trust paths, >= 80% elsewhere. Mutants that
@@ -30,7 +31,7 @@ fi
 if [[ $report_only -eq 0 ]]; then
     [[ -x .venv/bin/python ]] || python3 -m venv .venv
     .venv/bin/python -m pip install -q -e '.[test,mutation]'
-    [[ "${MUTATION_RESUME:-0}" == "1" ]] || rm -rf mutants
+    [[ "${MUTATION_FRESH:-0}" != "1" ]] || rm -rf mutants
     globs=()
     if [[ -n "${MUTATION_SAMPLE:-}" ]]; then
         mapfile -t globs < <(.venv/bin/python scripts/mutation_report.py --sample "$MUTATION_SAMPLE" "${packages[@]}")

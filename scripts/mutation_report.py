@@ -53,8 +53,7 @@ def sample(n: int, packages: list[str]) -> list[str]:
     """``n`` mutant names per package (all of them where there are fewer), the same ones on every call."""
     import random
 
-    if not any(Path("mutants").rglob("*.py.meta")):
-        _generate()
+    _generate()  # brings mutants/ up to date with the source: names must be those the run will find
     found = results(Path("mutants"))
     names = []
     for pkg in packages:
@@ -64,17 +63,22 @@ def sample(n: int, packages: list[str]) -> list[str]:
 
 
 def _generate() -> None:
-    """Copy the tree into mutants/ and write every mutant, as the first step of ``mutmut run`` does (mutmut has no
-    command for that step alone; these are the functions ``mutmut run`` calls)."""
+    """Copy the tree into mutants/ and write the mutants of every changed file, as the first step of ``mutmut run``
+    does (mutmut has no command for that step alone; these are the functions ``mutmut run`` calls). Output goes to
+    stderr: stdout carries the names."""
     import os
 
     from mutmut.__main__ import create_mutants
     from mutmut.utils.file_utils import copy_also_copy_files, copy_src_dir
 
     os.makedirs("mutants", exist_ok=True)
-    copy_src_dir()
-    copy_also_copy_files()
-    create_mutants(2)
+    out, sys.stdout = sys.stdout, sys.stderr
+    try:
+        copy_src_dir()
+        copy_also_copy_files()
+        create_mutants(2)
+    finally:
+        sys.stdout = out
 
 
 def main(argv: list[str]) -> int:
