@@ -130,3 +130,34 @@ def test_an_sbuf_write_with_three_permuted_axes_inverts_the_permutation():
 
     x = data((128, 4, 8), seed=6)
     np.testing.assert_array_equal(kernel(x), np.transpose(x, (0, 2, 1)))
+
+
+@pytest.mark.parametrize(("dtype", "lo", "hi"), [("int8", -128, 127), ("uint8", 0, 255),
+                                                 ("int32", -(2**31), 2**31 - 1)])  # fmt: skip
+def test_float_to_int_conversions_saturate_at_both_ends(dtype, lo, hi):
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=getattr(nl, dtype), buffer=nl.shared_hbm)
+        nl.store(out, value=nl.copy(nl.load(x), dtype=getattr(nl, dtype)))
+        return out
+
+    x = np.array([[-1e10, -129.6, -0.4, 0.6, 126.5, 254.5, 1e10, np.nan]] * 128, np.float32)
+    want = np.clip(np.nan_to_num(np.rint(x.astype(np.float64)), nan=0.0), lo, hi).astype(dtype)
+    np.testing.assert_array_equal(kernel(x), want)
+    assert kernel(x)[0, 6] == hi and kernel(x)[0, 0] == lo
+
+
+@nki.jit
+def masked_reversed_rows(x, rows):
+    """Rows read bottom-up (a negative stride: an index array, not a slice), for the first ``rows`` rows only."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    t = nl.load(x[127 - i_p, i_f], mask=(i_p < rows))
+    nl.store(out[i_p, i_f], value=t, mask=(i_p < rows))
+    return out
+
+
+def test_a_masked_read_through_an_index_array_reads_the_masked_rows():
+    x = data((128, 64), seed=7)
+    got = masked_reversed_rows(x, 100)
+    np.testing.assert_array_equal(got[:100], x[::-1][:100])

@@ -104,3 +104,51 @@ def test_a_load_of_the_tile_dtype_writes_the_tile_in_one_dma():
     a = np.random.default_rng(3).standard_normal((128, 512)).astype(np.float32)
     low = lowered_matches(load_converted_into, a, load_dtype="float32")
     assert len(ops(low, "nisa.dma_copy")) == 2 and not ops(low, "nisa.tensor_copy")
+
+
+# --- rules that only some kernels reach -------------------------------------------------------------------------------
+
+
+@nki.jit
+def lowering_cases(x, y, w, case):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    a, b = nl.load(x), nl.load(y)
+    if case == "masked_binary":  # the mask stays on the instruction: outside it the result is never written
+        r = nl.add(a, b, mask=(i_f < 40))
+    elif case == "invert_bool":
+        r = nl.copy(nl.invert(nl.greater(a, b)), dtype=nl.float32)
+    elif case == "invert_int":
+        r = nl.copy(nl.invert(nl.copy(a * 100, dtype=nl.int32)), dtype=nl.float32)
+    elif case == "mean_bf16":  # the sum stays fp32 until the division (by 48: not a power of two), as np.mean
+        r = nl.copy(nl.mean(nl.copy(a[:, 0:48], dtype=nl.bfloat16), axis=1, keepdims=True), dtype=nl.float32)
+        r = nl.broadcast_to(r, shape=(128, 64))
+    else:  # transpose_psum: a Tensor-engine transpose of a PSUM tile goes through SBUF first
+        p = nl.matmul(nl.load(w), a, transpose_x=True)  # [128, 64] in PSUM
+        r = nl.transpose(nl.transpose(p))
+    nl.store(out, value=r)
+    return out
+
+
+@pytest.mark.parametrize("case", ["masked_binary", "invert_bool", "invert_int", "mean_bf16", "transpose_psum"])
+def test_lowered_rules_compute_what_the_traced_kernel_computes(case):
+    rng = np.random.default_rng(4)
+    x, y = (rng.standard_normal((128, 64)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal((128, 128)).astype(np.float32)
+    lowered_matches(lowering_cases, x, y, w, case=case)
+
+
+def test_a_filled_hbm_tensor_is_written_by_a_dma():
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        ones = nl.full((128, 64), 2.5, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(ones), nl.load(x)))
+        return out
+
+    x = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    low = lowered_matches(kernel, x)
+    (fill,) = [op for op in ops(low, "nisa.dma_copy") if op.operands["dst"].tensor.type.buffer.value == "shared_hbm"
+               and op.operands["dst"].tensor.name != low.outputs[0].name]  # fmt: skip
+    assert fill.loc.line > 0  # located at the nl.full it comes from
+    np.testing.assert_array_equal(run(low, {"x": x})[0], x + np.float32(2.5))

@@ -242,10 +242,6 @@ class OpContext:
     def has(self, name: str) -> bool:
         return name in self.op.operands
 
-    def imm(self, name: str):
-        v = self.op.operands[name]
-        return v.value if isinstance(v, Imm) else None
-
     def read(self, name: str, axes: str | dict[int, int] | None = "aligned") -> str:
         """Source for operand ``name``: a literal for immediates, an array expression for tiles.
 
