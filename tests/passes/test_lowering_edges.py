@@ -152,3 +152,26 @@ def test_a_filled_hbm_tensor_is_written_by_a_dma():
                and op.operands["dst"].tensor.name != low.outputs[0].name]  # fmt: skip
     assert fill.loc.line > 0  # located at the nl.full it comes from
     np.testing.assert_array_equal(run(low, {"x": x})[0], x + np.float32(2.5))
+
+
+def test_an_sbuf_destination_is_written_by_the_vector_instruction_itself():
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        t[...] = nl.add(nl.load(x), 1.0)  # the add writes t: no copy
+        nl.store(out, value=t)
+        return out
+
+    low = lowered_matches(kernel, np.random.default_rng(6).standard_normal((128, 64)).astype(np.float32))
+    assert not ops(low, "nisa.tensor_copy")
+
+
+def test_lowered_tiles_are_named_after_what_they_hold():
+    """``%1_0`` is the memset tile of ``%1``'s zeros, ``%store_0`` the SBUF copy a store of PSUM needs: names a
+    reader of the lowered listing can trace back."""
+    a, b = _matmul_inputs()
+    ir, _ = traced(matmul_sum, a, b, start=0, stop=2)
+    never = parse_kernel(print_kernel(ir).replace("range(0, 2, 1)", "range(0, 0, 1)"))
+    text = print_kernel(run_pipeline(never, "trn2"))
+    assert "%1_0 = nisa.memset(" in text and "%store_0 = nisa.tensor_copy(src=%1)" in text
