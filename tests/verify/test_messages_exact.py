@@ -236,3 +236,17 @@ def test_a_contraction_mismatch_explains_the_layout_of_its_matmul_form(form, lay
                          f"'sbuf'{transposed}) has K=128, moving tile [64, 512] (operand '{name}' %2[64, 512] in "
                          f"'sbuf') has K=64; {layout}"),
     ]  # fmt: skip
+
+
+def test_a_tall_result_of_operands_at_exactly_the_partition_limit_is_reported(rejected):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((256, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a)  # [128, 256]: exactly 128 partitions, not tall itself
+        nl.store(out, value=nl.transpose(t))
+        return out
+
+    assert messages(rejected(kernel, np.zeros((128, 256), np.float32))) == [
+        ("partition-limit", "result %2 f32[256, 128] in 'sbuf' has 256 partitions, exceeding the partition limit of "
+                            "128; split it into tiles of at most 128 partitions"),
+    ]  # fmt: skip
