@@ -250,3 +250,18 @@ def test_a_tall_result_of_operands_at_exactly_the_partition_limit_is_reported(re
         ("partition-limit", "result %2 f32[256, 128] in 'sbuf' has 256 partitions, exceeding the partition limit of "
                             "128; split it into tiles of at most 128 partitions"),
     ]  # fmt: skip
+
+
+def test_assigning_from_hbm_is_told_to_load_first(rejected):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        t[...] = a  # the source of an assign in HBM: a load, not an assign
+        nl.store(out, value=t)
+        return out
+
+    assert messages(rejected(kernel, A)) == [
+        ("operand-buffer", "operand 'src' %a[128, 512] is in 'hbm'; expected 'sbuf' or 'psum' "
+                           "(nl.load it into SBUF first)"),
+    ]  # fmt: skip
