@@ -42,11 +42,21 @@ def test_one_bank_past_the_psum_banks_is_refused(rejected):
     assert error.diagnostics[0].message.startswith(f"{PSUM_BANKS + 1} PSUM banks are in use here")
 
 
-def test_a_tile_one_element_over_a_bank_takes_two_banks(rejected, traced):
-    # 513 fp32 per partition is 2052 bytes: two whole banks each, so half the accumulators fill PSUM.
-    traced(live_accumulators, A, count=PSUM_BANKS // 2, free=PSUM_BANK_BYTES // 4 // 2)
-    error = rejected(live_accumulators, A, count=PSUM_BANKS // 2 + 1, free=PSUM_BANK_BYTES // 4 + 1)
+def test_a_tile_of_half_a_bank_takes_a_whole_bank(rejected, traced):
+    # 256 fp32 per partition is 1 KiB, half a bank: each tile still starts a bank of its own (§1.1).
+    traced(live_accumulators, A, count=PSUM_BANKS, free=PSUM_BANK_BYTES // 4 // 2)
+    error = rejected(live_accumulators, A, count=PSUM_BANKS + 1, free=PSUM_BANK_BYTES // 4 // 2)
+    assert rules(error) == ["psum-banks"]
+    assert error.diagnostics[0].message.startswith(f"{PSUM_BANKS + 1} PSUM banks are in use here")
+
+
+def test_tiles_over_a_bank_count_every_bank_they_touch(rejected):
+    # 768 fp32 per partition is a bank and a half: refused by psum-tile-size, and it holds two banks, so five of
+    # them are ten banks, over the PSUM the core has.
+    error = rejected(live_accumulators, A, count=5, free=PSUM_BANK_BYTES // 4 * 3 // 2)
     assert "psum-banks" in rules(error)
+    (diag,) = [d for d in error.diagnostics if d.rule == "psum-banks"]
+    assert diag.message.startswith("10 PSUM banks are in use here")
 
 
 @nki.jit
