@@ -7,12 +7,15 @@
 #   bash scripts/mutation.sh nki_dsl/verify        # one package (or a module: nki_dsl/passes/allocate.py)
 #   bash scripts/mutation.sh --report [PKG...]     # only print the figures of the last run
 #
-# Environment: MUTATION_JOBS (parallel workers, default 2), MUTATION_TIMEOUT (seconds for the whole run, default
-# none), MUTATION_FRESH=1 (delete mutants/ first; by default its results are kept and only mutants not run yet run:
-# mutmut re-copies unmutated files, regenerates the mutants of changed ones and re-maps changed tests itself),
-# MUTATION_SAMPLE=N (run N mutants
-# per package drawn at random with a fixed seed, for an estimate when the machine has no hours to spare: a
-# surviving mutant runs every test that reaches its function, which for the verifier is most of the suite).
+# Environment:
+#   MUTATION_JOBS=N      parallel workers (default 2)
+#   MUTATION_TIMEOUT=S   seconds for the whole run (default none); the figures of what ran are printed anyway
+#   MUTATION_FRESH=1     delete mutants/ first. By default its results are kept and only mutants not run yet run:
+#                        mutmut re-copies unmutated files, regenerates the mutants of changed files (resetting
+#                        their results) and maps new tests itself. Do not edit the source while it generates.
+#   MUTATION_SAMPLE=N    run N mutants per package drawn at random with a fixed seed: an estimate for a machine
+#                        without hours to spare (a surviving mutant runs every test that reaches its function,
+#                        which for the verifier is most of the suite). The figures count every mutant run so far.
 # Bars (issue 15): >= 90% killed on nki_dsl/verify and hub_client's trust paths, >= 80% elsewhere. Mutants that
 # cannot be killed (equivalent to the original) are listed with the reason in tests/mutation_equivalents.md.
 set -euo pipefail
