@@ -265,3 +265,22 @@ def test_assigning_from_hbm_is_told_to_load_first(rejected):
         ("operand-buffer", "operand 'src' %a[128, 512] is in 'hbm'; expected 'sbuf' or 'psum' "
                            "(nl.load it into SBUF first)"),
     ]  # fmt: skip
+
+
+def test_an_access_spanning_more_partitions_than_its_tile_has_names_the_operand(traced, reverified):
+    """Parsed IR can read a [256, 512] window of a 128-partition tile (the tracer cannot build it)."""
+    from nki_dsl.ir.nodes import Access
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.exp(nl.load(a)))
+        return out
+
+    ir = traced(kernel, A)
+    exp = next(s for s, _ in ir.walk() if getattr(s, "name", "") == "nl.exp")
+    x = exp.operands["x"]
+    exp.operands["x"] = Access(x.tensor, x.index, (256, 512))
+    found = [m for m in messages(reverified(ir)) if m[0] == "partition-limit"]
+    assert found == [("partition-limit", "operand 'x' %1[256, 512] in 'sbuf' spans 256 partitions, exceeding the "
+                                         "partition limit of 128")]  # fmt: skip

@@ -52,3 +52,25 @@ def test_other_rules_do_not_run_on_malformed_ir(reverified):
     assert [d.rule for d in reverified(parse_kernel(small)).diagnostics] == ["structure"]
     fixed = small.replace("range(0, 2, 0)", "range(0, 2, 1)")
     assert [d.rule for d in reverified(parse_kernel(fixed)).diagnostics] == ["out-of-bounds"]  # the load
+
+
+def test_a_tensor_defined_twice_is_reported_at_the_second_definition(traced, reverified):
+    import copy
+
+    ir = traced(copy_kernel, np.zeros((128, 512), np.float32))
+    alloc, load, store = ir.body
+    again = copy.copy(load)  # the same result tensor defined by a second op
+    again.loc = type(load.loc)(load.loc.file, load.loc.line + 100)
+    ir.body[:] = [alloc, load, again, store]
+    diags = [d for d in reverified(ir).diagnostics if "defined more than once" in d.message]
+    assert [(d.rule, d.op, d.loc.line) for d in diags] == [("structure", "nl.load", load.loc.line + 100)]
+
+
+def test_a_one_axis_tensor_has_only_partition_axis_zero(traced, reverified):
+    from dataclasses import replace
+
+    ir = traced(copy_kernel, np.zeros((128, 512), np.float32))
+    tile = ir.body[1].result
+    tile.type = replace(tile.type, shape=(128,), par_axis=1)
+    messages = [d.message for d in reverified(ir).diagnostics if d.rule == "structure"]
+    assert any("partition axis 1 is out of range" in m for m in messages), messages
