@@ -31,7 +31,7 @@ class Act(enum.Enum):
 @pytest.fixture
 def traces():
     seen = []
-    hook = lambda kernel: seen.append(kernel)
+    hook = lambda kernel, target: seen.append(kernel)
     TRACE_HOOKS.append(hook)
     yield seen
     TRACE_HOOKS.remove(hook)

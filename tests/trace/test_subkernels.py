@@ -17,7 +17,7 @@ from tests.trace import subkernel_helpers
 @pytest.fixture
 def traces():
     seen = []
-    hook = lambda kernel: seen.append(kernel)
+    hook = lambda kernel, target: seen.append(kernel)
     TRACE_HOOKS.append(hook)
     yield seen
     TRACE_HOOKS.remove(hook)
