@@ -10,9 +10,16 @@ import time
 import warnings
 from pathlib import Path
 
-from hub_client import execute, publishers, resolve
-from hub_client.errors import BundleError, DigestMismatchError, LockError, NotFoundError, OfflineError
-from hub_client.fetch import fetch, transport_errors
+from hub_client import execute, publishers, releases, resolve, versions
+from hub_client.errors import (
+    BundleError,
+    DigestMismatchError,
+    HubUnreachableError,
+    LockError,
+    NotFoundError,
+    OfflineError,
+)
+from hub_client.fetch import fetch
 from hub_client.loader import LoadedKernel, load
 from hub_client.lockfile import LOCK_NAME, Locked, read_lock
 from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
@@ -50,27 +57,29 @@ def _needed(trusted: bool):
 
 
 def _resolve(settings, repo_id, version, revision, local_only):
-    """(resolved, cache_only): cache_only means files must come from the cache (offline or asked to)."""
+    """(resolved, cache_only, online): cache_only means files must come from the cache (offline or asked to);
+    online means the refs were just read from the Hub (the resolution is worth recording once it loads)."""
     if settings.offline or local_only:
-        return resolve.resolve_offline(settings, repo_id, version, revision), True
+        return resolve.resolve_offline(settings, repo_id, version, revision), True, False
     if resolve.is_cached_commit(settings, repo_id, revision):
         # A pinned commit needs no round trip; files it lacks (e.g. the source, on a first trusted load) are still
         # downloaded by commit.
-        return resolve.resolve_offline(settings, repo_id, version, revision), False
+        return resolve.resolve_offline(settings, repo_id, version, revision), False, False
     try:
         resolved = resolve.resolve_online(settings, repo_id, version, revision)
-    except transport_errors() as e:
+    except HubUnreachableError as e:
         # The Hub is unreachable: fall back to what an earlier call recorded, as huggingface_hub does for files.
         try:
             resolved = resolve.resolve_offline(settings, repo_id, version, revision)
-        except OfflineError:
-            raise OfflineError(
-                f"{settings.endpoint} is unreachable ({type(e).__name__}) and {repo_id} is not cached"
-            ) from None
+        except OfflineError as cached:
+            raise OfflineError(f"{e}. The cache cannot stand in: {cached}") from None
         warnings.warn(f"{settings.endpoint} unreachable; using cached {repo_id} {resolved.label}", stacklevel=3)
-        return resolved, True
-    resolve.record(settings, resolved, version, revision)
-    return resolved, False
+        return resolved, True, False
+    return resolved, False, True
+
+
+def _first_use(settings, repo_id, commit, tag_version) -> releases.FirstUse:
+    return releases.FirstUse(settings, repo_id, versions.tag_name(tag_version) if tag_version else None, commit)
 
 
 def _trust(settings, repo_id, trust_remote_code, *, online: bool, revalidate: bool) -> str | None:
@@ -85,11 +94,15 @@ def _trust(settings, repo_id, trust_remote_code, *, online: bool, revalidate: bo
 def _load_release(settings, repo_id, commit, label, tag_version, *, trusted_by, backend, local_only,
                   manifest_digest=None, progress=None) -> LoadedKernel:  # fmt: skip
     trusted = trusted_by is not None
+    # A lock file pins commit and digest itself; everything else is held to what the cache first fetched.
+    first = _first_use(settings, repo_id, commit, tag_version) if manifest_digest is None else None
     fetched = fetch(settings, repo_id, commit, _needed(trusted), local_only=local_only,
-                    manifest_digest=manifest_digest, progress=progress)  # fmt: skip
+                    manifest_digest=manifest_digest, progress=progress, on_manifest=first and first.check)  # fmt: skip
     manifest = fetched.manifest
     if tag_version is not None and tag_version != manifest.version:
         raise BundleError(f"{repo_id}: tag v{tag_version} holds a manifest for version {manifest.version}")
+    if first is not None:
+        first.record(manifest)
     key = (repo_id, commit, manifest.digest, trusted_by, backend)
     loaded = _LOADED.get(key)
     if loaded is None:
@@ -114,11 +127,13 @@ def get_kernel(repo_id: str, *, version: int | None = None, revision: str | None
         (resolved, trusted_by), local = recent[1], False
     else:
         pinned = online and resolve.is_cached_commit(settings, repo_id, revision)
-        resolved, local = _resolve(settings, repo_id, version, revision, local_files_only)
+        resolved, local, asked = _resolve(settings, repo_id, version, revision, local_files_only)
         # A version or branch resolved online re-asks about the publisher too; a cached commit uses what is recorded.
         trusted_by = _trust(settings, repo_id, trust_remote_code, online=not local, revalidate=not pinned)
     loaded = _load_release(settings, repo_id, resolved.commit, resolved.label, resolved.version,
                            trusted_by=trusted_by, backend=backend, local_only=local, progress=progress)  # fmt: skip
+    if not fresh and asked:
+        resolve.record(settings, resolved, version, revision)  # only a resolution that loaded is offered offline
     if not local and not fresh:
         _RESOLVED[memo_key] = (time.monotonic(), (resolved, trusted_by))  # only after the release loaded and verified
     return loaded
@@ -134,10 +149,12 @@ def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None
     _check_backend(backend)
     settings = HubSettings.from_env()
     try:
-        resolved, local = _resolve(settings, repo_id, version, revision, False)
-        fetch(settings, repo_id, resolved.commit, lambda m: [], local_only=local)
+        resolved, local, _ = _resolve(settings, repo_id, version, revision, False)
+        first = _first_use(settings, repo_id, resolved.commit, resolved.version)
+        fetched = fetch(settings, repo_id, resolved.commit, lambda m: [], local_only=local, on_manifest=first.check)
     except (NotFoundError, OfflineError, BundleError, DigestMismatchError):
-        return False
+        return False  # a rewritten release (ReleaseChangedError) is not an absence: it is raised
+    first.record(fetched.manifest)
     return True
 
 

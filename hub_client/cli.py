@@ -1,6 +1,8 @@
-"""The ``kernels`` command: publish, versions, lock, download, verify, serve.
+"""The ``kernels`` command: publish, versions, lock, download, verify, forget, serve.
 
-Exit status 0 on success, 1 on a refused or failed operation (the message says why), 2 on bad usage.
+Exit status 0 on success, 1 on a refused or failed operation (the message says why), 2 on bad usage. Errors are
+printed as a styled ``error:`` prefix followed by the message as literal text: a message is never parsed as rich
+markup (it may quote ``[tool.kernels.dependencies]`` or a server's words).
 """
 
 from __future__ import annotations
@@ -12,10 +14,16 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
+from rich.text import Text
 
 from hub_client.errors import KernelHubError
 
 console = Console(stderr=True)
+
+
+def error(message: str) -> None:
+    """``error: <message>`` on stderr: the prefix styled (red where the terminal has colour), the message verbatim."""
+    console.print(Text.assemble(("error:", "bold red"), " ", str(message)), highlight=False, soft_wrap=True)
 
 
 def _progress() -> Progress:
@@ -31,9 +39,10 @@ def cmd_publish(args) -> int:
     total = sum(len(d) for d in bundle.files.values())
     with _progress() as bar:
         task = bar.add_task(f"uploading {args.repo}", total=total)
-        done = publish(bundle, args.repo, HubSettings.from_env(), private=args.private,
+        done = publish(bundle, args.repo, HubSettings.from_env(), private=args.private, resume=args.resume,
                        progress=lambda n: bar.update(task, completed=n))  # fmt: skip
-    print(f"published {done.repo_id} {done.tag} on branch {done.branch}: commit {done.commit}, "
+    how = "resumed: tagged the commit already on" if args.resume else "on"
+    print(f"published {done.repo_id} {done.tag} {how} branch {done.branch}: commit {done.commit}, "
           f"digest sha256:{done.digest}")  # fmt: skip
     return 0
 
@@ -102,10 +111,26 @@ def _run_vectors(settings, args, commit: str) -> int:
         print(f"  {r.entry}/{r.spec}: {r.status} ({r.detail})")
     failed = [r for r in results if r.failed]
     if failed:
-        console.print(f"[red]error:[/red] {len(failed)} of {len(results)} specialisations disagree with their test "
-                      f"vectors on backend {args.backend}", markup=True, highlight=False)  # fmt: skip
+        error(f"{len(failed)} of {len(results)} specialisations disagree with their test vectors on backend "
+              f"{args.backend}")  # fmt: skip
         return 1
     print(f"test vectors: {sum(r.status == 'ok' for r in results)} specialisations agree on backend {args.backend}")
+    return 0
+
+
+def cmd_forget(args) -> int:
+    from hub_client import releases
+    from hub_client.settings import HubSettings
+
+    settings = HubSettings.from_env()
+    removed = releases.forget(settings, args.repo, args.release)
+    if removed is None:
+        error(f"{args.repo}: nothing recorded for {args.release!r} at {settings.endpoint}; recorded: "
+              f"{', '.join(sorted(releases.recorded(settings, args.repo))) or 'nothing'}")  # fmt: skip
+        return 1
+    for tag, entry in removed.items():
+        print(f"forgot {args.repo} {tag} (commit {entry['commit']}, manifest sha256:{entry['digest']}); its next "
+              f"fetch is trusted as a first use")  # fmt: skip
     return 0
 
 
@@ -135,6 +160,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--repo", required=True, help="ORG/NAME")
     s.add_argument("--version", help="full version X.Y.Z (default: kernel.toml's)")
     s.add_argument("--private", action="store_true")
+    s.add_argument("--resume", action="store_true",
+                   help="finish a publish that committed but did not tag (checks the commit holds exactly this bundle)")
     s.set_defaults(run=cmd_publish)
     s = sub.add_parser("versions", help="list majors (branches) and their releases (tags)")
     s.add_argument("repo")
@@ -154,6 +181,10 @@ def parser() -> argparse.ArgumentParser:
                    help="also re-run the verified IR on the bundle's test vectors")  # fmt: skip
     s.add_argument("--backend", default="numpy", help="the backend --run executes on (default: numpy)")
     s.set_defaults(run=cmd_verify)
+    s = sub.add_parser("forget", help="drop the first-use record of a release (after a confirmed re-release)")
+    s.add_argument("repo")
+    s.add_argument("release", help="the release tag (e.g. v1.0.0) or the recorded commit")
+    s.set_defaults(run=cmd_forget)
     s = sub.add_parser("serve", help="run the self-hosted registry")
     s.add_argument("--root", required=True)
     s.add_argument("--host", default="127.0.0.1")
@@ -170,16 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except (KernelHubError, ValueError) as e:
-        console.print(f"[red]error:[/red] {e}", markup=True, highlight=False, soft_wrap=True)
+    except (KernelHubError, ValueError) as e:  # every Hub failure arrives as a KernelHubError (hub_errors)
+        error(str(e))
         return 1
-    except Exception as e:  # huggingface_hub's HTTP errors (401, 403, 412 ...) carry the server's message
-        from huggingface_hub.errors import HfHubHTTPError
-
-        if isinstance(e, HfHubHTTPError):
-            console.print(f"[red]error:[/red] {e}", markup=False, highlight=False, soft_wrap=True)
-            return 1
-        raise
 
 
 if __name__ == "__main__":

@@ -31,6 +31,24 @@ class IRRejectedError(KernelHubError):
     """Published IR text that does not parse or fails verification."""
 
 
+class HubRequestError(KernelHubError):
+    """A request the Hub refused or that failed for another reason than the ones below; the message names the repo,
+    the revision, the HTTP status with the server's own message, and what to do."""
+
+    def __init__(self, message: str, *, repo_id: str | None = None, revision: str | None = None,
+                 status: int | None = None):  # fmt: skip
+        self.repo_id, self.revision, self.status = repo_id, revision, status
+        super().__init__(message)
+
+
+class AuthenticationError(HubRequestError):
+    """The Hub refused the token (401: wrong, expired or missing) or its permissions (403)."""
+
+
+class HubUnreachableError(HubRequestError):
+    """No answer from the Hub at all (connection refused, DNS, timeout) where the cache cannot stand in."""
+
+
 class NotFoundError(KernelHubError):
     """An unknown repo, version or revision; the message lists what exists."""
 
@@ -49,7 +67,17 @@ class NoSpecialisationError(KernelHubError):
 
 
 class PublishRefusedError(KernelHubError):
-    """A publish that would overwrite or shadow a release; the repo is left unchanged."""
+    """A publish that would overwrite or shadow a release, or that lost a race to another publisher; the repo is
+    left unchanged by it."""
+
+
+class ReleaseChangedError(KernelHubError):
+    """A release tag that now names another commit or manifest than when this cache first fetched it (trust on
+    first use: releases are immutable, so a moved tag means a rewritten release or a lying server)."""
+
+    def __init__(self, message: str, *, repo_id: str, tag: str, recorded: dict, found: dict):
+        self.repo_id, self.tag, self.recorded, self.found = repo_id, tag, recorded, found
+        super().__init__(message)
 
 
 class LockError(KernelHubError):

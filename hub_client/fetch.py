@@ -21,6 +21,7 @@ from filelock import FileLock
 
 from hub_client.atomic import write_text
 from hub_client.errors import BundleError, DigestMismatchError, DownloadError, NotFoundError, OfflineError
+from hub_client.hub_errors import translate, transport_errors
 from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
 from hub_client.paths import check_bundle_path
 from hub_client.settings import HubSettings
@@ -45,12 +46,6 @@ def purge(path: Path) -> None:
         target.unlink(missing_ok=True)
 
 
-def transport_errors() -> tuple[type[BaseException], ...]:
-    import httpx2  # huggingface_hub's HTTP transport: what it raises when a connection fails or is cut
-
-    return (httpx2.TransportError, ConnectionError, TimeoutError)
-
-
 def _download(settings, repo_id, commit, rel, local_only) -> Path:
     cached = settings.snapshot_dir(repo_id, commit) / rel
     if cached.is_file():
@@ -62,12 +57,7 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
     from hub_client import session
 
     session.install()
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )  # fmt: skip
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         return Path(hf_hub_download(
@@ -81,14 +71,19 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
         ) from None
     except LocalEntryNotFoundError:
         if local_only:
-            raise OfflineError(f"offline: {repo_id}@{commit[:12]} file {rel!r} is not in the cache") from None
+            raise OfflineError(
+                f"offline: {repo_id}@{commit[:12]} file {rel!r} is not in the cache at {settings.cache_dir}; run "
+                f"the same call once online, or `kernels download` a lock file that pins this release"
+            ) from None
         raise
-    except RepositoryNotFoundError:
-        raise NotFoundError(f"no kernel repo {repo_id!r} at {settings.endpoint}") from None
-    except RevisionNotFoundError:
-        raise NotFoundError(f"{repo_id} has no commit {commit}") from None
     except EntryNotFoundError:
-        raise NotFoundError(f"{repo_id}@{commit[:12]} has no file {rel!r} (a manifest names it)") from None
+        raise NotFoundError(f"{repo_id}@{commit[:12]} has no file {rel!r} (a manifest names it); the release is "
+                            f"incomplete on {settings.endpoint}, ask its publisher") from None  # fmt: skip
+    except Exception as e:
+        translated = translate(e, settings, repo_id, commit, f"download {rel!r}")
+        if translated is None:
+            raise
+        raise translated from None
 
 
 def _check(path: Path, rel: str, expected: str, where: str) -> None:
@@ -114,10 +109,11 @@ def _read_receipt(path: Path, digest: str) -> dict:
 def fetch(
     settings: HubSettings, repo_id: str, commit: str, select: Callable[[Manifest], Iterable[str]], *,
     local_only: bool, manifest_digest: str | None = None, rehash: bool = False,
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None, on_manifest: Callable[[Manifest], None] | None = None,
 ) -> Fetched:  # fmt: skip
     """Fetch ``manifest.json`` and the files ``select(manifest)`` names, verified. ``manifest_digest`` (from a lock
-    file) pins the manifest itself."""
+    file) pins the manifest itself; ``on_manifest`` sees the parsed manifest before any other file is fetched (the
+    first-use record of releases refuses a rewritten one there)."""
     snapshot = settings.snapshot_dir(repo_id, commit)
     where = f"{repo_id}@{commit[:12]}"
     lock_dir = settings.repo_cache(repo_id) / ".locks"
@@ -137,6 +133,8 @@ def fetch(
         except BundleError:
             purge(manifest_path)  # a bad root must not stick in the cache: the next try downloads it afresh
             raise
+        if on_manifest is not None:
+            on_manifest(manifest)
         receipt_path = _receipt_path(settings, repo_id, commit)
         receipt = {} if rehash else _read_receipt(receipt_path, manifest.digest)
         changed = False

@@ -40,7 +40,7 @@ def ask(settings: HubSettings, repo_id: str) -> bool | None:
     """The Hub's answer for the repo's organisation (recorded), or None if the Hub could not be reached."""
     from huggingface_hub.errors import HfHubHTTPError
 
-    from hub_client.fetch import transport_errors
+    from hub_client.hub_errors import transport_errors
 
     org = repo_id.split("/")[0]
     try:

@@ -47,12 +47,10 @@ def _describe(tags: dict[str, str], branches: dict[str, str]) -> str:
 
 def refs(settings: HubSettings, repo_id: str) -> tuple[dict[str, str], dict[str, str]]:
     """(branches, tags) of a repo, name -> commit."""
-    from huggingface_hub.errors import RepositoryNotFoundError
+    from hub_client.hub_errors import hub_call
 
-    try:
+    with hub_call(settings, repo_id, None, "list its branches and tags"):
         r = settings.api().list_repo_refs(repo_id, repo_type=settings.repo_type)
-    except RepositoryNotFoundError:
-        raise NotFoundError(f"no kernel repo {repo_id!r} at {settings.endpoint} (or it is private)") from None
     return {b.name: b.target_commit for b in r.branches}, {t.name: t.target_commit for t in r.tags}
 
 

@@ -7,15 +7,20 @@
 
 By default only the published IR specialisations run (parsed and verified; no remote Python executes); pass
 ``trust_remote_code=True`` (or a list of trusted repo ids) to import the published Python and run any shape; a
-publisher whose Hub organisation is marked ``trustedKernelPublisher`` is trusted without it.
+publisher whose Hub organisation is marked ``trustedKernelPublisher`` is trusted without it. The first fetch of a
+release records its commit and manifest digest; a release later found rewritten is refused
+(``ReleaseChangedError``). Every Hub failure is a ``KernelHubError`` naming the repo, the revision and what to do.
 ``kernels/softmax`` and ``kernels/rmsnorm`` are first-party kernel packages published by ``kernels publish``.
 """
 
 from hub_client.api import get_kernel, get_local_kernel, get_locked_kernel, has_kernel, load_kernel
 from hub_client.errors import (
+    AuthenticationError,
     BundleError,
     DigestMismatchError,
     DownloadError,
+    HubRequestError,
+    HubUnreachableError,
     IRRejectedError,
     KernelHubError,
     LockError,
@@ -23,6 +28,7 @@ from hub_client.errors import (
     NotFoundError,
     OfflineError,
     PublishRefusedError,
+    ReleaseChangedError,
     UnsafePathError,
 )
 from hub_client.loader import KernelInfo, LoadedKernel
@@ -31,4 +37,5 @@ __all__ = [
     "get_kernel", "has_kernel", "get_local_kernel", "get_locked_kernel", "load_kernel", "LoadedKernel", "KernelInfo",
     "KernelHubError", "BundleError", "UnsafePathError", "DigestMismatchError", "DownloadError", "IRRejectedError",
     "NotFoundError", "OfflineError", "NoSpecialisationError", "PublishRefusedError", "LockError",
+    "ReleaseChangedError", "HubRequestError", "AuthenticationError", "HubUnreachableError",
 ]  # fmt: skip

@@ -5,9 +5,8 @@ import threading
 
 import pytest
 from huggingface_hub import HfApi
-from huggingface_hub.errors import HfHubHTTPError
 
-from hub_client.errors import PublishRefusedError
+from hub_client.errors import AuthenticationError, PublishRefusedError
 from hub_client.publish import publish
 from tests.hub.conftest import TOKEN, settings
 
@@ -54,7 +53,7 @@ def test_racing_publishes_of_one_version_exactly_one_wins(registry, softmax_bund
         barrier.wait()
         try:
             results.append(publish(bundle, "acme/softmax", settings()))
-        except (PublishRefusedError, HfHubHTTPError) as e:  # refused by our check, or 412 / 409 from the Hub
+        except PublishRefusedError as e:  # refused by our check, or the Hub's 412 / 409 translated into ours
             results.append(e)
 
     threads = [threading.Thread(target=racer) for _ in range(4)]
@@ -64,6 +63,7 @@ def test_racing_publishes_of_one_version_exactly_one_wins(registry, softmax_bund
         t.join()
     winners = [r for r in results if not isinstance(r, Exception)]
     assert len(winners) == 1, results
+    assert all(isinstance(r, PublishRefusedError) and "acme/softmax" in str(r) for r in results if r not in winners)
     branches, tags = _refs(registry)
     assert tags["v1.0.1"] == winners[0].commit == branches["v1"]  # no losing commit stacked on the branch
 
@@ -74,7 +74,10 @@ def test_wrong_or_missing_token_writes_nothing(registry, softmax_bundle, monkeyp
         monkeypatch.delenv("HF_TOKEN")
     else:
         monkeypatch.setenv("HF_TOKEN", token)
-    with pytest.raises(HfHubHTTPError) as e:
+    with pytest.raises(AuthenticationError) as e:
         publish(softmax_bundle, "acme/softmax", settings())
-    assert e.value.response.status_code in (401, 403)
+    assert e.value.status == 401 and e.value.repo_id == "acme/softmax" and e.value.revision == "v1.0.0"
+    msg = str(e.value)
+    assert "acme/softmax" in msg and "v1.0.0" in msg and "HF_TOKEN" in msg
+    assert ("is not set" if token is None else "refused it") in msg  # what to do differs: set it, or fix it
     assert not (registry.root / "kernels" / "acme" / "softmax").exists()
