@@ -34,7 +34,9 @@ def _server_message(e) -> str:
 
 
 def _where(settings: HubSettings, repo_id: str, revision: str | None) -> str:
-    return f"{repo_id}{f' revision {revision}' if revision else ''} at {settings.endpoint}"
+    if revision and not revision.startswith("version "):
+        revision = f"revision {revision}"
+    return f"{repo_id}{f' {revision}' if revision else ''} at {settings.endpoint}"
 
 
 def _token_advice(settings: HubSettings, status: int, doing: str, repo_id: str) -> str:

@@ -45,18 +45,18 @@ def _describe(tags: dict[str, str], branches: dict[str, str]) -> str:
     return f"releases: {rel}; branches: {', '.join(sorted(branches)) or 'none'}"
 
 
-def refs(settings: HubSettings, repo_id: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(branches, tags) of a repo, name -> commit."""
+def refs(settings: HubSettings, repo_id: str, wanted: str | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """(branches, tags) of a repo, name -> commit; ``wanted`` (e.g. "version 1") is named in errors."""
     from hub_client.hub_errors import hub_call
 
-    with hub_call(settings, repo_id, None, "list its branches and tags"):
+    with hub_call(settings, repo_id, wanted, "list its branches and tags"):
         r = settings.api().list_repo_refs(repo_id, repo_type=settings.repo_type)
     return {b.name: b.target_commit for b in r.branches}, {t.name: t.target_commit for t in r.tags}
 
 
 def resolve_online(settings: HubSettings, repo_id: str, version: int | None, revision: str | None) -> Resolved:
     request_key(version, revision)
-    branches, tags = refs(settings, repo_id)
+    branches, tags = refs(settings, repo_id, f"version {version}" if version is not None else revision)
     by_commit = {c: n for n, c in tags.items() if versions.parse_tag(n)}
     if version is not None:
         found = versions.newest(tags, version)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import kernels
+from hub_client import api
 from hub_client.cli import main
-from hub_client.lockfile import read_lock
+from hub_client.lockfile import Locked, read_lock, write_lock
 from hub_client.publish import publish
 from tests.hub.conftest import settings
 
@@ -63,3 +64,51 @@ def test_load_kernel_never_downloads(project):
     assert main(["lock", str(project)]) == 0  # resolves and fetches only manifest.json
     with pytest.raises(kernels.OfflineError):
         kernels.load_kernel("acme/softmax", lockfile=project / "kernels.lock")
+
+
+def test_offline_after_download_every_call_the_lock_covers_works(project, softmax_bundles, monkeypatch, capsys):
+    assert main(["lock", str(project)]) == 0 and main(["download", str(project)]) == 0
+    locked = read_lock(project / "kernels.lock")["acme/softmax"]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    x = np.ones((128, 512), np.float32)
+    for k in (kernels.get_kernel("acme/softmax", version=1),
+              kernels.get_kernel("acme/softmax", revision="v1.1.0"),
+              kernels.get_kernel("acme/softmax", revision=locked.commit),
+              kernels.get_kernel("acme/softmax", version=1, trust_remote_code=True),
+              kernels.get_locked_kernel("acme/softmax", lockfile=project / "kernels.lock")):  # fmt: skip
+        assert (k.info.commit, k.info.digest) == (locked.commit, locked.digest)
+        assert k.softmax(x).shape == x.shape
+    assert kernels.has_kernel("acme/softmax", version=1)
+    capsys.readouterr()
+    assert main(["verify", "acme/softmax", "--version", "1"]) == 0
+    assert main(["verify", "acme/softmax", "--version", "1", "--run"]) == 0
+    assert main(["verify", "acme/softmax", "--revision", "v1.1.0"]) == 0
+    assert f"acme/softmax v1.1.0 commit {locked.commit}" in capsys.readouterr().out
+    with pytest.raises(kernels.OfflineError):  # what the lock does not cover is still refused as not cached
+        kernels.get_kernel("acme/softmax", version=2)
+
+
+def test_download_does_not_roll_back_a_newer_resolution(project, softmax_bundles, monkeypatch):
+    """A lock of an older release downloaded after an online call saw a newer one: version=1 stays the newer."""
+    newer = kernels.get_kernel("acme/softmax", version=1)
+    assert newer.info.version == "1.1.0"
+    old = kernels.get_kernel("acme/softmax", revision="v1.0.0")
+    write_lock(project / "kernels.lock", [Locked("acme/softmax", 1, old.info.commit, "v1.0.0", old.info.digest)])
+    assert main(["download", str(project)]) == 0
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    api.clear_memo()
+    assert kernels.get_kernel("acme/softmax", version=1).info.commit == newer.info.commit
+    assert kernels.get_kernel("acme/softmax", revision="v1.0.0").info.commit == old.info.commit
+
+
+def test_download_records_the_lock_as_the_first_use_of_its_release(project, monkeypatch):
+    from hub_client import releases
+
+    assert main(["lock", str(project)]) == 0
+    cache = settings().repo_cache("acme/softmax")
+    (cache / releases.RECORD).unlink()  # another machine: the lock file is all it has seen of the release
+    assert main(["download", str(project)]) == 0
+    locked = read_lock(project / "kernels.lock")["acme/softmax"]
+    assert releases.recorded(settings(), "acme/softmax") == {"v1.1.0": {"commit": locked.commit,
+                                                                       "digest": locked.digest}}  # fmt: skip
