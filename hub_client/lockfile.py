@@ -25,7 +25,7 @@ from hub_client.errors import LockError
 from hub_client.resolve import COMMIT
 
 LOCK_NAME = "kernels.lock"
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True)

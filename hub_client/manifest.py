@@ -19,7 +19,7 @@ from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
 MANIFEST = "manifest.json"
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def sha256_hex(data: bytes) -> str:
@@ -100,7 +100,7 @@ def parse(data: bytes) -> Manifest:
         raise BundleError(f"manifest: python.files must include {package_dir}/__init__.py")
     entries = {}
     for name, ep in _need(raw, "entry_points", dict, "").items():
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name) or name.startswith("_"):
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name) or name.startswith("_"):
             raise BundleError(f"manifest: entry point name {name!r} is not a public identifier")
         specs = []
         for s in _need(ep, "specialisations", list, f"entry_points.{name}."):

@@ -16,8 +16,8 @@ import numpy as np
 from hub_client.errors import BundleError
 from hub_client.paths import check_bundle_path
 
-NAME = re.compile(r"^[a-z][-a-z0-9_]*[a-z0-9]$")  # the HF kernels name rule, plus '_' for Python packages
-VERSION = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+NAME = re.compile(r"^[a-z][-a-z0-9_]*[a-z0-9]\Z")  # the HF kernels name rule, plus '_' for Python packages
+VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def read_package(root: str | Path) -> KernelPackage:
     entries = []
     for ep_name, ep in sorted(data.get("entry-points", {}).items()):
         where = f"{toml}: [entry-points.{ep_name}]"
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ep_name) or "plan" not in ep or "reference" not in ep:
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", ep_name) or "plan" not in ep or "reference" not in ep:
             raise BundleError(f"{where}: needs an identifier name, plan = 'module:function' and reference")
         specs = tuple(
             Specialisation(

@@ -8,7 +8,7 @@ import re
 from hub_client.errors import UnsafePathError
 
 # Ordinary file and directory names only: no shell or Windows specials, no leading dot-dot tricks.
-_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+_PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
 
 
 def check_bundle_path(path: object) -> str:

@@ -18,7 +18,7 @@ from hub_client.atomic import write_text
 from hub_client.errors import NotFoundError, OfflineError
 from hub_client.settings import HubSettings
 
-COMMIT = re.compile(r"^[0-9a-f]{40}$")
+COMMIT = re.compile(r"^[0-9a-f]{40}\Z")
 REFS_FILE = "kernel-refs.json"
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-TAG = re.compile(r"^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
-BRANCH = re.compile(r"^v(0|[1-9]\d*)$")
+TAG = re.compile(r"^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
+BRANCH = re.compile(r"^v(0|[1-9][0-9]*)\Z")
 
 
 def parse_tag(name: str) -> tuple[int, int, int] | None:

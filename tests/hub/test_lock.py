@@ -112,3 +112,28 @@ def test_download_records_the_lock_as_the_first_use_of_its_release(project, monk
     locked = read_lock(project / "kernels.lock")["acme/softmax"]
     assert releases.recorded(settings(), "acme/softmax") == {"v1.1.0": {"commit": locked.commit,
                                                                        "digest": locked.digest}}  # fmt: skip
+
+
+@pytest.mark.parametrize("digest", ["sha512:" + "a" * 128, "sha512:" + "a" * 57, "sha256:" + "a" * 63,
+                                    "sha256:" + "a" * 65, "sha256:" + "A" * 64, "a" * 64, "sha256-" + "a" * 64,
+                                    "sha256:" + "a" * 64 + "\n", "SHA256:" + "a" * 64])  # fmt: skip
+def test_a_lock_digest_other_than_sha256_hex_is_refused(tmp_path, digest):
+    path = tmp_path / "kernels.lock"
+    entry = {"dependency": {"repo-id": "acme/softmax", "version": 1},
+             "lock": {"commit": "c" * 40, "tag": "v1.0.0", "digest": digest}}  # fmt: skip
+    path.write_text(json.dumps([entry]))
+    with pytest.raises(kernels.LockError, match="digest sha256:<64 hex>"):
+        read_lock(path)
+    entry["lock"]["digest"] = "sha256:" + "a" * 64
+    path.write_text(json.dumps([entry]))
+    assert read_lock(path)["acme/softmax"].digest == "a" * 64  # the prefix is removed, the hex kept whole
+
+
+@pytest.mark.parametrize("commit", ["c" * 40 + "\n", "c" * 39, "C" * 40, "g" * 40, "c" * 41], ids=repr)
+def test_a_lock_commit_other_than_40_hex_is_refused(tmp_path, commit):
+    path = tmp_path / "kernels.lock"
+    entry = {"dependency": {"repo-id": "acme/softmax", "version": 1},
+             "lock": {"commit": commit, "tag": "v1.0.0", "digest": "sha256:" + "a" * 64}}  # fmt: skip
+    path.write_text(json.dumps([entry]))
+    with pytest.raises(kernels.LockError, match="commit must be 40 hex"):
+        read_lock(path)

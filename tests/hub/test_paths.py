@@ -10,6 +10,10 @@ from hub_client.paths import check_bundle_path
 
 BAD = ["../etc/passwd", "ir/../../x", "/etc/passwd", "C:/x", "ir\\x.nkir", "ir/x\x00.nkir", "", "ir//x", "./x",
        "ir/.", "ir/ x", "~/x"]  # fmt: skip
+# A leading dot: git's own files (.git/config, .gitattributes), hidden files, and names made only of dots.
+# Python's `$` also matches before a final newline: every check must anchor at the very end of the string.
+BAD += ["ir/x.nkir\n", "ir\n/x", "x\n"]
+DOTTED = [".git/config", ".GIT/config", "ir/.hidden", ".gitattributes", "src/pkg/.env", "...", "ir/..x"]
 
 
 @pytest.mark.parametrize("path", BAD, ids=repr)
@@ -18,7 +22,22 @@ def test_unsafe_paths_refused(path):
         check_bundle_path(path)
 
 
-@pytest.mark.parametrize("path", ["manifest.json", "ir/softmax/128x512-float32.nkir", "src/soft_max/__init__.py"])
+@pytest.mark.parametrize("path", DOTTED, ids=repr)
+def test_a_leading_dot_is_refused_in_every_component(path):
+    with pytest.raises(UnsafePathError, match="outside"):
+        check_bundle_path(path)
+
+
+@pytest.mark.parametrize("path", ["ir/.hidden", ".git/config"])
+def test_a_manifest_naming_a_dotted_file_is_refused(softmax_bundle, path):
+    manifest = json.loads(softmax_bundle.files["manifest.json"])
+    manifest["files"][path] = "0" * 64
+    with pytest.raises(UnsafePathError, match=repr(path.split("/")[-1] if path.startswith("ir") else ".git")):
+        parse(dump(manifest))
+
+
+@pytest.mark.parametrize("path", ["manifest.json", "ir/softmax/128x512-float32.nkir", "src/soft_max/__init__.py",
+                                  "a.b.c", "_x/y_", "0/9", "v1-x/a-b.c"])  # fmt: skip
 def test_plain_paths_accepted(path):
     assert check_bundle_path(path) == path
 
@@ -38,3 +57,20 @@ def test_manifest_naming_an_undigested_file_refused(softmax_bundle):
     manifest["entry_points"]["softmax"]["specialisations"][0]["ir"] = "ir/softmax/other.nkir"
     with pytest.raises(BundleError, match="has no digest"):
         parse(dump(manifest))
+
+
+def test_manifest_checks_anchor_at_the_very_end(softmax_bundle):
+    manifest = json.loads(softmax_bundle.files["manifest.json"])
+    rel = next(iter(manifest["files"]))
+    with pytest.raises(BundleError, match="sha256 hex digest"):
+        parse(dump({**manifest, "files": {**manifest["files"], rel: manifest["files"][rel] + "\n"}}))
+    entries = {"softmax\n": manifest["entry_points"]["softmax"]}
+    with pytest.raises(BundleError, match="public identifier"):
+        parse(dump({**manifest, "entry_points": entries}))
+
+
+@pytest.mark.parametrize("name", ["v1.0.0\n", "v\u0661.0.0", "v1.0.0x", "1.0.0", "v01.0.0"], ids=repr)
+def test_only_plain_release_tags_are_releases(name):
+    from hub_client import versions
+
+    assert versions.parse_tag(name) is None and versions.parse_tag("v10.0.3") == (10, 0, 3)

@@ -5,11 +5,15 @@ and in a fresh process not even an import of huggingface_hub. get_kernel(version
 refs request, so a release published since is seen at once.
 """
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 import warnings
+
+import numpy as np
+import pytest
 
 import kernels
 from hub_client import api
@@ -68,3 +72,44 @@ def test_recorded_resolution_is_written_once(registry, softmax_bundle):
     kernels.get_kernel("acme/softmax", version=1)
     assert refs.stat().st_mtime_ns == before  # an unchanged resolution is not rewritten
     assert json.loads(refs.read_text())["version:1"]["label"] == "v1.0.0"
+
+
+def _tamper_cached_ir(k, *, same_size: bool) -> tuple[str, bytes]:
+    """Overwrite a cached IR file of a loaded kernel (the blob its snapshot entry links to); (path, evil bytes)."""
+    ir = next((k.info.path / "ir").rglob("*.nkir"))
+    blob = ir.resolve()
+    good = blob.read_bytes()
+    evil = good.replace(b"nl.exp", b"nl.log") if same_size else good + b"\n"
+    assert evil != good and (len(evil) == len(good)) == same_size
+    st = blob.stat()
+    blob.write_bytes(evil)
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # a later write, whatever the clock's tick
+    return str(ir.relative_to(k.info.path)), evil
+
+
+@pytest.mark.parametrize("same_size", [False, True], ids=["other-size", "same-size-later-mtime"])
+def test_a_cache_file_changed_after_a_verified_load_is_rehashed_and_refused(registry, softmax_bundles, same_size):
+    """The receipt lets a warm load skip hashing only while size and mtime are what was verified."""
+    p = publish(softmax_bundles["1.0.0"], "acme/softmax", settings())
+    k = kernels.get_kernel("acme/softmax", revision=p.commit)
+    rel, evil = _tamper_cached_ir(k, same_size=same_size)
+    api.clear_memo()
+    with pytest.raises(kernels.DigestMismatchError) as e:
+        kernels.get_kernel("acme/softmax", revision=p.commit)
+    assert rel in str(e.value) and hashlib.sha256(evil).hexdigest() in str(e.value)
+    assert not (k.info.path / rel).exists()  # the bad copy was purged; the next online call downloads it afresh
+    assert kernels.get_kernel("acme/softmax", revision=p.commit).softmax(np.ones((128, 512), np.float32)).shape
+
+
+def test_an_untouched_warm_load_does_not_rehash(registry, softmax_bundles, monkeypatch):
+    """The other side of the receipt: an unchanged file is not read again (what keeps warm loads fast)."""
+    from hub_client import fetch
+
+    p = publish(softmax_bundles["1.0.0"], "acme/softmax", settings())
+    kernels.get_kernel("acme/softmax", revision=p.commit)
+    api.clear_memo()
+    hashed = []
+    real = fetch._check
+    monkeypatch.setattr(fetch, "_check", lambda path, rel, *a: (hashed.append(rel), real(path, rel, *a)))
+    kernels.get_kernel("acme/softmax", revision=p.commit)
+    assert hashed == []
