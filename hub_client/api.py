@@ -145,7 +145,8 @@ def _allow_key(trust_remote_code) -> object:
 
 def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None,
                backend: str | None = None) -> bool:  # fmt: skip
-    """Whether the release resolves and its manifest is available and well formed (nothing is executed)."""
+    """Whether the release resolves and its manifest is available and well formed (nothing is executed). A release
+    rewritten since this cache first fetched it is not an absence: ReleaseChangedError is raised, as by get_kernel."""
     _check_backend(backend)
     settings = HubSettings.from_env()
     try:
