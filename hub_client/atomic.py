@@ -3,6 +3,7 @@ directory, fsync, then os.replace)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -26,3 +27,16 @@ def write_bytes(path: str | Path, data: bytes) -> None:
 
 def write_text(path: str | Path, text: str) -> None:
     write_bytes(path, text.encode())
+
+
+def write_json(path: str | Path, data) -> None:
+    """A cache record: canonical JSON (sorted keys, one entry a line, so diffs of it read well), written atomically."""
+    write_text(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
+
+
+def record_lock(path: str | Path):
+    """The file lock that serialises read-modify-write cycles of the record at ``path`` (``<path>.lock``), across
+    threads and processes; every writer of one record must take this same lock."""
+    from filelock import FileLock
+
+    return FileLock(f"{path}.lock")

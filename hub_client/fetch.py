@@ -19,7 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from hub_client.atomic import write_text
+from hub_client.atomic import write_json
 from hub_client.errors import BundleError, DigestMismatchError, DownloadError, NotFoundError, OfflineError
 from hub_client.hub_errors import translate, transport_errors
 from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
@@ -31,7 +31,6 @@ from hub_client.settings import HubSettings
 class Fetched:
     snapshot: Path
     manifest: Manifest
-    downloaded: list[str]  # the files this call fetched from the network
 
 
 def _receipt_path(settings: HubSettings, repo_id: str, commit: str) -> Path:
@@ -59,26 +58,26 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
     session.install()
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
+    where = f"{repo_id}@{commit[:12]}"
     try:
         return Path(hf_hub_download(
             repo_id, rel, repo_type=settings.repo_type, revision=commit, cache_dir=settings.cache_dir,
             endpoint=settings.endpoint, token=settings.token, local_files_only=local_only,
         ))  # fmt: skip
-    except transport_errors() as e:
-        raise DownloadError(
-            f"downloading {rel!r} of {repo_id}@{commit[:12]} from {settings.endpoint} failed: {e}. Nothing partial "
-            f"was kept in the cache; retry when the connection is back"
-        ) from None
-    except LocalEntryNotFoundError:
+    except transport_errors() as e:  # cut in the middle of a body
+        raise DownloadError(f"downloading {rel!r} of {where} from {settings.endpoint} failed: {e}. Nothing partial "
+                            f"was kept in the cache; retry when the connection is back") from None  # fmt: skip
+    except LocalEntryNotFoundError:  # not cached, and (unless asked not to) the Hub did not answer the HEAD
         if local_only:
             raise OfflineError(
-                f"offline: {repo_id}@{commit[:12]} file {rel!r} is not in the cache at {settings.cache_dir}; run "
-                f"the same call once online, or `kernels download` a lock file that pins this release"
+                f"offline: {where} file {rel!r} is not in the cache at {settings.cache_dir}; run the same call once "
+                f"online, or `kernels download` a lock file that pins this release"
             ) from None
-        raise
+        raise DownloadError(f"downloading {rel!r} of {where} from {settings.endpoint} failed: the Hub does not "
+                            f"answer and the file is not cached; retry when the connection is back") from None
     except EntryNotFoundError:
-        raise NotFoundError(f"{repo_id}@{commit[:12]} has no file {rel!r} (a manifest names it); the release is "
-                            f"incomplete on {settings.endpoint}, ask its publisher") from None  # fmt: skip
+        raise NotFoundError(f"{where} has no file {rel!r} (a manifest names it); the release is incomplete on "
+                            f"{settings.endpoint}, ask its publisher") from None  # fmt: skip
     except Exception as e:
         translated = translate(e, settings, repo_id, commit, f"download {rel!r}")
         if translated is None:
@@ -108,7 +107,7 @@ def _read_receipt(path: Path, digest: str) -> dict:
 
 def fetch(
     settings: HubSettings, repo_id: str, commit: str, select: Callable[[Manifest], Iterable[str]], *,
-    local_only: bool, manifest_digest: str | None = None, rehash: bool = False,
+    local_only: bool, manifest_digest: str | None = None,
     progress: Callable[[str], None] | None = None, on_manifest: Callable[[Manifest], None] | None = None,
 ) -> Fetched:  # fmt: skip
     """Fetch ``manifest.json`` and the files ``select(manifest)`` names, verified. ``manifest_digest`` (from a lock
@@ -118,12 +117,8 @@ def fetch(
     where = f"{repo_id}@{commit[:12]}"
     lock_dir = settings.repo_cache(repo_id) / ".locks"
     lock_dir.mkdir(parents=True, exist_ok=True)
-    downloaded: list[str] = []
     with FileLock(str(lock_dir / f"kernel-{commit}.lock")):
-        was_cached = (snapshot / MANIFEST).is_file()
         manifest_path = _download(settings, repo_id, commit, MANIFEST, local_only)
-        if not was_cached:
-            downloaded.append(MANIFEST)
         data = manifest_path.read_bytes()
         if manifest_digest is not None and sha256_hex(data) != manifest_digest:
             purge(manifest_path)
@@ -136,24 +131,22 @@ def fetch(
         if on_manifest is not None:
             on_manifest(manifest)
         receipt_path = _receipt_path(settings, repo_id, commit)
-        receipt = {} if rehash else _read_receipt(receipt_path, manifest.digest)
+        receipt = _read_receipt(receipt_path, manifest.digest)
         changed = False
         for rel in select(manifest):
             check_bundle_path(rel)
             local = snapshot / rel
             if rel in receipt and local.is_file() and _stat(local) == receipt[rel]:
                 continue  # verified earlier and untouched since
-            if not local.is_file():
-                if progress:
-                    progress(rel)
-                downloaded.append(rel)
+            if progress and not local.is_file():
+                progress(rel)  # about to come from the network
             path = _download(settings, repo_id, commit, rel, local_only)
             _check(path, rel, manifest.files[rel], where)
             receipt[rel] = _stat(path)
             changed = True
         if changed:
-            write_text(receipt_path, json.dumps({"manifest": manifest.digest, "files": receipt}, sort_keys=True))
-    return Fetched(snapshot, manifest, downloaded)
+            write_json(receipt_path, {"manifest": manifest.digest, "files": receipt})
+    return Fetched(snapshot, manifest)
 
 
 def verify_cached(settings: HubSettings, repo_id: str, commit: str) -> tuple[Manifest, list[str]]:

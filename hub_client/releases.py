@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from filelock import FileLock
-
-from hub_client.atomic import write_text
+from hub_client.atomic import record_lock, write_json
 from hub_client.errors import KernelHubError, ReleaseChangedError
 from hub_client.settings import HubSettings
 
@@ -31,48 +29,59 @@ def _path(settings: HubSettings, repo_id: str) -> Path:
     return settings.repo_cache(repo_id) / RECORD
 
 
+def _well_formed(data) -> bool:
+    """endpoint -> tag -> {"commit": str, "digest": str}, exactly what ``remember`` writes."""
+    return isinstance(data, dict) and all(
+        isinstance(entries, dict) and all(
+            isinstance(entry, dict) and isinstance(entry.get("commit"), str) and isinstance(entry.get("digest"), str)
+            for entry in entries.values())
+        for entries in data.values()
+    )  # fmt: skip
+
+
 def _read_all(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
         return {}
     except (json.JSONDecodeError, UnicodeDecodeError):
+        data = None
+    if not _well_formed(data):
         # Written atomically by this module only, so a bad file was damaged from outside; starting over would
         # silently forget every release, so refuse until someone looks.
         raise KernelHubError(
-            f"{path}: the record of first-fetched releases is not valid JSON; inspect it, and delete it only if "
-            f"you accept trusting every release of this repo anew on its next fetch"
-        ) from None
-    return data if isinstance(data, dict) else {}
+            f"{path}: the record of first-fetched releases is damaged (not what kernels writes); inspect it, and "
+            f"delete it only if you accept trusting every release of this repo anew on its next fetch"
+        )
+    return data
 
 
 def recorded(settings: HubSettings, repo_id: str) -> dict[str, dict]:
     """tag -> {"commit", "digest"} as first fetched from this endpoint."""
-    entries = _read_all(_path(settings, repo_id)).get(settings.endpoint, {})
-    return entries if isinstance(entries, dict) else {}
+    return _read_all(_path(settings, repo_id)).get(settings.endpoint, {})
 
 
-def _refusal(settings, repo_id, tag, old: dict, commit: str, digest: str) -> ReleaseChangedError:
-    name = tag or f"commit {commit[:12]}"
-    keep = old["commit"]
+def _refusal(settings, repo_id, tag: str, old: dict, commit: str, digest: str) -> ReleaseChangedError:
     return ReleaseChangedError(
-        f"{repo_id} {name} at {settings.endpoint} is not the release this cache first fetched:\n"
+        f"{repo_id} {tag} at {settings.endpoint} is not the release this cache first fetched:\n"
         f"  first fetched: commit {old['commit']}, manifest sha256:{old['digest']}\n"
         f"  now:           commit {commit}, manifest sha256:{digest}\n"
         f"Releases are immutable, so the release was rewritten on the server, or this is not the server it was. "
-        f"Nothing of it was used. To keep what you had, pin it: get_kernel({repo_id!r}, revision={keep!r}) or a "
-        f"kernels.lock. If the publisher confirms the re-release, run `kernels forget {repo_id} {tag or keep}` "
-        f"and retry.",
-        repo_id=repo_id, tag=tag or "", recorded=dict(old), found={"commit": commit, "digest": digest},
+        f"Nothing of it was used. To keep what you had, pin it: get_kernel({repo_id!r}, revision={old['commit']!r}) "
+        f"or a kernels.lock. If the publisher confirms the re-release, run `kernels forget {repo_id} {tag}` and "
+        f"retry.",
+        repo_id=repo_id, tag=tag, recorded=dict(old), found={"commit": commit, "digest": digest},
     )  # fmt: skip
 
 
 def _conflict(entries: dict, settings, repo_id, tag, commit, digest) -> ReleaseChangedError | None:
+    """The refusal if (tag, commit, digest) contradicts a record: the tag on another commit or manifest, or the
+    commit (under any tag) with another manifest."""
     old = entries.get(tag) if tag is not None else None
-    if old is not None and (old.get("commit"), old.get("digest")) != (commit, digest):
+    if old is not None and (old["commit"], old["digest"]) != (commit, digest):
         return _refusal(settings, repo_id, tag, old, commit, digest)
     for other_tag, other in entries.items():
-        if other.get("commit") == commit and other.get("digest") != digest:
+        if other["commit"] == commit and other["digest"] != digest:
             return _refusal(settings, repo_id, other_tag, other, commit, digest)
     return None
 
@@ -91,7 +100,7 @@ def remember(settings: HubSettings, repo_id: str, tag: str, commit: str, digest:
     """Record a first fetch; a concurrent first fetch of the same tag that saw something else is refused."""
     path = _path(settings, repo_id)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
+    with record_lock(path):
         data = _read_all(path)
         entries = data.setdefault(settings.endpoint, {})
         refusal = _conflict(entries, settings, repo_id, tag, commit, digest)
@@ -100,7 +109,7 @@ def remember(settings: HubSettings, repo_id: str, tag: str, commit: str, digest:
         if tag in entries:
             return
         entries[tag] = {"commit": commit, "digest": digest}
-        write_text(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
+        write_json(path, data)
 
 
 class FirstUse:
@@ -124,12 +133,12 @@ def forget(settings: HubSettings, repo_id: str, tag: str) -> dict | None:
     path = _path(settings, repo_id)
     if not path.is_file():
         return None
-    with FileLock(str(path) + ".lock"):
+    with record_lock(path):
         data = _read_all(path)
         entries = data.get(settings.endpoint, {})
-        names = [t for t, e in entries.items() if tag in (t, e.get("commit"))]
+        names = [t for t, e in entries.items() if tag in (t, e["commit"])]
         if not names:
             return None
         removed = {t: entries.pop(t) for t in names}
-        write_text(path, json.dumps(data, sort_keys=True, indent=1) + "\n")
+        write_json(path, data)
     return removed

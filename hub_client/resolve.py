@@ -11,10 +11,8 @@ import json
 import re
 from dataclasses import dataclass
 
-from filelock import FileLock
-
 from hub_client import versions
-from hub_client.atomic import write_text
+from hub_client.atomic import record_lock, write_json
 from hub_client.errors import NotFoundError, OfflineError
 from hub_client.settings import HubSettings
 
@@ -86,11 +84,11 @@ def record(settings: HubSettings, resolved: Resolved, version: int | None, revis
     path = _refs_path(settings, resolved.repo_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     entry = {"commit": resolved.commit, "label": resolved.label, "version": resolved.version}
-    with FileLock(str(path) + ".lock"):
+    with record_lock(path):
         current = read_recorded(settings, resolved.repo_id)
         if current.get(request_key(version, revision)) != entry:
             current[request_key(version, revision)] = entry
-            write_text(path, json.dumps(current, sort_keys=True, indent=1) + "\n")
+            write_json(path, current)
 
 
 def is_cached_commit(settings: HubSettings, repo_id: str, revision: str | None) -> bool:

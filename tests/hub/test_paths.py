@@ -74,3 +74,19 @@ def test_only_plain_release_tags_are_releases(name):
     from hub_client import versions
 
     assert versions.parse_tag(name) is None and versions.parse_tag("v10.0.3") == (10, 0, 3)
+
+
+@pytest.mark.parametrize("path, why", [
+    (None, "must be a non-empty string"), (3, "must be a non-empty string"), ("", "must be a non-empty string"),
+    ("a\x00b", "contains a NUL byte"), ("a\\b", "contains a backslash (paths use '/')"),
+    ("/etc/x", "is absolute"), ("c:/x", "is absolute"), ("Z:x", "is absolute"),
+    ("a//b", "has an empty, '.' or '..' component"), ("a/./b", "has an empty, '.' or '..' component"),
+    ("a/..", "has an empty, '.' or '..' component"), ("a/", "has an empty, '.' or '..' component"),
+    ("a/b c", "component 'b c' has characters outside [A-Za-z0-9_.-]"),
+    ("a/.b", "component '.b' has characters outside [A-Za-z0-9_.-]"),
+    ("a/-b", "component '-b' has characters outside [A-Za-z0-9_.-]"),
+], ids=repr)  # fmt: skip
+def test_each_refusal_says_why(path, why):
+    with pytest.raises(UnsafePathError) as e:
+        check_bundle_path(path)
+    assert str(e.value) == f"bundle path {path!r}: {why}"

@@ -148,10 +148,63 @@ def test_records_are_per_endpoint(first_fetched):
     assert releases.recorded(settings(), "acme/softmax")["v1.0.0"]["commit"] == first_fetched.commit
 
 
-def test_a_damaged_record_is_refused_not_forgotten(first_fetched):
-    (settings().repo_cache("acme/softmax") / releases.RECORD).write_text("{not json")
-    with pytest.raises(kernels.KernelHubError, match="not valid JSON"):
+@pytest.mark.parametrize("damage", ["{not json", "[]", '{"e": []}', '{"e": {"v1.0.0": {"commit": "c"}}}',
+                                    '{"e": {"v1.0.0": {"commit": 1, "digest": "d"}}}', '{"e": {"v1.0.0": "c"}}'],
+                         ids=["not-json", "a-list", "entries-a-list", "no-digest", "commit-not-text", "entry-text"])
+def test_a_damaged_record_is_refused_not_forgotten(first_fetched, damage):
+    (settings().repo_cache("acme/softmax") / releases.RECORD).write_text(damage)
+    with pytest.raises(kernels.KernelHubError, match="record of first-fetched releases is damaged"):
         kernels.get_kernel("acme/softmax", version=1)
+
+
+def test_the_refusal_in_full(first_fetched, registry, softmax_bundle):
+    new = _rewrite_release(registry, softmax_bundle)
+    with pytest.raises(kernels.ReleaseChangedError) as e:
+        kernels.get_kernel("acme/softmax", version=1)
+    old, d_old, d_new = first_fetched.commit, first_fetched.digest, _rewritten(softmax_bundle).manifest.digest
+    assert str(e.value) == (
+        f"acme/softmax v1.0.0 at {registry.url} is not the release this cache first fetched:\n"
+        f"  first fetched: commit {old}, manifest sha256:{d_old}\n"
+        f"  now:           commit {new}, manifest sha256:{d_new}\n"
+        f"Releases are immutable, so the release was rewritten on the server, or this is not the server it was. "
+        f"Nothing of it was used. To keep what you had, pin it: get_kernel('acme/softmax', revision='{old}') or a "
+        f"kernels.lock. If the publisher confirms the re-release, run `kernels forget acme/softmax v1.0.0` and retry."
+    )
+    assert (e.value.repo_id, e.value.tag) == ("acme/softmax", "v1.0.0")
+
+
+def test_forget_by_commit_and_what_there_is_nothing_to_forget(first_fetched):
+    s = settings()
+    assert releases.forget(s, "acme/never-fetched", "v1.0.0") is None
+    other = s.__class__(**{**s.__dict__, "endpoint": "http://mirror.example"})
+    assert releases.forget(other, "acme/softmax", "v1.0.0") is None  # only this endpoint's record is there
+    assert releases.forget(s, "acme/softmax", first_fetched.commit) == {
+        "v1.0.0": {"commit": first_fetched.commit, "digest": first_fetched.digest}}  # fmt: skip
+    assert releases.recorded(s, "acme/softmax") == {}
+
+
+@pytest.mark.parametrize("change", ["remember", "forget"])
+def test_changes_to_the_record_wait_for_its_lock(first_fetched, change):
+    """Every read-modify-write of the record holds the one lock (another process holding it is waited for)."""
+    from filelock import FileLock
+
+    s = settings()
+    path = s.repo_cache("acme/softmax") / releases.RECORD
+    done = threading.Event()
+
+    def writer():
+        if change == "remember":
+            releases.remember(s, "acme/softmax", "v1.9.0", "9" * 40, "9" * 64)
+        else:
+            releases.forget(s, "acme/softmax", "v1.0.0")
+        done.set()
+
+    with FileLock(f"{path}.lock"):
+        t = threading.Thread(target=writer)
+        t.start()
+        assert not done.wait(0.5)  # blocked while the lock is held elsewhere
+    t.join()
+    assert done.is_set()
 
 
 def test_concurrent_first_uses_keep_every_record_and_refuse_a_conflict(tmp_path):
