@@ -228,3 +228,16 @@ def test_concurrent_first_uses_keep_every_record_and_refuse_a_conflict(tmp_path)
     with pytest.raises(kernels.ReleaseChangedError):
         releases.remember(s, "acme/many", "v1.0.0", "f" * 40, "b" * 64)
     assert releases.recorded(s, "acme/many")["v1.0.0"]["commit"] == "0000".ljust(40, "a")
+
+
+def test_downloading_a_lock_that_disagrees_with_the_record_warns_and_keeps_both(first_fetched, registry,
+                                                                                softmax_bundle, tmp_path):  # fmt: skip
+    new = _rewrite_release(registry, softmax_bundle)
+    write_lock(tmp_path / "kernels.lock",
+               [Locked("acme/softmax", 1, new, "v1.0.0", _rewritten(softmax_bundle).manifest.digest)])  # fmt: skip
+    with pytest.warns(UserWarning, match="kernels.lock and this cache disagree about a release"):
+        assert main(["download", str(tmp_path)]) == 0  # the lock pins its own loads: they work
+    assert kernels.load_kernel("acme/softmax", lockfile=tmp_path / "kernels.lock").info.commit == new
+    assert releases.recorded(settings(), "acme/softmax")["v1.0.0"]["commit"] == first_fetched.commit
+    with pytest.raises(kernels.ReleaseChangedError):  # and an unpinned call is still held to the first use
+        kernels.get_kernel("acme/softmax", version=1)
