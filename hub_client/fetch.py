@@ -39,10 +39,9 @@ def _receipt_path(settings: HubSettings, repo_id: str, commit: str) -> Path:
 
 def purge(path: Path) -> None:
     """Remove a cached file and the blob it links to: no trace of bad bytes stays in the cache."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else None
+    target = Path(os.path.realpath(path))  # the blob a snapshot entry links to (a plain file: the file itself)
     path.unlink(missing_ok=True)
-    if target is not None:
-        target.unlink(missing_ok=True)
+    target.unlink(missing_ok=True)  # already gone for a plain file, or if another process purged the blob first
 
 
 def _download(settings, repo_id, commit, rel, local_only) -> Path:

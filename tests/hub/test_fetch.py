@@ -112,6 +112,11 @@ def test_purge_removes_the_entry_and_the_blob_it_links_to(tmp_path):
     assert not plain.exists()
     purge(tmp_path / "never-there")  # nothing to remove is not an error (another process purged it first)
     purge(link)
+    blob.write_bytes(b"bad")
+    os.symlink(os.path.relpath(blob, link.parent), link)
+    blob.unlink()  # a link whose blob another process already purged
+    purge(link)
+    assert not link.is_symlink()
 
 
 def _lock(tmp_path, p):
