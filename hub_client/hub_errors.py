@@ -70,7 +70,7 @@ def translate(e: BaseException, settings: HubSettings, repo_id: str, revision: s
         return None
     status = getattr(getattr(e, "response", None), "status_code", None)
     said = _server_message(e)
-    said = f" (server: {said})" if said else ""
+    said = f", the server says: {said}" if said else ""
     if isinstance(e, RepositoryNotFoundError):
         return NotFoundError(
             f"no kernel repo {repo_id!r} at {settings.endpoint}, or it is private and "

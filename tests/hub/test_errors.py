@@ -84,3 +84,39 @@ def test_cli_errors_are_styled_and_messages_verbatim(registry, tmp_path, monkeyp
     out = terminal.getvalue()
     assert "\x1b[1;31merror:\x1b[0m" in out  # rendered: bold red on a terminal, not the literal markup
     assert "[red]" not in out and "[/red]" not in out and "HF_TOKEN is set but the server refused it" in out
+
+
+def _http_error(status: int, server_message: str = "", headers: dict | None = None):
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
+    request = httpx2.Request("POST", "http://127.0.0.1:1/api/kernels/acme/softmax/commit/v1")
+    response = httpx2.Response(status, request=request, headers=headers or {})
+    return HfHubHTTPError(f"{status} error", response=response, server_message=server_message or None)
+
+
+@pytest.mark.parametrize("status, headers, kind, says", [
+    (403, {}, kernels.AuthenticationError,
+     "403 forbidden, the server says: no; the token is valid but may not publish v1.0.0; use a token with write"),
+    (409, {}, kernels.PublishRefusedError, "another publisher changed the repo first (409, the server says: no)"),
+    (429, {"Retry-After": "7"}, kernels.HubRequestError, "the Hub is busy (429, the server says: no); retry after 7 s"),
+    (503, {}, kernels.HubRequestError, "the Hub is busy (503, the server says: no); retry in a moment"),
+    (413, {}, kernels.HubRequestError, "the request is larger than the Hub accepts (413, the server says: no)"),
+    (500, {}, kernels.HubRequestError, "HTTP 500, the server says: no; retry later; if it persists, report it"),
+    (400, {}, kernels.HubRequestError, "HTTP 400, the server says: no; the request was refused as sent"),
+], ids=lambda v: str(v) if isinstance(v, int) else None)  # fmt: skip
+def test_every_status_becomes_a_kernel_hub_error_with_advice(status, headers, kind, says):
+    from hub_client.hub_errors import translate
+
+    e = translate(_http_error(status, " no ", headers), settings(), "acme/softmax", "v1.0.0", "publish v1.0.0")
+    assert type(e) is kind and isinstance(e, kernels.KernelHubError)
+    assert str(e).startswith("acme/softmax revision v1.0.0 at http://127.0.0.1:9: cannot publish v1.0.0: ")
+    assert says in str(e), str(e)
+
+
+def test_a_hostile_server_message_is_one_short_line(registry):
+    from hub_client.hub_errors import translate
+
+    e = translate(_http_error(500, "line\nbreak\r\n" + "x" * 5000), settings(), "acme/softmax", None, "read it")
+    assert "\n" not in str(e) and "line break" in str(e) and len(str(e)) < 600
+    assert translate(ValueError("not a Hub error"), settings(), "acme/softmax", None, "read it") is None
