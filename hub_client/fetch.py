@@ -97,11 +97,15 @@ def _stat(path: Path) -> list[int]:
 
 
 def _read_receipt(path: Path, digest: str) -> dict:
+    """The receipt's files if it was written for this manifest; anything else (none, damaged, another manifest's)
+    counts as no receipt, which only means hashing again."""
     try:
         data = json.loads(path.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
-    return data.get("files", {}) if data.get("manifest") == digest else {}
+    if not isinstance(data, dict) or data.get("manifest") != digest or not isinstance(data.get("files"), dict):
+        return {}
+    return data["files"]
 
 
 def fetch(

@@ -57,15 +57,38 @@ def test_a_receipt_for_another_manifest_does_not_count(loaded):
         kernels.get_kernel("acme/softmax", revision=p.commit)
 
 
-def test_an_unreadable_receipt_means_rehash_not_failure(loaded):
+@pytest.mark.parametrize("damage", ["{half", "[]", '{"manifest": "%s"}', '{"manifest": "%s", "files": []}',
+                                    b"\xff\xfe"], ids=["not-json", "a-list", "no-files", "files-a-list", "not-utf8"])
+def test_an_unusable_receipt_means_rehash_not_failure(loaded, monkeypatch, damage):
+    from hub_client import fetch as fetch_module
+
     p, _ = loaded
     path = settings().repo_cache("acme/softmax") / "kernel-receipts" / f"{p.commit}.json"
-    path.write_text("{half")
+    text = damage if isinstance(damage, bytes) else damage.replace("%s", p.digest).encode()
+    path.write_bytes(text)
     hashed = []
-    fetched = fetch(settings(), "acme/softmax", p.commit, lambda m: (hashed.extend(m.ir_files()), m.ir_files())[1],
-                    local_only=True)  # fmt: skip
-    assert fetched.manifest.digest == p.digest and hashed
+    real = fetch_module._check
+    monkeypatch.setattr(fetch_module, "_check", lambda path, rel, *a: (hashed.append(rel), real(path, rel, *a)))
+    fetched = fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
+    assert fetched.manifest.digest == p.digest and sorted(hashed) == sorted(fetched.manifest.ir_files())
     assert json.loads(path.read_text())["manifest"] == p.digest  # rewritten whole
+
+
+def test_only_a_first_use_touches_the_release_record(registry, softmax_bundle, monkeypatch):
+    """The warm path reads the record and nothing more: no lock, no write, once a release is recorded."""
+    from hub_client import releases
+
+    calls = []
+    real = releases.remember
+    monkeypatch.setattr(releases, "remember", lambda *a: (calls.append(a[2]), real(*a)))
+    p = publish(softmax_bundle, "acme/softmax", settings())
+    kernels.get_kernel("acme/softmax", version=1)
+    assert calls == ["v1.0.0"]
+    for call in (dict(version=1), dict(revision="v1.0.0"), dict(revision=p.commit), dict(revision="v1")):
+        api.clear_memo()
+        kernels.get_kernel("acme/softmax", **call)
+        assert kernels.has_kernel("acme/softmax", **call)
+    assert calls == ["v1.0.0"]
 
 
 def test_fetch_reports_only_what_comes_from_the_network(loaded, softmax_bundle):
