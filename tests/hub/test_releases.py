@@ -225,7 +225,7 @@ def test_concurrent_first_uses_keep_every_record_and_refuse_a_conflict(tmp_path)
         t.join()
     assert not errors and len(releases.recorded(s, "acme/many")) == 90  # no read-modify-write lost an update
     releases.remember(s, "acme/many", "v1.0.0", "0000".ljust(40, "a"), "b" * 64)  # the same again: accepted
-    with pytest.raises(kernels.ReleaseChangedError):
+    with pytest.raises(kernels.ReleaseChangedError, match=f"^acme/many v1.0.0 at {s.endpoint} is not the release"):
         releases.remember(s, "acme/many", "v1.0.0", "f" * 40, "b" * 64)
     assert releases.recorded(s, "acme/many")["v1.0.0"]["commit"] == "0000".ljust(40, "a")
 
