@@ -12,7 +12,7 @@ from hub_client import api
 from hub_client.fetch import fetch, purge, verify_cached
 from hub_client.manifest import MANIFEST
 from hub_client.publish import publish
-from tests.hub.conftest import settings
+from tests.hub.conftest import TOKEN, settings
 
 X = np.ones((128, 512), np.float32)
 
@@ -31,6 +31,16 @@ def test_a_private_repo_downloads_with_the_token(registry, softmax_bundle, monke
     monkeypatch.delenv("HF_TOKEN")
     with pytest.raises((kernels.NotFoundError, kernels.AuthenticationError), match="acme/private"):
         kernels.get_kernel("acme/private", version=1)
+
+
+def test_a_token_given_explicitly_is_the_one_downloads_use(registry, softmax_bundle, monkeypatch):
+    from hub_client.settings import HubSettings
+
+    p = publish(softmax_bundle, "acme/private", settings(), private=True)
+    monkeypatch.delenv("HF_TOKEN")  # huggingface_hub would fall back to it: the explicit token must be passed on
+    explicit = HubSettings.from_env(token=TOKEN)
+    fetched = fetch(explicit, "acme/private", p.commit, lambda m: m.ir_files(), local_only=False)
+    assert fetched.manifest.digest == p.digest
 
 
 def test_the_receipt_records_size_and_mtime_of_each_verified_file(loaded, softmax_bundle):
@@ -175,7 +185,6 @@ def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp
 def test_a_file_the_manifest_names_missing_on_the_server(registry, softmax_bundle):
     from huggingface_hub import CommitOperationDelete, HfApi
 
-    from tests.hub.conftest import TOKEN
 
     publish(softmax_bundle, "acme/softmax", settings())
     rel = softmax_bundle.manifest.ir_files()[0]

@@ -127,8 +127,12 @@ def test_one_commit_with_another_manifest_is_refused(first_fetched, monkeypatch)
     path.write_text(json.dumps(data))
     with pytest.raises(kernels.ReleaseChangedError, match="0{64}"):
         kernels.get_kernel("acme/softmax", revision="v1.0.0")
-    with pytest.raises(kernels.ReleaseChangedError, match="0{64}"):  # no tag asked for: the commit is checked too
+    with pytest.raises(kernels.ReleaseChangedError, match="0{64}") as e:  # no tag asked for: the commit is checked
         kernels.get_kernel("acme/softmax", revision=first_fetched.commit)
+    assert (e.value.repo_id, e.value.tag) == ("acme/softmax", "v1.0.0")  # named by the tag it was recorded under
+    assert e.value.found == {"commit": first_fetched.commit, "digest": first_fetched.digest}
+    assert str(e.value).startswith(f"acme/softmax v1.0.0 at {endpoint} is not the release")
+    assert f"now:           commit {first_fetched.commit}, manifest sha256:{first_fetched.digest}" in str(e.value)
 
 
 def test_a_warm_load_does_not_rewrite_the_record_and_offline_agrees(first_fetched, monkeypatch):
