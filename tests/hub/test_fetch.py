@@ -185,7 +185,6 @@ def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp
 def test_a_file_the_manifest_names_missing_on_the_server(registry, softmax_bundle):
     from huggingface_hub import CommitOperationDelete, HfApi
 
-
     publish(softmax_bundle, "acme/softmax", settings())
     rel = softmax_bundle.manifest.ir_files()[0]
     head = HfApi(endpoint=registry.url, token=TOKEN).create_commit(
