@@ -113,6 +113,7 @@ class Target:
     # one core running alone is limited by its DMA engines, not by HBM. (The third-party 440 / 640 GB/s figures
     # of §3.4 have no stated definition and are not used.)
     hbm_chip_gb_per_s: float
+    hbm_bytes_per_chip: int  # chip HBM capacity (§1.1 table "HBM / chip"): trn1 32 GiB, trn2 96 GiB, trn3 144 GiB
 
     @property
     def psum_bank_fp32(self) -> int:
@@ -172,7 +173,8 @@ TARGETS: dict[str, Target] = {
         vector_elems_per_cycle_16bit=128, vector_elems_per_cycle_other=128,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=17.0, dma_engine_bytes_per_ns_alt=27 * 2**30 / 1e9, dge_fixed_ns=None, dge_instances=0,
-        quoted_dma_gb_per_s=272.0, hbm_chip_gb_per_s=820.0, **_COMMON,
+        quoted_dma_gb_per_s=272.0, hbm_chip_gb_per_s=820.0, hbm_bytes_per_chip=32 * KIB**3,
+        **_COMMON,
     ),
     "trn2": Target(
         name="trn2", nc_version=3, cores_per_chip=8, sbuf_bytes_per_partition=224 * KIB,
@@ -182,7 +184,8 @@ TARGETS: dict[str, Target] = {
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0, dge_instances=2,
-        quoted_dma_gb_per_s=368.0, hbm_chip_gb_per_s=2900.0, **_COMMON,
+        quoted_dma_gb_per_s=368.0, hbm_chip_gb_per_s=2900.0, hbm_bytes_per_chip=96 * KIB**3,
+        **_COMMON,
     ),
     "trn3": Target(
         name="trn3", nc_version=4, cores_per_chip=8, sbuf_bytes_per_partition=256 * KIB,
@@ -192,7 +195,8 @@ TARGETS: dict[str, Target] = {
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=256, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None, dge_instances=0,
-        quoted_dma_gb_per_s=528.0, hbm_chip_gb_per_s=4700.0, **_COMMON,
+        quoted_dma_gb_per_s=528.0, hbm_chip_gb_per_s=4700.0, hbm_bytes_per_chip=144 * KIB**3,
+        **_COMMON,
     ),
 }
 

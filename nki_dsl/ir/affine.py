@@ -15,19 +15,21 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_VAR_RE = re.compile(r"^(i|pid|d)(\d+)$")
+# ASCII digits only, matched in full: variable names reach generated Python as identifiers, and Python folds
+# other digits (NFKC: fullwidth "３" is "3"), so "i３" and "i3" would be one variable there and two here.
+_VAR_RE = re.compile(r"(i|pid|d)([0-9]+)")
 
 
 def var_kind(name: str) -> str:
     """``"loop"``, ``"pid"`` or ``"axis"`` for a variable name."""
-    m = _VAR_RE.match(name)
+    m = _VAR_RE.fullmatch(name) if isinstance(name, str) else None
     if not m:
         raise ValueError(f"bad variable name {name!r}")
     return {"i": "loop", "pid": "pid", "d": "axis"}[m.group(1)]
 
 
 def var_number(name: str) -> int:
-    return int(_VAR_RE.match(name).group(2))
+    return int(_VAR_RE.fullmatch(name).group(2))
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,17 @@ IR text arrives from outside (Hub bundles), so the parser checks everything it b
 attribute name is in the op table; each attribute value has its spec's kind; a tensor is defined once (a parameter,
 or the result of an op) before it is used, in program order. Scope, shape and hardware rules are the verifier's
 job; it runs on every parsed kernel.
+
+The parser is also the first line of the untrusted-input defence (``IRBudget``): it refuses text over the size
+budget before lark sees it, strings that are not printable text (``strings.py``) or too long, integers beyond 64
+bits, and expressions, value nesting, loop nesting and op counts over their budgets while it builds, so building
+stays linear in the text and never recurses deeper than the budget.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,9 +23,12 @@ from pathlib import Path
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiParseError, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
+from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget, refuse
+from nki_dsl.ir.fastread import Fallback, Reader
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tensor
 from nki_dsl.ir.ops import OPS, OpSpec
 from nki_dsl.ir.printer import result_kind
+from nki_dsl.ir.strings import describe_char, unsafe_char
 from nki_dsl.ir.types import Buffer, TensorType
 
 _GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -45,15 +54,36 @@ def _lark():
     return lark.Lark(_GRAMMAR.read_text(), parser="lalr", propagate_positions=True)
 
 
-def parse_kernel(text: str, path: str = "<nkir>") -> Kernel:
-    """Parse one kernel. ``path`` names the text in error messages (e.g. the bundle file it came from)."""
+INT_DIGITS = 18  # IR integers stay below 10**18 < 2**63: sizes, offsets and coefficients of real kernels are far less
+
+
+def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None) -> Kernel:
+    """Parse one kernel. ``path`` names the text in error messages (e.g. the bundle file it came from); ``budget``
+    bounds what the text may ask for (default ``IRBudget()``)."""
     from lark.exceptions import UnexpectedInput
 
+    budget = DEFAULT_BUDGET if budget is None else budget
+    if not isinstance(text, str):
+        raise NkiParseError(f"IR text must be a str, not {type(text).__name__}", SourceLoc(path, 0))
+    size = len(text) if len(text) > budget.max_text_bytes else len(text.encode("utf-8", "surrogatepass"))
+    if size > budget.max_text_bytes:
+        raise refuse("max_text_bytes", size, budget.max_text_bytes, "the IR text's size in bytes", SourceLoc(path, 0))
+    # Parsing allocates many small objects that all live until it ends: the cyclic collector would rescan them
+    # again and again (half the parse time of a large text, and superlinear).
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        tree = _lark().parse(text)
-    except UnexpectedInput as e:
-        raise _syntax_error(e, path) from None
-    return _Builder(path).kernel(tree)
+        try:
+            tree = Reader(text).start()
+        except Fallback:  # a syntax error, or text the fast reader leaves to lark: lark decides and explains
+            try:
+                tree = _lark().parse(text)
+            except UnexpectedInput as e:
+                raise _syntax_error(e, path) from None
+        return _Builder(path, budget).kernel(tree)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _syntax_error(e, path: str) -> NkiParseError:
@@ -94,33 +124,40 @@ class _Word:
 class _Builder:
     """Builds the Kernel from the parse tree top-down, so tensors are defined and used in program order."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, budget: IRBudget):
         self.path = path
+        self.budget = budget
         self.tensors: dict[str, Tensor] = {}
         self.source_file = ""
+        self.statements = 0
+        self.depth = 0
 
     @contextmanager
     def _at(self, node, op: str | None = None):
         try:
             yield
         except _MeaningError as e:
-            line = node.line if hasattr(node, "line") else node.meta.line
-            raise NkiParseError(str(e), SourceLoc(self.path, line), op) from None
+            raise NkiParseError(str(e), SourceLoc(self.path, _line(node)), op) from None
+        except _BudgetError as e:
+            field, value, limit, what = e.args
+            raise refuse(field, value, limit, what, SourceLoc(self.path, _line(node)), op or "kernel") from None
 
     def kernel(self, tree) -> Kernel:
         name, params, outputs, grid, source, *consts, body = tree.children
         with self._at(source):
-            self.source_file = _string(source.children[0])
+            self.source_file = self._string(source.children[0])
         kernel = Kernel(str(name), [self._param(p) for p in params.children], [], [], source_file=self.source_file)
         with self._at(grid):
-            kernel.grid = _ints(_value(grid.children[0]), "the grid")
+            kernel.grid = _ints(self._value(grid.children[0]), "the grid")
+            if len(kernel.grid) > self.budget.max_grid_rank:
+                raise _BudgetError("max_grid_rank", len(kernel.grid), self.budget.max_grid_rank, "the grid's rank")
         for const in consts:
             with self._at(const):
                 key, value = const.children
-                key = _string(key)
+                key = self._string(key)
                 if key in kernel.constants:
                     raise _MeaningError(f"constant {key!r} is given twice")
-                kernel.constants[key] = _constant(_value(value))
+                kernel.constants[key] = _constant(self._value(value))
         kernel.body = self._body(body)
         for out in outputs.children:
             with self._at(out):
@@ -148,13 +185,25 @@ class _Builder:
     def _body(self, node) -> list[Stmt]:
         return [self._loop(s) if s.data == "loop" else self._op(s) for s in node.children]
 
+    def _count(self, node) -> None:
+        self.statements += 1
+        if self.statements > self.budget.max_ops:
+            with self._at(node):
+                raise _BudgetError("max_ops", self.statements, self.budget.max_ops, "the number of ops and loops")
+
     def _loop(self, node) -> Loop:
         kind, var, start, stop, step, loc, body = node.children
+        self._count(node)
         with self._at(node):
+            if self.depth + 1 > self.budget.max_loop_depth:
+                raise _BudgetError("max_loop_depth", self.depth + 1, self.budget.max_loop_depth,
+                                   f"loop {var}'s nesting depth")  # fmt: skip
             if _var(var) != "loop":
                 raise _MeaningError(f"loop index {var} is not a loop variable i<N>")
             loop = Loop(str(kind), str(var), _signed(start), _signed(stop), _signed(step), [], self._loc(loc))
+        self.depth += 1
         loop.body = self._body(body)
+        self.depth -= 1
         return loop
 
     def _op(self, node) -> Op:
@@ -164,12 +213,13 @@ class _Builder:
             (call, loc), result, type_node = node.children, None, None
         name, *parts = call.children
         spec = OPS.get(str(name))
+        self._count(node)
         with self._at(node, str(name)):
             if spec is None:
                 raise _MeaningError("unknown op; it is not in the op table")
             operands = self._operands(spec, [p for p in parts if p.data == "operand"])
-            attrs = _attrs(spec, [a for p in parts if p.data == "attrs" for a in p.children])
-            mask = next((_mask(p.children[0]) for p in parts if p.data == "mask"), None)
+            attrs = self._attrs(spec, [a for p in parts if p.data == "attrs" for a in p.children])
+            mask = next((self._mask(p.children[0]) for p in parts if p.data == "mask"), None)
             if result is not None:
                 result = self._define(result, _type(type_node), result_kind(spec))
             return Op(spec.name, operands, attrs, result, self._loc(loc), mask)
@@ -179,7 +229,7 @@ class _Builder:
         for node in nodes:
             name, value = node.children
             name = _spec_name("operand", [o.name for o in spec.operands], name, given)
-            given[name] = self._access(value) if value.data == "access" else _immediate(_value(value), name)
+            given[name] = self._access(value) if value.data == "access" else _immediate(self._value(value), name)
         return {o.name: given[o.name] for o in spec.operands if o.name in given}
 
     def _access(self, node) -> Access:
@@ -188,15 +238,115 @@ class _Builder:
             return tensor.full_access()
         parts = node.children[1].children
         dims = parts[-1] if parts and getattr(parts[-1], "type", None) == "DIMS" else None
-        index = tuple(_affine(_expr(e)) for e in parts if e is not dims)
-        shape = tuple(int(s) for s in dims.split("x")) if dims is not None else ()
+        index = tuple(_affine(self._expr(e)) for e in parts if e is not dims)
+        shape = tuple(_int(dims, s) for s in str(dims).split("x")) if dims is not None else ()
         return Access(tensor, index, shape)
 
     def _loc(self, node) -> SourceLoc:
         if len(node.children) == 1:
-            return SourceLoc(self.source_file, int(node.children[0]))
+            return SourceLoc(self.source_file, _int(node.children[0]))
         file, line = node.children
-        return SourceLoc(_string(file), int(line))
+        return SourceLoc(self._string(file), _int(line))
+
+    def _attrs(self, spec: OpSpec, nodes) -> dict[str, object]:
+        given: dict[str, object] = {}
+        for node in nodes:
+            name, value = node.children
+            name = _spec_name("attribute", [a.name for a in spec.attrs], name, given)
+            try:
+                given[name] = ATTR_PARSERS[spec.attr(name).kind](self._value(value))
+            except _MeaningError as e:
+                raise _MeaningError(f"attribute {name!r}: {e}") from None
+        return {a.name: given[a.name] for a in spec.attrs if a.name in given}
+
+    # -- strings, values and expressions, under the budget ---------------------------------------------------------
+
+    def _string(self, token) -> str:
+        text = str(token)
+        if len(text) - 2 > self.budget.max_string_chars:  # escapes only shorten a string: a cheap first bound
+            value = _decode(token)
+            if len(value) > self.budget.max_string_chars:
+                raise _BudgetError("max_string_chars", len(value), self.budget.max_string_chars,
+                                   f"the string at column {token.column}'s length")  # fmt: skip
+        else:
+            value = _decode(token)
+        bad = unsafe_char(value)
+        if bad is not None:
+            raise _MeaningError(f"the string at column {token.column} holds {describe_char(bad[1])} at character "
+                                f"{bad[0]}; IR strings hold printable text only")  # fmt: skip
+        return value
+
+    def _value(self, node, depth: int = 0):
+        """A Python value: int, float, bool, str, tuple, Mask, ``_Word`` (bare name) or Affine."""
+        kind = node.data
+        if kind == "expr":
+            return self._expr(node)
+        if kind in ("float", "neg_float"):
+            value = float(str(node.children[0]))
+            return -value if kind == "neg_float" else value
+        if kind == "string":
+            return self._string(node.children[0])
+        if kind in ("true", "false"):
+            return kind == "true"
+        if kind == "tuple":
+            if depth + 1 > self.budget.max_value_depth:
+                raise _BudgetError("max_value_depth", depth + 1, self.budget.max_value_depth, "a tuple's nesting depth")
+            return tuple(self._value(c, depth + 1) for c in node.children)
+        return self._mask(node)
+
+    def _terms(self, n: int, what: str) -> None:
+        if n > self.budget.max_expression_terms:
+            raise _BudgetError("max_expression_terms", n, self.budget.max_expression_terms, what)
+
+    def _expr(self, node) -> int | _Word | Affine:
+        """A lone integer stays an int and a lone name a ``_Word``; anything longer is an Affine."""
+        self._terms(len(node.children), "the terms of an expression")
+        terms = [(t.data == "neg", t.children[0]) for t in node.children]
+        if len(terms) == 1:
+            negative, atom = terms[0]
+            if getattr(atom, "type", None) == "INT":
+                return -_int(atom) if negative else _int(atom)
+            if getattr(atom, "type", None) == "NAME" and not negative:
+                return _Word(str(atom))
+        coefs: dict[str, int] = {}  # summed in one dict: Affine addition copies, so a chain of them is quadratic
+        const = 0
+        for negative, atom in terms:
+            sign = -1 if negative else 1
+            if getattr(atom, "data", None) == "scaled":
+                coef, name = atom.children
+                _var(name)
+                coefs[str(name)] = coefs.get(str(name), 0) + sign * _int(coef)
+            elif atom.type == "INT":
+                const += sign * _int(atom)
+            else:
+                _var(atom)
+                coefs[str(atom)] = coefs.get(str(atom), 0) + sign
+        return Affine.of(const, **coefs)
+
+    def _mask(self, node) -> Mask:
+        self._terms(len(node.children), "the constraints of a mask")
+        constraints: list[Affine] = []
+        for c in node.children:
+            lhs, op, rhs = c.children
+            constraints += compare(_affine(self._expr(lhs)), str(op), _affine(self._expr(rhs))).constraints
+        return Mask.of(*constraints)
+
+
+class _BudgetError(Exception):
+    """``(field, value, limit, what)`` of an exceeded budget; ``_Builder._at`` adds the line and the op."""
+
+
+def _line(node) -> int:
+    return node.line if hasattr(node, "line") else node.meta.line
+
+
+def _int(token, text: str | None = None) -> int:
+    """An INT token (or ``text``, a part of the DIMS ``token``) as an int, at most ``INT_DIGITS`` digits long."""
+    text = str(token) if text is None else text
+    if len(text) > INT_DIGITS:
+        raise _MeaningError(f"the integer at column {token.column} has {len(text)} digits; IR integers have at "
+                            f"most {INT_DIGITS}")  # fmt: skip
+    return int(text)
 
 
 def _spec_name(what: str, allowed: list[str], token, given: dict) -> str:
@@ -208,83 +358,36 @@ def _spec_name(what: str, allowed: list[str], token, given: dict) -> str:
     return name
 
 
-def _attrs(spec: OpSpec, nodes) -> dict[str, object]:
-    given: dict[str, object] = {}
-    for node in nodes:
-        name, value = node.children
-        name = _spec_name("attribute", [a.name for a in spec.attrs], name, given)
-        try:
-            given[name] = ATTR_PARSERS[spec.attr(name).kind](_value(value))
-        except _MeaningError as e:
-            raise _MeaningError(f"attribute {name!r}: {e}") from None
-    return {a.name: given[a.name] for a in spec.attrs if a.name in given}
+_BUFFERS = {b.value: b for b in Buffer}
 
 
 def _type(node) -> TensorType:
     dtype, *dims, buffer = node.children
     if str(dtype) not in dtypes.BY_SHORT:
         raise _MeaningError(f"unknown dtype {str(dtype)!r}; expected one of: {', '.join(dtypes.BY_SHORT)}")
-    if str(buffer) not in {b.value for b in Buffer}:
-        raise _MeaningError(f"unknown buffer {str(buffer)!r}; expected one of: {', '.join(b.value for b in Buffer)}")
+    if str(buffer) not in _BUFFERS:
+        raise _MeaningError(f"unknown buffer {str(buffer)!r}; expected one of: {', '.join(_BUFFERS)}")
     par = [k for k, d in enumerate(dims) if getattr(d, "data", None) == "par_dim"]
     if len(par) > 1:
         raise _MeaningError("a type marks more than one partition dimension")
-    shape = tuple(int(d.children[0] if k in par else d) for k, d in enumerate(dims))
-    return TensorType(shape, dtypes.BY_SHORT[str(dtype)].name, Buffer(str(buffer)), par[0] if par else 0)
+    shape = tuple(_int(d.children[0] if k in par else d) for k, d in enumerate(dims))
+    return TensorType(shape, dtypes.BY_SHORT[str(dtype)].name, _BUFFERS[str(buffer)], par[0] if par else 0)
 
 
 def _signed(node) -> int:
-    return -int(node.children[0]) if getattr(node, "data", None) == "neg_int" else int(node)
+    return -_int(node.children[0]) if getattr(node, "data", None) == "neg_int" else _int(node)
 
 
-def _string(token) -> str:
+def _decode(token) -> str:
+    """A STRING token's value, decoded as JSON (the printer encodes with ``json.dumps``). Errors quote no text: it
+    may hold terminal escapes."""
     try:
         return json.loads(str(token))
     except json.JSONDecodeError as e:
-        raise _MeaningError(f"bad string literal {str(token)}: {e.msg}") from None
+        raise _MeaningError(f"bad string literal at column {token.column}: {e.msg} at character {e.pos}") from None
 
 
 # -- values: one syntax, converted by what the context expects --------------------------------------------------
-
-
-def _value(node):
-    """A Python value: int, float, bool, str, tuple, Mask, ``_Word`` (bare name) or Affine."""
-    kind = node.data
-    if kind == "expr":
-        return _expr(node)
-    if kind in ("float", "neg_float"):
-        value = float(node.children[0])
-        return -value if kind == "neg_float" else value
-    if kind == "string":
-        return _string(node.children[0])
-    if kind in ("true", "false"):
-        return kind == "true"
-    if kind == "tuple":
-        return tuple(_value(c) for c in node.children)
-    return _mask(node)
-
-
-def _expr(node) -> int | _Word | Affine:
-    """A lone integer stays an int and a lone name a ``_Word``; anything longer is an Affine."""
-    terms = [(t.data == "neg", t.children[0]) for t in node.children]
-    if len(terms) == 1:
-        negative, atom = terms[0]
-        if getattr(atom, "type", None) == "INT":
-            return -int(atom) if negative else int(atom)
-        if getattr(atom, "type", None) == "NAME" and not negative:
-            return _Word(str(atom))
-    return sum((_atom(atom) * (-1 if negative else 1) for negative, atom in terms), Affine())
-
-
-def _atom(atom) -> Affine:
-    if getattr(atom, "data", None) == "scaled":
-        coef, name = atom.children
-        _var(name)
-        return Affine.var(str(name), int(coef))
-    if atom.type == "INT":
-        return Affine.of(int(atom))
-    _var(atom)
-    return Affine.var(str(atom))
 
 
 def _var(name) -> str:
@@ -302,14 +405,6 @@ def _affine(value) -> Affine:
         return Affine.var(value.text)
     _want(isinstance(value, int) and not isinstance(value, bool), "an affine expression")
     return Affine.of(value)
-
-
-def _mask(node) -> Mask:
-    constraints: list[Affine] = []
-    for c in node.children:
-        lhs, op, rhs = c.children
-        constraints += compare(_affine(_expr(lhs)), str(op), _affine(_expr(rhs))).constraints
-    return Mask.of(*constraints)
 
 
 def _want(ok: bool, what: str) -> None:

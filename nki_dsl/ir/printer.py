@@ -29,6 +29,7 @@ from nki_dsl.errors import NkiError, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, format_affine, format_constraint, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Tensor
 from nki_dsl.ir.ops import OPS, OpSpec
+from nki_dsl.ir.strings import describe_char, unsafe_char
 from nki_dsl.ir.types import Buffer, TensorType
 
 INDENT = "  "
@@ -233,6 +234,9 @@ def _constant(v: object) -> str:
 
 def _string(s: object) -> str:
     _expect(isinstance(s, str), s, "a string")
+    bad = unsafe_char(s)
+    if bad is not None:  # the parser refuses these (IR strings are printable text), so the printer does too
+        raise _FormatError(f"string {s!r} holds {describe_char(bad[1])}; IR strings hold printable text only")
     # JSON escapes keep the text ASCII-only and on one line; the parser decodes with json.loads.
     return json.dumps(s)
 

@@ -1,20 +1,28 @@
 """The verifier: hardware and language rules checked on IR (traced or parsed), each reported with the kernel
-source line, the op, the operand and the rule."""
+source line, the op, the operand and the rule. Untrusted IR is also checked against an ``IRBudget``
+(``budgets.py``) before any rule that could be expensive on hostile input."""
 
 from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError
+from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.verify import budgets
 from nki_dsl.verify.program import shared
 from nki_dsl.verify.rules import RULES, WELL_FORMED
 
 
-def verify_kernel(kernel: Kernel, target: str = "trn2") -> list[Diagnostic]:
-    """Every diagnostic, in source-line order. Rules past the well-formedness checks run only on well-formed IR."""
+def verify_kernel(kernel: Kernel, target: str = "trn2", budget: IRBudget | None = None) -> list[Diagnostic]:
+    """Every diagnostic, in source-line order. Rules past the well-formedness checks (and, with a ``budget``, the
+    budget checks) run only on IR that passed them."""
     found: list[Diagnostic] = []
     with shared(kernel):
         for rule in WELL_FORMED:
             found = rule(kernel, target)
+            if found:
+                return _ordered(found)
+        if budget is not None:
+            found = budgets.check(kernel, target, budget)
             if found:
                 return _ordered(found)
         for rule in RULES:
@@ -27,9 +35,9 @@ def _ordered(found: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(found, key=lambda d: (d.loc.line, d.rule))
 
 
-def check(kernel: Kernel, target: str = "trn2") -> Kernel:
+def check(kernel: Kernel, target: str = "trn2", budget: IRBudget | None = None) -> Kernel:
     """Raise ``NkiVerificationError`` listing every broken rule; return the kernel when it is valid."""
-    found = verify_kernel(kernel, target)
+    found = verify_kernel(kernel, target, budget)
     if found:
         raise NkiVerificationError(found)
     return kernel

@@ -70,7 +70,7 @@ def test_syntax_errors_name_line_column_and_what_was_expected(old, new, line, me
      ("%a[d0 + 128*i0", "%a[d0 + 128*j", 6, "'j' is not a variable"),
      ("affine i0 =", "affine d0 =", 5, "loop index d0 is not a loop variable i<N>"),
      ("affine i0 =", "affine q =", 5, "'q' is not a variable"),
-     ('source "k.py"', 'source "k\\q.py"', 3, 'bad string literal "k\\q.py": Invalid \\escape'),
+     ('source "k.py"', 'source "k\\q.py"', 3, 'bad string literal at column 10: Invalid \\escape'),
      ("grid (2,)", "grid (2, d0)", 2, "expected a tuple of ints for the grid"),
      ('  source "k.py"\n', '  source "k.py"\n  const "a" = 1\n  const "a" = 2\n', 5, "constant 'a' is given twice"),
      ('  source "k.py"\n', '  source "k.py"\n  const "a" = exp\n', 4, "a number, string, bool, none or tuple"),

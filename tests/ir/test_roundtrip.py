@@ -63,7 +63,7 @@ def every_kind_op(x: Tensor, **attrs) -> Op:
         "int": -3,
         "float": 0.1,
         "bool": True,
-        "str": 'say "hi"\n',
+        "str": 'say "hi" \\ é',
         "dtype": "bfloat16",
         "ints": (1, -2),
         "shape": (128,),
@@ -104,7 +104,7 @@ def test_every_attribute_kind():
     x = tile("x")
     text = roundtrip(kernel([hbm("a")], [op("nl.copy", {"x": hbm("a").full_access()}, result=x), every_kind_op(x)]))
     assert body_lines(text)[1] == (
-        '  test.every_kind(x=%x, s=2) {int = -3, float = 0.1, bool = true, str = "say \\"hi\\"\\n", dtype = bf16, '
+        '  test.every_kind(x=%x, s=2) {int = -3, float = 0.1, bool = true, str = "say \\"hi\\" \\\\ \\u00e9", dtype = bf16, '
         "ints = (1, -2), shape = (128,), fn = gelu_apprx_tanh, affine = d0 + 128*i0 - 1, "
         "mask = [d0 <= 99, d1 - i0 >= 0]} loc(1)"
     )
@@ -133,7 +133,7 @@ def test_numpy_float_attributes_and_immediates_print_as_plain_floats(value):
 
 @pytest.mark.parametrize(
     ("kind", "value", "printed"),
-    [("ints", (), "()"), ("ints", (7,), "(7,)"), ("shape", (), "()"), ("str", "", '""'), ("str", "é\t", '"\\u00e9\\t"'),
+    [("ints", (), "()"), ("ints", (7,), "(7,)"), ("shape", (), "()"), ("str", "", '""'), ("str", "é\U0001f600", '"\\u00e9\\ud83d\\ude00"'),
      ("fn", "none", "none"), ("affine", Affine.of(-4), "-4"), ("affine", -d0, "-d0"), ("mask", Mask.of(), "[]")],
 )  # fmt: skip
 def test_attribute_edge_values(kind, value, printed):
@@ -227,7 +227,7 @@ def test_outputs_grid_and_constants():
     out = Tensor("c_output", a.type, "alloc")
     constants = {
         "TILE": 128, "scale": 0.125, "eps": 1e-06, "big": math.inf, "none": None, "flag": False, "name": "vit",
-        "tuple": (1, (2.5, "x"), ()), "single": (None,), "weird key\n\"": math.nan, "": -0.0,
+        "tuple": (1, (2.5, "x"), ()), "single": (None,), "weird key\\\"": math.nan, "": -0.0,
     }  # fmt: skip
     text = roundtrip(kernel([a, b], [op("alloc", result=out)], [out, a], grid=(2, 3), constants=constants))
     header = text.splitlines()[:13]
@@ -244,7 +244,7 @@ def test_outputs_grid_and_constants():
         '  const "name" = "vit"',
         '  const "tuple" = (1, (2.5, "x"), ())',
         '  const "single" = (none,)',
-        '  const "weird key\\n\\"" = nan',
+        '  const "weird key\\\\\\"" = nan',
     ]
 
 

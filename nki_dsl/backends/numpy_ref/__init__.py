@@ -10,7 +10,8 @@ import numpy as np
 
 from nki_dsl.backends.numpy_ref import functions as fn_module
 from nki_dsl.backends.numpy_ref import runtime
-from nki_dsl.backends.numpy_ref.emitter import Emitter, py_name
+from nki_dsl.backends.numpy_ref.emitter import KERNEL_FN, Emitter
+from nki_dsl.errors import NkiError
 from nki_dsl.backends.numpy_ref.lower_isa import ISA_HANDLERS
 from nki_dsl.backends.numpy_ref.lower_language import FAMILY_HANDLERS
 from nki_dsl.ir.nodes import Kernel
@@ -43,17 +44,23 @@ class Executable:
             "alloc_hbm": runtime.alloc_hbm, "to_hbm": runtime.to_hbm, "RandomState": runtime.RandomState,
             "fn": fn_module, **emitter.namespace,
         }  # fmt: skip
-        code = compile(self.source, f"<nki_dsl numpy: {kernel.name}>", "exec")
+        try:
+            code = compile(self.source, "<nki_dsl numpy kernel>", "exec")
+        except (SyntaxError, RecursionError, MemoryError) as e:  # budgets keep verified IR far from these
+            raise NkiError(f"the NumPy backend cannot compile kernel {kernel.name!r}: {type(e).__name__}") from None
         exec(code, namespace)
-        self._fn = namespace[py_name(kernel.name)]
+        self._fn = namespace[KERNEL_FN]
 
     def run(self, arrays: dict):
         args = []
         for p in self.kernel.params:
             a = arrays[p.name]
             args.append(a if isinstance(a, np.ndarray) else np.asarray(a))
-        with np.errstate(all="ignore"):  # poison values and masked-out lanes may overflow; that is expected
-            outs = self._fn(*args)
+        try:
+            with np.errstate(all="ignore"):  # poison values and masked-out lanes may overflow; that is expected
+                outs = self._fn(*args)
+        except MemoryError:  # the budgets bound the kernel's memory, but not what this machine has free
+            raise NkiError(f"kernel {self.kernel.name!r} ran out of memory on the NumPy backend") from None
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else outs

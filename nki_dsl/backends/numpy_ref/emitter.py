@@ -11,6 +11,7 @@ Elements outside the mask are left untouched (a fresh result tile keeps its pois
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +20,7 @@ from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affi
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
+from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_ints, py_tensor, py_var
 from nki_dsl.ir.types import Buffer
 
 
@@ -33,15 +35,24 @@ class Lowered:
     fresh: bool = True
 
 
+# The generated function's name: fixed, so the kernel's name (IR text) never reaches the source.
+KERNEL_FN = "_kernel"
+
+
 def tensor_var(name: str) -> str:
-    return f"t_{name}"
+    return py_tensor(name)
 
 
 def number_literal(value) -> str:
     """Source for a Python number; ``repr`` of an infinite or NaN float (``inf``) is not a valid expression."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return f"np.float32({str(value)!r})"
-    return repr(value)
+    if isinstance(value, bool | np.bool_):
+        return repr(bool(value))
+    if isinstance(value, int | np.integer):
+        return repr(int(value))
+    if isinstance(value, float | np.floating):
+        value = float(value)
+        return repr(value) if np.isfinite(value) else f"np.float32({str(value)!r})"
+    raise NkiCodegenError(f"{value!r} is not a number and cannot be written into generated code")
 
 
 class Emitter:
@@ -76,7 +87,9 @@ class Emitter:
     def emit(self) -> str:
         k = self.kernel
         params = ", ".join(tensor_var(p.name) for p in k.params)
-        self.line(f"def {py_name(k.name)}({params}):")
+        if len(set(params.split(", "))) != len(k.params):
+            raise NkiCodegenError("two kernel parameters have the same name")
+        self.line(f"def {KERNEL_FN}({params}):")
         self.depth += 1
         self.line("rng = RandomState()")
         hoisted = [op for op in k.body if isinstance(op, Op) and _is_shared_alloc(op)]
@@ -84,7 +97,7 @@ class Emitter:
             self.emit_op(op)
         grid = k.grid or (1,)
         for axis, n in enumerate(grid):
-            self.line(f"for pid{axis} in range({n}):")
+            self.line(f"for pid{axis} in range({py_int(n)}):")
             self.depth += 1
         body = [s for s in k.body if not (isinstance(s, Op) and s in hoisted)]
         self.emit_body(body)
@@ -98,7 +111,9 @@ class Emitter:
             self.line("pass")
         for stmt in body:
             if isinstance(stmt, Loop):
-                self.line(f"for {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step}):  # {stmt.kind}")
+                bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                kind = {"affine": "affine", "sequential": "sequential"}.get(stmt.kind, "loop")  # a fixed word
+                self.line(f"for {py_var(stmt.var, 'loop')} in range({bounds}):  # {kind}")
                 self.depth += 1
                 self.emit_body(stmt.body)
                 self.depth -= 1
@@ -106,10 +121,14 @@ class Emitter:
                 self.emit_op(stmt)
 
     def emit_op(self, op: Op) -> None:
-        self.line(f"# {op.loc}: {op.name}")
+        handler = self.handlers.get(op.name)
+        if handler is None:
+            raise NkiCodegenError(f"the NumPy backend has no lowering for {op.name!r}", op.loc)
+        # Comments carry no IR text: the op name is a key of the handler table, the line a checked int.
+        self.line(f"# line {py_int(op.loc.line)}: {_ASCII_OP.fullmatch(op.name)[0]}")
         ctx = OpContext(self, op)
         ctx.open_mask()
-        lowered = self.handlers[op.name](ctx)
+        lowered = handler(ctx)
         if op.result is not None and lowered.value is not None:
             ctx.write_result(lowered.value, lowered.fresh)
         for name, value, accumulate in lowered.writes:
@@ -117,8 +136,7 @@ class Emitter:
         ctx.close_mask()
 
 
-def py_name(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name) or "kernel"
+_ASCII_OP = re.compile(r"[A-Za-z0-9_.]+")
 
 
 def _mutated_storage(kernel: Kernel) -> set[str]:
@@ -200,8 +218,9 @@ class OpContext:
                 multi.append(c)
         for a, (lo, hi) in sorted(bounds.items()):
             lo_name, hi_name, n_name = f"_lo{a}", f"_hi{a}", f"_n{a}"
+            size = py_int(self.shape[a])
             self.e.line(f"{lo_name} = max(0, {', '.join(lo)})" if lo else f"{lo_name} = 0")
-            self.e.line(f"{hi_name} = min({self.shape[a]}, {', '.join(hi)})" if hi else f"{hi_name} = {self.shape[a]}")
+            self.e.line(f"{hi_name} = min({size}, {', '.join(hi)})" if hi else f"{hi_name} = {size}")
             self.e.line(f"{n_name} = {hi_name} - {lo_name}")
             guards.append(f"{n_name} > 0")
             self.box[a] = (lo_name, hi_name, n_name)
@@ -325,7 +344,7 @@ class OpContext:
 
     def _emit_alloc(self) -> None:
         t = self.op.result
-        self.e.line(f"{tensor_var(t.name)} = alloc_on_chip({t.type.shape}, {t.type.dtype!r})")
+        self.e.line(f"{tensor_var(t.name)} = alloc_on_chip({py_ints(t.type.shape)}, {t.type.dtype!r})")
 
     def _may_alias_mutated(self) -> bool:
         """Could this op's result, if it were a view of its operands, see or cause an in-place write?"""

@@ -24,6 +24,7 @@ from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
 from nki_dsl.ir.nodes import Kernel, Loop, Op
+from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of, fused_writes
 from nki_dsl.targets import Target, get_target
 
@@ -63,7 +64,8 @@ class Stream:
         self.lines = [f"def unroll(step, {', '.join(self.pids)}):"]
         self._per_instance = self._body(kernel.body, 1)
         self.source = "\n".join(self.lines) + "\n"
-        exec(compile(self.source, f"<simulator stream: {kernel.name}>", "exec"), self.namespace)
+        # no IR text reaches the source: loop variables and bounds are checked (ir/source_safe.py)
+        exec(compile(self.source, "<simulator stream>", "exec"), self.namespace)
         self._unroll = self.namespace["unroll"]
 
     # -- generating the unroller ---------------------------------------------------------------------------------
@@ -74,7 +76,8 @@ class Stream:
         start = len(self.lines)
         for stmt in body:
             if isinstance(stmt, Loop):
-                self.lines.append(f"{pad}for {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step}):")
+                bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
                 count += len(range(stmt.start, stmt.stop, stmt.step)) * self._body(stmt.body, depth + 1)
                 continue
             engine = engine_of(stmt)
@@ -104,7 +107,7 @@ class Stream:
             # which ``operand_reads`` lists last
             lp = self.addresses.loops[first]
             r0 = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads[:-1]) + ")"
-            r = f"({r0} if {first} == {lp.start} else {r})"
+            r = f"({r0} if {py_var(first, 'loop')} == {py_int(lp.start)} else {r})"
         name = f"T{t.index}"
         self.namespace[name] = t
         if op.mask is not None:
