@@ -91,7 +91,8 @@ def main() -> None:
         mb = len(text.encode()) / 1e6
         print(f"{mb:.2f} MB of IR ({n_ops} ops): parse {t_parse:.3f} s ({mb / t_parse:.2f} MB/s), "
               f"parse_ir (parse + budgets + verify) {t_full:.3f} s; json.loads of {len(doc) / 1e6:.2f} MB "
-              f"{t_json * 1e3:.1f} ms; parse / json.loads = {t_parse / t_json * len(doc) / len(text):.0f}x per byte")  # fmt: skip
+              f"{t_json * 1e3:.1f} ms; parse / json.loads = "
+              f"{t_parse / t_json * len(doc) / len(text):.0f}x per byte")  # fmt: skip
 
 
 if __name__ == "__main__":

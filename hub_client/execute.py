@@ -24,9 +24,10 @@ def compile_ir(traced: nki.TracedKernel, backend: str, target: str):
     return traced.compile(backend=backend, target=target)
 
 
-def parse_verified(text: str, target: str) -> nki.TracedKernel:
-    """Parse and verify IR text (untrusted input); raises nki_dsl's parse or verification error."""
-    return nki.parse_ir(text, target=target)
+def parse_verified(text: str, target: str, budget: nki.IRBudget | None = None) -> nki.TracedKernel:
+    """Parse and verify IR text (untrusted input) within ``budget`` (default: nki_dsl's); raises nki_dsl's parse
+    or verification error."""
+    return nki.parse_ir(text, target=target, budget=budget)
 
 
 def param_names(traced: nki.TracedKernel) -> list[str]:

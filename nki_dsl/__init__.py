@@ -24,12 +24,13 @@ from nki_dsl.api import (
     trace,
 )
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
+from nki_dsl.ir.budget import IRBudget
 from nki_dsl.profiling import simulate
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "parse_ir", "TracedKernel", "backend_names",
+    "jit", "trace", "emit", "parse_ir", "IRBudget", "TracedKernel", "backend_names",
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",

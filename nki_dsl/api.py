@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 from nki_dsl import backends
+from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.trace.jit import JitKernel, as_launch
 
@@ -114,9 +115,14 @@ profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
 
 
-def parse_ir(text: str, target: str = "trn2") -> TracedKernel:
-    """Parse IR text and verify it (parsed IR is untrusted input); raises on any error."""
+def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None, path: str = "<nkir>") -> TracedKernel:
+    """Parse IR text and verify it (parsed IR is untrusted input); raises an ``NkiError`` on any problem.
+
+    ``budget`` bounds what the text may ask for (size, ops, loop nesting, iteration space, memory; default
+    ``IRBudget()``, which fits every real kernel); over budget is an ``NkiVerificationError`` naming the budget.
+    ``path`` names the text in error messages (e.g. the bundle file it came from)."""
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
 
-    return TracedKernel(check(parse_kernel(text), target=target))
+    budget = IRBudget() if budget is None else budget
+    return TracedKernel(check(parse_kernel(text, path, budget), target=target, budget=budget))

@@ -34,7 +34,7 @@ class IRBudget:
     max_loop_depth: int = 8  # nested loops (Python's compiler allows 20 nested blocks in all; see verify/budgets.py)
     max_grid_rank: int = 4  # SPMD grid axes
     # -- work and memory (checked by the verifier) --
-    max_iterations: int = 10_000_000  # op executions: grid size x enclosing loops' trip counts, summed over ops
+    max_iterations: int = 1 << 22  # op executions: grid size x enclosing loops' trip counts, summed over ops
     max_tensor_bytes: int = 4 * GIB  # one tensor, or one access view's elements at 4 bytes (compute in fp32)
     max_hbm_bytes: int = 16 * GIB  # all HBM tensors together (host memory a run needs); also <= the target's HBM
 

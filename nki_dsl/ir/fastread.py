@@ -3,7 +3,7 @@ faster, so a megabyte of IR text reads in well under a second (``benchmarks/ir_p
 
 Lark stays the definition of the language and the author of syntax errors: this reader only ever accepts text
 lark accepts, building the very tree shape lark would (rule names, inlined ``?rules``, token types), and gives up
-(``Fallback``) on anything it is not sure of — a syntax error, or a keyword run into a following word, which
+(``FallbackError``) on anything it is not sure of — a syntax error, or a keyword run into a following word, which
 lark's contextual lexer splits in ways not worth imitating. The parser then asks lark, which either reports the
 error with its line, column and expected terminals or (for odd but valid text) builds the tree itself.
 
@@ -17,7 +17,7 @@ import bisect
 import re
 
 
-class Fallback(Exception):
+class FallbackError(Exception):
     """This reader cannot vouch for the text; let lark parse it."""
 
 
@@ -107,7 +107,7 @@ class Reader:
     def tok(self, kind: str) -> Token:
         m = _P[kind].match(self.text, self.pos)
         if m is None:
-            raise Fallback
+            raise FallbackError
         self.pos = m.end()
         return Token(kind, m.group(1), m.start(1), self.src)
 
@@ -129,14 +129,14 @@ class Reader:
     def lit(self, lit: str) -> int:
         m = _LIT[lit].match(self.text, self.pos)
         if m is None:
-            raise Fallback
+            raise FallbackError
         self.pos = m.end()
         return m.start(1)
 
     def keyword(self, word: str) -> int:
         pos = self.lit(word)
         if _WORD_CHAR.match(self.text, self.pos):  # "kernelx": lark's contextual lexer splits it; not our call
-            raise Fallback
+            raise FallbackError
         return pos
 
     def node(self, data: str, children: list, pos: int) -> Node:
@@ -163,7 +163,7 @@ class Reader:
         body = self.body()
         self.lit("}")
         if self._skip() != len(self.text):
-            raise Fallback
+            raise FallbackError
         return self.node("start", [name, params, outputs, grid, source, *consts, body], pos)
 
     def params(self) -> Node:
@@ -196,7 +196,7 @@ class Reader:
         while True:
             p = self._skip()
             if p >= len(text):
-                raise Fallback
+                raise FallbackError
             c = text[p]
             if c == "}":
                 return self.node("body", stmts, pos)
@@ -238,7 +238,7 @@ class Reader:
     def _nest(self, step: int) -> None:
         self.depth += step
         if self.depth > MAX_NESTING:
-            raise Fallback
+            raise FallbackError
 
     def signed(self):
         if self.peek("-"):
@@ -332,7 +332,7 @@ class Reader:
         pos = self._skip()
         text = self.text
         if pos >= len(text):
-            raise Fallback
+            raise FallbackError
         c = text[pos]
         if c == '"':
             return self.node("string", [self.tok("STRING")], pos)

@@ -24,7 +24,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiParseError, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget, refuse
-from nki_dsl.ir.fastread import Fallback, Reader
+from nki_dsl.ir.fastread import FallbackError, Reader
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tensor
 from nki_dsl.ir.ops import OPS, OpSpec
 from nki_dsl.ir.printer import result_kind
@@ -75,7 +75,7 @@ def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None
     try:
         try:
             tree = Reader(text).start()
-        except Fallback:  # a syntax error, or text the fast reader leaves to lark: lark decides and explains
+        except FallbackError:  # a syntax error, or text the fast reader leaves to lark: lark decides and explains
             try:
                 tree = _lark().parse(text)
             except UnexpectedInput as e:

@@ -8,7 +8,7 @@ looks at it. Traced kernels carry no budget: the user's own Python already decid
   block per grid axis, per loop and per mask level (three at most). CPython refuses more than 20 statically nested
   blocks with a raw SyntaxError; 4 + 8 + 3 = 15 stays clear of it.
 * ``max_iterations``: op executions, the sum over ops of grid size x the trip counts of the loops around it; the
-  NumPy reference spends microseconds per execution, so 10 million is minutes at worst.
+  NumPy reference spends 10-50 microseconds per execution, so 2**22 (4.2 million) is a few minutes at worst.
 * ``max_tensor_bytes`` / ``max_hbm_bytes``: every tensor (and every access view at 4 bytes an element, the fp32
   the engines compute in) fits in one buffer of the budget, and on-chip tensors in the target's SBUF or PSUM;
   all HBM tensors together fit the budget and the target's HBM (reference/nki.md §1.1 table).
@@ -92,8 +92,8 @@ def check(kernel: Kernel, target: str, budget: IRBudget) -> list[Diagnostic]:
         iterations += grid * math.prod(lp.trip_count for lp in loops)
         if iterations > budget.max_iterations and "iterations" not in reported:
             reported.add("iterations")
-            over("max_iterations", iterations, budget.max_iterations,
-                 "the op executions (grid x loop trip counts, summed over ops) up to this op", stmt.loc, stmt.name)  # fmt: skip
+            what = "the op executions (grid x loop trip counts, summed over ops) up to this op"
+            over("max_iterations", iterations, budget.max_iterations, what, stmt.loc, stmt.name)
         found.extend(_memory(stmt, budget, on_chip))
         if stmt.result is not None and not stmt.result.type.buffer.on_chip and stmt.name != "hbm.reshape":
             hbm += _nbytes(stmt.result)

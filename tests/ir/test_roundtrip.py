@@ -104,7 +104,8 @@ def test_every_attribute_kind():
     x = tile("x")
     text = roundtrip(kernel([hbm("a")], [op("nl.copy", {"x": hbm("a").full_access()}, result=x), every_kind_op(x)]))
     assert body_lines(text)[1] == (
-        '  test.every_kind(x=%x, s=2) {int = -3, float = 0.1, bool = true, str = "say \\"hi\\" \\\\ \\u00e9", dtype = bf16, '
+        '  test.every_kind(x=%x, s=2) {int = -3, float = 0.1, bool = true, str = "say \\"hi\\" \\\\ \\u00e9", '
+        'dtype = bf16, '
         "ints = (1, -2), shape = (128,), fn = gelu_apprx_tanh, affine = d0 + 128*i0 - 1, "
         "mask = [d0 <= 99, d1 - i0 >= 0]} loc(1)"
     )
@@ -133,8 +134,9 @@ def test_numpy_float_attributes_and_immediates_print_as_plain_floats(value):
 
 @pytest.mark.parametrize(
     ("kind", "value", "printed"),
-    [("ints", (), "()"), ("ints", (7,), "(7,)"), ("shape", (), "()"), ("str", "", '""'), ("str", "é\U0001f600", '"\\u00e9\\ud83d\\ude00"'),
-     ("fn", "none", "none"), ("affine", Affine.of(-4), "-4"), ("affine", -d0, "-d0"), ("mask", Mask.of(), "[]")],
+    [("ints", (), "()"), ("ints", (7,), "(7,)"), ("shape", (), "()"), ("str", "", '""'),
+     ("str", "é\U0001f600", '"\\u00e9\\ud83d\\ude00"'), ("fn", "none", "none"), ("affine", Affine.of(-4), "-4"),
+     ("affine", -d0, "-d0"), ("mask", Mask.of(), "[]")],
 )  # fmt: skip
 def test_attribute_edge_values(kind, value, printed):
     x = sbuf_param("x")

@@ -11,9 +11,9 @@ import numpy as np
 from nki_dsl.backends.numpy_ref import functions as fn_module
 from nki_dsl.backends.numpy_ref import runtime
 from nki_dsl.backends.numpy_ref.emitter import KERNEL_FN, Emitter
-from nki_dsl.errors import NkiError
 from nki_dsl.backends.numpy_ref.lower_isa import ISA_HANDLERS
 from nki_dsl.backends.numpy_ref.lower_language import FAMILY_HANDLERS
+from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
 

@@ -86,10 +86,10 @@ class Emitter:
     # -- the kernel --------------------------------------------------------------------------------------------
     def emit(self) -> str:
         k = self.kernel
-        params = ", ".join(tensor_var(p.name) for p in k.params)
-        if len(set(params.split(", "))) != len(k.params):
+        params = [tensor_var(p.name) for p in k.params]
+        if len(set(params)) != len(params):
             raise NkiCodegenError("two kernel parameters have the same name")
-        self.line(f"def {KERNEL_FN}({params}):")
+        self.line(f"def {KERNEL_FN}({', '.join(params)}):")
         self.depth += 1
         self.line("rng = RandomState()")
         hoisted = [op for op in k.body if isinstance(op, Op) and _is_shared_alloc(op)]

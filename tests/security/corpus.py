@@ -1,0 +1,84 @@
+"""Real kernels' IR text, the seeds of the payload tests and the fuzzer: the tutorials' and the kernel library's
+kernels as traced, and each lowered by the pass pipeline (engine instructions, ``zero_first`` attributes), each
+with inputs for its parameters and its outputs on the NumPy reference (the expected values of any run).
+
+Shapes are small so one run costs milliseconds.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+
+import numpy as np
+
+import nki_dsl as nki
+from nki_dsl import dtypes
+from nki_dsl.ir.printer import print_kernel
+from nki_dsl.passes.pipeline import run_pipeline
+
+
+@dataclass(frozen=True)
+class Seed:
+    name: str
+    text: str
+    arrays: dict  # parameter name -> input array
+    expected: tuple  # the outputs of the text's kernel on the NumPy reference
+
+
+def _tutorial(module: str, name: str):
+    return getattr(importlib.import_module(f"tutorials.{module}"), name)
+
+
+def _traced() -> list[tuple[str, object]]:
+    from kernels.rmsnorm.kernel import rmsnorm_kernel
+    from kernels.softmax.kernel import softmax_kernel
+
+    rng = np.random.default_rng(7)
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    return [
+        ("tensor_add", nki.trace(_tutorial("01_tensor_add", "add_kernel")[2, 1], f32(256, 512), f32(256, 512))),
+        ("tiled_matmul", nki.trace(_tutorial("02_tiled_matmul", "matmul_tiled"), f32(256, 128), f32(256, 512))),
+        ("softmax_rows", nki.trace(_tutorial("03_reading_the_ir", "softmax_rows"), f32(256, 512))),
+        ("softmax_masked", nki.trace(softmax_kernel, f32(300, 512))),
+        ("rmsnorm", nki.trace(rmsnorm_kernel, f32(128, 512), f32(512), epsilon=1e-6)),
+    ]
+
+
+def _arrays(traced: nki.TracedKernel, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for p in traced.ir.params:
+        d = dtypes.get(p.type.dtype)
+        values = rng.standard_normal(p.type.shape) if d.is_float else rng.integers(-8, 8, p.type.shape)
+        out[p.name] = values.astype(d.np_dtype)
+    return out
+
+
+def _outputs(result) -> tuple:
+    return tuple(result) if isinstance(result, tuple) else (result,)
+
+
+@functools.cache
+def seeds() -> tuple[Seed, ...]:
+    found = []
+    for k, (name, traced) in enumerate(_traced()):
+        lowered = run_pipeline(traced.ir)
+        for label, kernel in ((name, traced.ir), (f"{name}/lowered", lowered)):
+            text = print_kernel(kernel)
+            parsed = nki.parse_ir(text)
+            arrays = _arrays(parsed, k)
+            found.append(Seed(label, text, arrays, _outputs(parsed.compile("numpy").run(arrays))))
+    return tuple(found)
+
+
+def same_outputs(got, expected: tuple) -> bool:
+    got = _outputs(got)
+    return len(got) == len(expected) and all(
+        np.shape(g) == np.shape(e) and np.array_equal(np.asarray(g), np.asarray(e), equal_nan=True)
+        for g, e in zip(got, expected)
+    )
