@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 # ASCII digits only, matched in full: variable names reach generated Python as identifiers, and Python folds
 # other digits (NFKC: fullwidth "３" is "3"), so "i３" and "i3" would be one variable there and two here.
-_VAR_RE = re.compile(r"(i|pid|d)([0-9]+)")
+# No leading zeros: "d00" would be a second name for axis 0.
+_VAR_RE = re.compile(r"(i|pid|d)(0|[1-9][0-9]*)")
 
 
 def var_kind(name: str) -> str:

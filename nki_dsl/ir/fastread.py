@@ -352,6 +352,8 @@ class Reader:
                 return self.node("neg_float", [Token(m.group(1).upper(), m.group(1), m.start(1), self.src)], pos)
             return self.expr()
         m = _P["VALUE"].match(text, pos)
+        if m is None:  # whitespace lark does not ignore (U+2028, U+0085, ...)
+            raise FallbackError
         word = m.group(1)
         if _FLOAT.fullmatch(word):
             self.pos = m.end()

@@ -10,7 +10,8 @@ from nki_dsl.ir.ops.spec import OpSpec
 from nki_dsl.verify import limits
 
 ELEMENTWISE_FAMILIES = ("unary", "binary", "select", "copy", "assign", "store")
-WRITE_FAMILIES = ("assign", "store")  # a value written into a destination access
+WRITE_FAMILIES = ("assign", "store", "isa.dma_copy")  # a value written into a destination access (the NumPy
+# backend broadcasts it, so a DMA copies between equal shapes, up to size-1 dimensions)
 TRANSPOSE_FAMILIES = ("transpose", "load_transpose2d")
 
 

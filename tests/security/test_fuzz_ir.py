@@ -1,0 +1,58 @@
+"""The IR text fuzzer (``fuzz.py``): a few seconds of hypothesis-driven mutations in the default suite, and the
+long seeded campaign as a slow test (``NKI_FUZZ_INPUTS`` sets its count; default 1,000,000)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .corpus import seeds
+from .fuzz import Choices, HypothesisChoices, Stats, campaign, check_one, mutate
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    """An empty working directory for the module's inputs (one must never write a file)."""
+    cwd = os.getcwd()
+    with tempfile.TemporaryDirectory(prefix="nki-fuzz-") as tmp:
+        os.chdir(tmp)
+        try:
+            yield Path(tmp)
+        finally:
+            os.chdir(cwd)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_mutated_real_kernels_are_refused_cleanly_or_run_right(workdir, data):
+    corpus = [s.text for s in seeds()]
+    c = HypothesisChoices(data)
+    check_one(mutate(c.pick(corpus), corpus, c), Stats(), workdir)
+
+
+def test_the_seeds_themselves_run_on_every_backend(workdir):
+    stats = Stats()
+    for s in seeds():
+        assert check_one(s.text, stats, workdir) == "ran", s.name
+
+
+def test_mutations_change_the_text_and_reach_every_stage():
+    """The mutator is not a no-op and its inputs exercise parse, verify and run: the fuzzer can find something."""
+    import random
+
+    corpus = [s.text for s in seeds()]
+    c = Choices(random.Random(3))
+    texts = [mutate(c.pick(corpus), corpus, c) for _ in range(300)]
+    assert sum(t not in corpus for t in texts) > 250
+
+
+@pytest.mark.slow
+def test_long_fuzz_campaign():
+    n = int(os.environ.get("NKI_FUZZ_INPUTS", "1000000"))
+    stats = campaign(n, seed=int(os.environ.get("NKI_FUZZ_SEED", "1")))
+    assert stats.inputs == n
