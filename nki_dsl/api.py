@@ -124,5 +124,11 @@ def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None,
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
 
+    from nki_dsl.errors import NkiError
+
     budget = IRBudget() if budget is None else budget
-    return TracedKernel(check(parse_kernel(text, path, budget), target=target, budget=budget))
+    kernel = parse_kernel(text, path, budget)
+    try:
+        return TracedKernel(check(kernel, target=target, budget=budget))
+    except (RecursionError, MemoryError) as e:  # only under budgets far looser than the defaults
+        raise NkiError(f"verifying {path} exhausts the verifier ({type(e).__name__}); tighten the IRBudget") from None

@@ -81,6 +81,9 @@ def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None
             except UnexpectedInput as e:
                 raise _syntax_error(e, path) from None
         return _Builder(path, budget).kernel(tree)
+    except (RecursionError, MemoryError) as e:  # only under budgets far looser than the defaults
+        raise NkiParseError(f"the IR text exhausts the parser ({type(e).__name__}); tighten the IRBudget "
+                            f"(max_loop_depth, max_value_depth, max_text_bytes)", SourceLoc(path, 0)) from None
     finally:
         if enabled:
             gc.enable()

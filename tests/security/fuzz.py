@@ -169,6 +169,8 @@ def _splice_lines(text, corpus, c):
 
 def _block(text, corpus, c):
     lines = text.splitlines(keepends=True)
+    if not lines:
+        return text
     a = c.int(0, len(lines) - 1)
     b = min(len(lines), a + c.int(1, 8))
     if c.int(0, 1):

@@ -10,6 +10,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.ir.source_safe import NkiCodegenError
 
 TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
 
@@ -139,9 +140,13 @@ def decode_constant(data: str, shape: tuple[int, ...], dtype_name: str) -> np.nd
     np_dtype = dtypes.get(dtype_name).np_dtype
     size = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
     inflater = zlib.decompressobj()
-    raw = inflater.decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
+    try:
+        raw = inflater.decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
+    except (ValueError, zlib.error) as e:  # not base64 (binascii.Error, non-ASCII) or not zlib
+        raise NkiCodegenError(f"nl.shared_constant data is not base64 of zlib data: {type(e).__name__}") from None
     if len(raw) != size or not inflater.eof:
-        raise ValueError(f"nl.shared_constant data does not hold exactly {size} bytes for {dtype_name}{list(shape)}")
+        raise NkiCodegenError(f"nl.shared_constant data does not hold exactly {size} bytes for "
+                              f"{dtype_name}{list(shape)}")  # fmt: skip
     array = np.frombuffer(raw, dtype=np_dtype).reshape(shape)
     array.setflags(write=False)
     return array

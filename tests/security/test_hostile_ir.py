@@ -1,0 +1,70 @@
+"""Hostile IR the fuzzer found or the issue reported, each refused with an NkiError (never a raw exception)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nki_dsl as nki
+from nki_dsl.errors import NkiError, NkiParseError, NkiVerificationError
+
+BASE = """\
+kernel k(%a: f32[128, 512] hbm) -> (%c) {
+  grid ()
+  source "k.py"
+  %c = alloc() : f32[128, 512] hbm loc(2)
+  %t = nl.load(src=%a) : f32[128, 512] sbuf loc(3)
+  nl.store(dst=%c, value=%t) loc(4)
+}
+"""
+
+
+def test_the_base_kernel_runs_on_every_backend():
+    a = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    for backend in nki.backend_names():
+        assert np.array_equal(nki.parse_ir(BASE).compile(backend=backend).run({"a": a}), a)
+
+
+@pytest.mark.parametrize("data", ["not base64!", "\u00e9t\u00e9", "AAAA", "eJzLSM3JyQcABiwCFQ=="])
+def test_shared_constant_data_that_is_not_the_tensor_is_a_compile_refusal(data):
+    import json
+
+    text = BASE.replace("  %t = nl.load(src=%a)", "  %k = nl.shared_constant() {data = " + json.dumps(data) + "} : "
+                        "f32[128, 512] hbm loc(3)\n  %t = nl.load(src=%k)")  # fmt: skip
+    traced = nki.parse_ir(text)
+    for backend in nki.backend_names():
+        with pytest.raises(NkiError, match="nl.shared_constant data"):
+            traced.compile(backend=backend).run({"a": np.zeros((128, 512), np.float32)})
+
+
+def test_a_second_name_for_an_axis_is_not_a_variable():
+    with pytest.raises(NkiParseError, match="'d00' is not a variable"):
+        nki.parse_ir(BASE.replace("nl.load(src=%a)", "nl.load(src=%a[d00, d1 ; 128x512])"))
+
+
+def test_a_dma_between_unequal_shapes_is_a_verifier_refusal():
+    text = BASE.replace("  %t = nl.load(src=%a) : f32[128, 512] sbuf loc(3)\n",
+                        "  %t = alloc() : f32[128, 512] sbuf loc(3)\n"
+                        "  nisa.dma_copy(dst=%t, src=%a[d0, d2 ; 128x8x512]) loc(3)\n")  # fmt: skip
+    with pytest.raises(NkiVerificationError, match="does not fit the destination"):
+        nki.parse_ir(text)
+
+
+@pytest.mark.parametrize("space", ["\u2028", "\x85", "\u00a0", "\u3000", "\x0b"])
+def test_whitespace_lark_does_not_ignore_is_a_syntax_error(space):
+    with pytest.raises(NkiParseError, match="unexpected"):
+        nki.parse_ir(BASE.replace("grid ()", f"grid ({space})"))
+
+
+def test_nesting_past_the_interpreter_is_a_parse_error_even_under_a_loose_budget():
+    depth = 400
+    body = "".join(f"affine i{k} = range(0, 1, 1) loc(3) {{\n" for k in range(depth)) + "}" * depth
+    text = BASE.replace("  %c = alloc()", body + "\n  %c = alloc()")
+    with pytest.raises(NkiParseError, match="exhausts the parser"):
+        nki.parse_ir(text, budget=nki.IRBudget(max_loop_depth=10**6))
+
+
+@pytest.mark.parametrize("text", [b"kernel", None, 3])
+def test_ir_text_must_be_a_string(text):
+    with pytest.raises(NkiParseError, match="IR text must be a str"):
+        nki.parse_ir(text)
