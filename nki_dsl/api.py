@@ -121,10 +121,9 @@ def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None,
     ``budget`` bounds what the text may ask for (size, ops, loop nesting, iteration space, memory; default
     ``IRBudget()``, which fits every real kernel); over budget is an ``NkiVerificationError`` naming the budget.
     ``path`` names the text in error messages (e.g. the bundle file it came from)."""
+    from nki_dsl.errors import NkiError
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
-
-    from nki_dsl.errors import NkiError
 
     budget = IRBudget() if budget is None else budget
     kernel = parse_kernel(text, path, budget)
