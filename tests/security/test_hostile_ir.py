@@ -68,3 +68,16 @@ def test_nesting_past_the_interpreter_is_a_parse_error_even_under_a_loose_budget
 def test_ir_text_must_be_a_string(text):
     with pytest.raises(NkiParseError, match="IR text must be a str"):
         nki.parse_ir(text)
+
+
+def test_a_write_that_ignores_an_axis_is_a_verifier_refusal():
+    text = BASE.replace("nl.store(dst=%c, value=%t)", "nl.store(dst=%c[3, d1 ; 128x512], value=%t)")
+    with pytest.raises(NkiVerificationError, match="ignores axis d0 of extent 128: each element would be written 128"):
+        nki.parse_ir(text)
+
+
+def test_a_reshape_whose_attribute_is_not_its_result_shape_is_a_verifier_refusal():
+    text = BASE.replace("  %t = nl.load(src=%a)",
+                        "  %r = hbm.reshape(x=%a) {shape = (1,)} : f32[512, 128] hbm loc(3)\n  %t = nl.load(src=%a)")
+    with pytest.raises(NkiVerificationError, match=r"attribute shape = \[1\] is not the shape of result"):
+        nki.parse_ir(text)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.source_safe import NkiCodegenError
 
 
 def affine_code(e: Affine) -> str:
@@ -62,7 +63,8 @@ class AccessCode:
             return f"{self.target}[...] = {value}"  # in place: other names may alias the array
         if self.missing:
             if any(self.shape[a] != "1" for a in self.missing):
-                raise NotImplementedError("a write whose index ignores an axis writes one element several times")
+                # the verifier's shape rule refuses these; IR that skipped it gets an NkiError, not a crash
+                raise NkiCodegenError("a write whose index ignores an axis writes one element several times")
             # Size-1 axes no dimension depends on (``t[ip, k] = x`` with x [P, 1]): drop them from the value.
             kept = [s for a, s in enumerate(self.shape) if a not in self.missing]
             value = f"np.broadcast_to({value}, ({', '.join(self.shape)},)).reshape(({''.join(f'{k}, ' for k in kept)}))"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from nki_dsl.errors import Diagnostic
-from nki_dsl.ir.nodes import Kernel
+from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.verify import describe as d
@@ -24,7 +24,8 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
         op, spec = site.op, OPS[site.op.name]
         if partition_conflict(op, spec) or transpose_rank_error(op, spec):
             continue
-        msg = _result_problem(op, spec) or _write_problem(op, spec) or _reshape_problem(op, spec)
+        msg = (_result_problem(op, spec) or _write_problem(op, spec) or _reshape_problem(op, spec)
+               or _repeated_write_problem(op, spec))  # fmt: skip
         if msg:
             found.append(d.diagnostic(op, RULE, msg))
     return found
@@ -68,6 +69,21 @@ def _write_problem(op, spec) -> str | None:
             f"except that size-1 dimensions of '{sn}' are broadcast")  # fmt: skip
 
 
+def _repeated_write_problem(op, spec) -> str | None:
+    """A written access must reach a distinct element for each position: every axis longer than 1 appears in
+    its index (``dst[3, d1 ; 128x512]`` would write each element 128 times, in no defined order)."""
+    for o in spec.writes:
+        a = op.operands.get(o.name)
+        if not isinstance(a, Access):
+            continue
+        used = a.vars()
+        for k, n in enumerate(a.shape):
+            if n > 1 and f"d{k}" not in used:
+                return (f"{d.operand(o.name, a)} writes with an index that ignores axis d{k} of extent {n}: each "
+                        f"element would be written {n} times")  # fmt: skip
+    return None
+
+
 def _reshape_problem(op, spec) -> str | None:
     if spec.family != "reshape" or op.result is None:
         return None
@@ -76,6 +92,10 @@ def _reshape_problem(op, spec) -> str | None:
         return None
     name, src = sources[0]
     n_src, n_out = math.prod(src.tensor.type.shape), math.prod(op.result.type.shape)
+    attr = op.attrs.get("shape")
+    if attr is not None and tuple(attr) != tuple(op.result.type.shape):  # backends reshape by the attribute
+        return (f"attribute shape = {list(attr)} is not the shape of result {d.tensor(op.result)}; a reshape "
+                f"declares its result's shape")  # fmt: skip
     if n_src == n_out:
         return None
     return (f"result {d.tensor(op.result)} has {n_out} elements but operand '{name}' {d.tensor(src.tensor)} "
