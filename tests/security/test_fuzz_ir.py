@@ -41,14 +41,19 @@ def test_the_seeds_themselves_run_on_every_backend(workdir):
         assert check_one(s.text, stats, workdir) == "ran", s.name
 
 
-def test_mutations_change_the_text_and_reach_every_stage():
-    """The mutator is not a no-op and its inputs exercise parse, verify and run: the fuzzer can find something."""
+def test_mutations_change_the_text_and_reach_every_stage(workdir):
+    """The mutator is not a no-op and its inputs end at every stage (parse and verifier refusals, runs): the
+    fuzzer can find something anywhere along the way."""
     import random
 
     corpus = [s.text for s in seeds()]
     c = Choices(random.Random(3))
     texts = [mutate(c.pick(corpus), corpus, c) for _ in range(300)]
     assert sum(t not in corpus for t in texts) > 250
+    stats = Stats()
+    for t in texts:
+        check_one(t, stats, workdir, compare_readers=False)
+    assert {"ran", "refused: NkiParseError", "refused: NkiVerificationError"} <= set(stats.outcomes)
 
 
 @pytest.mark.slow
