@@ -21,6 +21,11 @@ class FallbackError(Exception):
     """This reader cannot vouch for the text; let lark parse it."""
 
 
+class TooManyTermsError(Exception):
+    """``(count, what, pos)``: an expression or mask longer than the reader's ``max_terms``, refused as soon as it
+    is seen (a mask of 150,000 constraints is not read to its end)."""
+
+
 class _Source:
     __slots__ = ("text", "_newlines")
 
@@ -93,7 +98,8 @@ MAX_NESTING = 64  # loops or tuples nested deeper go to lark (no recursion limit
 
 
 class Reader:
-    def __init__(self, text: str):
+    def __init__(self, text: str, max_terms: int | None = None):
+        self.max_terms = max_terms
         self.src = _Source(text)
         self.text = text
         self.pos = 0
@@ -234,6 +240,10 @@ class Reader:
         self.lit("}")
         self._nest(-1)
         return self.node("loop", [kind, var, start, stop, step, loc, body], kind.pos)
+
+    def _limit(self, n: int, what: str, pos: int) -> None:
+        if self.max_terms is not None and n > self.max_terms:
+            raise TooManyTermsError(n, what, pos)
 
     def _nest(self, step: int) -> None:
         self.depth += step
@@ -388,6 +398,7 @@ class Reader:
                 items.append(self.node("constraint", [lhs, op, self.expr()], lhs.pos))
                 if not self.accept(","):
                     break
+                self._limit(len(items), "the constraints of a mask", pos)
         self.lit("]")
         return self.node("constraints", items, pos)
 
@@ -401,6 +412,7 @@ class Reader:
         while True:
             p = self._skip()
             terms.append(self.node(sign, [self.atom()], p))
+            self._limit(len(terms), "the terms of an expression", pos)
             p = self._skip()
             c = self.text[p : p + 1]
             if c == "+":

@@ -24,7 +24,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiParseError, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget, refuse
-from nki_dsl.ir.fastread import FallbackError, Reader
+from nki_dsl.ir.fastread import FallbackError, Reader, TooManyTermsError
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tensor
 from nki_dsl.ir.ops import OPS, OpSpec
 from nki_dsl.ir.printer import result_kind
@@ -74,7 +74,12 @@ def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None
     gc.disable()
     try:
         try:
-            tree = Reader(text).start()
+            tree = Reader(text, budget.max_expression_terms).start()
+        except TooManyTermsError as e:
+            n, what, pos = e.args
+            line = text.count("\n", 0, pos) + 1
+            raise refuse("max_expression_terms", n, budget.max_expression_terms, f"{what} (at least)",
+                         SourceLoc(path, line)) from None  # fmt: skip
         except FallbackError:  # a syntax error, or text the fast reader leaves to lark: lark decides and explains
             try:
                 tree = _lark().parse(text)

@@ -23,7 +23,7 @@ def _both(text: str) -> tuple[str, str]:
 
 
 @pytest.mark.usefixtures("every_kind_op")
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(kernels({**OPS, EVERY_KIND.name: EVERY_KIND}))
 def test_the_fast_reader_reads_every_printed_kernel_as_lark_does(kernel):
     text = print_kernel(kernel)
