@@ -9,6 +9,9 @@ The parser is also the first line of the untrusted-input defence (``IRBudget``):
 budget before lark sees it, strings that are not printable text (``strings.py``) or too long, integers beyond 64
 bits, and expressions, value nesting, loop nesting and op counts over their budgets while it builds, so building
 stays linear in the text and never recurses deeper than the budget.
+
+The parse tree comes from ``fastread.Reader`` (a hand-written reader of the same grammar, several times faster
+than lark) and, for anything it leaves to lark (syntax errors above all), from lark, which reports the error.
 """
 
 from __future__ import annotations
