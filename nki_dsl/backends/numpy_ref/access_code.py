@@ -7,21 +7,25 @@ precomputed at compile time. Extents may be source expressions, for ops restrict
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from nki_dsl.ir.affine import Affine, var_kind, var_number
-from nki_dsl.ir.source_safe import NkiCodegenError
+from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_var
+
+_BOX_OFFSET = re.compile(r"_lo[0-9]+|0")  # a mask box's start: the emitter's _lo<k>, or 0 (OpContext.box)
 
 
 def affine_code(e: Affine) -> str:
     """An affine expression over loop indices, program ids and box offsets as Python source."""
     parts = []
-    for v, c in e.terms:
-        parts.append(v if c == 1 else f"{c}*{v}")
+    for v, c in e.terms:  # names and ints checked: IR that skipped the verifier cannot smuggle source in here
+        v = v if _BOX_OFFSET.fullmatch(v) else py_var(v)  # _lo<k>: the emitter's own mask-box offsets
+        parts.append(v if c == 1 else f"{py_int(c)}*{v}")
     if e.const or not parts:
-        parts.append(str(e.const))
+        parts.append(py_int(e.const))
     return " + ".join(parts).replace("+ -", "- ")
 
 

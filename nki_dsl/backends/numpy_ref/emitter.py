@@ -125,7 +125,7 @@ class Emitter:
         if handler is None:
             raise NkiCodegenError(f"the NumPy backend has no lowering for {op.name!r}", op.loc)
         # Comments carry no IR text: the op name is a key of the handler table, the line a checked int.
-        self.line(f"# line {py_int(op.loc.line)}: {_ASCII_OP.fullmatch(op.name)[0]}")
+        self.line(f"# line {py_int(op.loc.line)}: {op.name if _ASCII_OP.fullmatch(op.name) else 'op'}")
         ctx = OpContext(self, op)
         ctx.open_mask()
         lowered = handler(ctx)
@@ -251,10 +251,10 @@ class OpContext:
                 a = var_number(v)
                 lo, hi, _ = self.box.get(a, ("0", str(self.shape[a]), None))
                 view = tuple(-1 if j == a else 1 for j in range(ndim))
-                terms.append(f"{k} * np.arange({lo}, {hi}).reshape({view})")
+                terms.append(f"{py_int(k)} * np.arange({lo}, {hi}).reshape({view})")
             else:
-                terms.append(f"{k} * {v}")
-        terms.append(str(c.const))
+                terms.append(f"{py_int(k)} * {py_var(v)}")
+        terms.append(py_int(c.const))
         return f"(({' + '.join(terms)}) >= 0)"
 
     # -- reading operands ---------------------------------------------------------------------------------------
