@@ -182,3 +182,20 @@ def test_the_backends_write_no_ir_text_even_for_ir_that_skipped_the_parser():
         out = backends.load(backend).compile_kernel(kernel, target="trn2").run(arrays)
         assert same_outputs(out, seed.expected)
     _assert_nothing_ran()
+
+
+def test_an_index_variable_that_is_code_is_refused_even_without_the_verifier():
+    from nki_dsl.ir.affine import Affine
+    from nki_dsl.ir.nodes import Access, Op
+    from nki_dsl.ir.parser import parse_kernel
+
+    seed = SEEDS[0]
+    kernel = parse_kernel(seed.text)
+    load = next(s for s, _ in kernel.walk() if isinstance(s, Op) and s.name == "nl.load")
+    src = load.operands["src"]
+    evil = Affine.var(f"(__import__('builtins').__setattr__({FLAG!r}, 1) or 0)")
+    load.operands["src"] = Access(src.tensor, (src.index[0] + evil, *src.index[1:]), src.shape)
+    for backend in nki.backend_names():
+        with pytest.raises(NkiError):
+            backends.load(backend).compile_kernel(kernel, target="trn2").run(seed.arrays)
+    _assert_nothing_ran()
