@@ -25,7 +25,9 @@ RULE = "budget"
 @dataclass(frozen=True)
 class IRBudget:
     # -- text (checked while parsing) --
-    max_text_bytes: int = 16 << 20  # UTF-8 bytes of the whole text; the parser is linear (~1 s per MB at worst)
+    # UTF-8 bytes of the whole text: 400x the largest real kernel's. Valid text reads at ~0.6 s of CPU per MB; a
+    # syntax error costs lark's parse (~2-4 s per MB), so the worst refusal takes seconds, not minutes.
+    max_text_bytes: int = 4 << 20
     max_string_chars: int = 1 << 20  # one string literal (nl.shared_constant data is the long one: base64)
     max_expression_terms: int = 256  # terms of one affine expression, or constraints of one mask
     max_value_depth: int = 8  # nesting of tuples in a value (constants, shape attributes)
