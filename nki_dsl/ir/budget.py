@@ -32,7 +32,7 @@ class IRBudget:
     max_expression_terms: int = 256  # terms of one affine expression, or constraints of one mask
     max_value_depth: int = 8  # nesting of tuples in a value (constants, shape attributes)
     # -- structure (checked while parsing and by the verifier) --
-    max_ops: int = 20_000  # ops plus loops (a megabyte of IR holds ~14,000; the NumPy backend compiles ~25,000 a s)
+    max_ops: int = 20_000  # ops plus loops (1 MB of IR holds ~14,000; NumPy compiles ~25,000 per second)
     max_loop_depth: int = 8  # nested loops (Python's compiler allows 20 nested blocks in all; see verify/budgets.py)
     max_grid_rank: int = 4  # SPMD grid axes
     # -- work and memory (checked by the verifier) --
