@@ -81,3 +81,11 @@ def test_a_reshape_whose_attribute_is_not_its_result_shape_is_a_verifier_refusal
                         "  %r = hbm.reshape(x=%a) {shape = (1,)} : f32[512, 128] hbm loc(3)\n  %t = nl.load(src=%a)")
     with pytest.raises(NkiVerificationError, match=r"attribute shape = \[1\] is not the shape of result"):
         nki.parse_ir(text)
+
+
+def test_a_reduction_over_a_repeated_axis_is_a_verifier_refusal():
+    text = BASE.replace("  nl.store(dst=%c, value=%t) loc(4)\n",
+                        "  %s = nl.sum(x=%t) {axis = (1, 1), keepdims = true} : f32[128, 1] sbuf loc(4)\n"
+                        "  nl.store(dst=%c, value=%t) loc(4)\n")  # fmt: skip
+    with pytest.raises(NkiVerificationError, match=r"axis \[1, 1\] names an axis more than once"):
+        nki.parse_ir(text)

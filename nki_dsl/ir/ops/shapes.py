@@ -59,7 +59,9 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
         if not -ndim <= a < ndim:
             raise ShapeError(f"axis {a} is out of range for a tile of rank {ndim}")
         out.append(a % ndim)
-    return tuple(sorted(set(out)))
+    if len(set(out)) != len(out):  # the backends reduce over the attribute as given; NumPy refuses repeats
+        raise ShapeError(f"axis {list(axes)} names an axis more than once")
+    return tuple(sorted(out))
 
 
 def from_attr(attr: str):
