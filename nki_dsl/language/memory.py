@@ -31,6 +31,10 @@ def copy(src, *, mask=None, dtype=None):
     return build_op("nl.copy", {"x": src}, dtype=dtype, mask=mask)
 
 
+# NKI code passes ``nl.copy`` as the identity activation (``nisa.activation(op=nl.copy, ...)``).
+copy.__nki_function__ = "copy"
+
+
 def transpose(x, *, dtype=None, mask=None):
     """The 2-D transpose of a tile (at most 128x128, as the Tensor engine does it)."""
     return build_op("nl.transpose", {"x": x}, dtype=dtype, mask=mask)

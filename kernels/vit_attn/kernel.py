@@ -1,0 +1,396 @@
+"""The vit-attn kernels: bidirectional multi-head attention ``softmax(scale * q k^T) v`` for vision transformers.
+
+Two HBM layouts, one per-head body (``_head``) that sees only on-chip operands:
+
+* ``attention_kernel(q, k, v)``: q, k, v, out are ``(batch, heads, seq, head_dim)`` (PyTorch SDPA layout). A head
+  is contiguous in HBM but each row is only head_dim long, so q^T and k^T come in by DMA transpose and V by plain
+  row loads.
+* ``attention_qkv_kernel(qkv)``: the fused QKV projection's ``(batch, seq, 3 * heads * head_dim)`` in and
+  ``(batch, seq, heads * head_dim)`` out. Whole rows are loaded (kilobytes per partition, so each DMA runs at full
+  efficiency, reference/nki.md §3.4), head h's q/k/v are column slices of them on chip: q^T and k^T by Tensor-
+  engine transposes, V read in place as the moving operand of P V. The output rows of all heads are assembled in
+  SBUF and stored once per row tile. No permute kernel, no HBM round trip. If a batch element's rows do not fit
+  the SBUF budget the kernel reads per-head slices by DMA transpose instead (``rows_fit``).
+
+Per 128-row query tile (rows on partitions; the ragged last tile carries ``mask=(row < seq)`` on every op, HBM is
+never padded):
+
+1. ``scale`` is folded into K^T once per head (in the copy that brings it on chip, or one ScalarE pass), so the
+   scores in PSUM are already scaled and ``-max`` is the exp bias as it comes out of the Vector reduce.
+2. Scores ``q (scale k)^T`` go to PSUM in chunks of at most 512 columns (one bank each).
+3. Resident strip (``strategy="resident"``): all chunks of the tile stay in PSUM; the Vector engine takes the exact
+   row max, and one Scalar-engine ``activation`` per chunk computes ``exp(s - max)`` from PSUM into the
+   probability strip in SBUF with the row sum fused into the same instruction (``reduce_op=add``): max
+   subtraction, exp and sum cost one ScalarE pass over the scores.
+   Flash (``strategy="flash"``, sequences whose strip does not fit): key blocks of 512 in a ``sequential_range``
+   with the online-softmax rescaling (running max ``m``, sum ``l``, output ``o`` in SBUF; ``alpha = exp(m_old -
+   m_new)``).
+4. P is transposed in [128, <=128] blocks on the Tensor engine, copied PSUM->SBUF, and ``P^T`` is the stationary
+   operand of ``P V``: the short V tile [keys, d] streams as the moving operand (max(64, d) cycles instead of 128,
+   §3.2: the short operand should move).
+5. The division by the row sum is delayed to the [128, d] result (FlashAttention-2): one Vector divide.
+
+PSUM->SBUF copies (transposes) go round robin to the engines in ``evict``: the Vector engine already carries the
+row max and the Scalar engine the exp, so spreading the copies balances the two (measured in benchmarks/vit.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import nki_dsl as nki
+import nki_dsl.isa as nisa
+import nki_dsl.language as nl
+
+PMAX = 128  # partitions (reference/nki.md §1.2 TC#1)
+BANK = 512  # fp32 columns of one PSUM bank, the largest moving tile (§1.2 TC#2, TC#3)
+RESIDENT_MAX_SEQ = 3 * BANK  # score chunks kept in PSUM at once: 3 of the 8 banks (see _Group.ring)
+FLASH_BLOCK = BANK  # keys per online-softmax block
+ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
+
+_ENGINES = {"scalar": nisa.scalar_engine, "vector": nisa.vector_engine}
+
+
+def _chunks(n: int, size: int) -> list[tuple[int, int]]:
+    return [(s, min(size, n - s)) for s in range(0, n, size)]
+
+
+def rows_fit(seq: int, heads: int, d: int, itemsize: int) -> bool:
+    """Do a batch element's qkv rows and its output rows fit ``ROWS_SBUF_BUDGET`` per partition?"""
+    return math.ceil(seq / PMAX) * 4 * heads * d * itemsize <= ROWS_SBUF_BUDGET
+
+
+class _Evict:
+    """PSUM -> SBUF copies, round robin over the chosen engines; ``scale`` multiplies on the way."""
+
+    def __init__(self, names):
+        self.engines = tuple(_ENGINES[n] for n in names)
+        self.turn = 0
+
+    def __call__(self, src, dtype, mask, scale=None):
+        engine = self.engines[self.turn % len(self.engines)]
+        self.turn += 1
+        if scale is None:
+            return nisa.tensor_copy(src, dtype=dtype, engine=engine, mask=mask)
+        if engine == nisa.scalar_engine:
+            return nisa.activation(nl.copy, src, scale=float(scale), dtype=dtype, mask=mask)
+        return nisa.tensor_scalar(src, np.multiply, float(scale), dtype=dtype, mask=mask)
+
+
+class _Group:
+    """On-chip buffers of one software-pipelined group of query tiles (the tiles of one or a few heads).
+
+    Every engine runs its instructions in program order, so stage 1 of tile n+1 (scores, max, exp) is issued
+    before stage 2 of tile n (P^T, P V, division): the Tensor engine computes the next scores while the Scalar
+    engine exponentiates. The allocator shares SBUF/PSUM between tensors whose program-order live ranges do not
+    overlap, which in straight-line code would tie tile n+1's buffers to tile n's through write-after-read waits
+    and undo the pipeline; so the group allocates its buffers itself: SBUF tensors with one block per tile (they
+    are small), PSUM as rings (``ring``: scores, transposes and accumulators each rotate over their own banks).
+    """
+
+    def __init__(self, n_items, seq, d, pe_dtype, out_dtype, evict, resident=True):
+        self.seq, self.d, self.pe, self.out_dtype, self.evict = seq, d, pe_dtype, out_dtype, evict
+        self.chunks, self.k_tiles = _chunks(seq, BANK), _chunks(seq, PMAX)
+        nc, nk = len(self.chunks), len(self.k_tiles)
+        self.t_ps = nl.ndarray((2, nl.par_dim(PMAX), PMAX), dtype=pe_dtype, buffer=nl.psum)
+        self.qT = nl.ndarray((n_items, nl.par_dim(d), PMAX), dtype=pe_dtype)
+        if resident:
+            # Score strips in flight (3 pipeline stages). PSUM banks: the strips, 2 transposes, 2 accumulators and
+            # the one result the verifier sees between an instruction and the assign that stores it:
+            # ring * nc + 5 <= 8.
+            self.ring = 3 if nc == 1 else 1
+            self.s_ps = nl.ndarray((self.ring * nc, nl.par_dim(PMAX), BANK), dtype=nl.float32, buffer=nl.psum)
+            self.acc = nl.ndarray((2, nl.par_dim(PMAX), d), dtype=nl.float32, buffer=nl.psum)
+            self.p_sb = nl.ndarray((n_items, nl.par_dim(PMAX), seq), dtype=pe_dtype)
+            self.pT_sb = nl.ndarray((n_items * nk, nl.par_dim(PMAX), PMAX), dtype=pe_dtype)
+            self.neg_max = nl.ndarray((n_items, nl.par_dim(PMAX), nc), dtype=nl.float32)
+            self.sums = nl.ndarray((n_items, nl.par_dim(PMAX), nc), dtype=nl.float32)
+            self.reduced = nl.ndarray((2 * n_items, nl.par_dim(PMAX), 1), dtype=nl.float32)
+            self.o = nl.ndarray((n_items, nl.par_dim(PMAX), d), dtype=out_dtype)
+        self.turn = 0
+
+    def transpose_slot(self):
+        """The next PSUM transpose buffer [128, 128] of the ring."""
+        self.turn += 1
+        return self.turn % 2
+
+    def scores(self, n, qT, kT, rows):
+        """Stage A of tile n (Tensor, Vector): the score strip in PSUM (<= 3 banks) and its exact row max."""
+        i_p, i_k = nl.arange(PMAX)[:, None], nl.arange(self.d)[:, None]
+        nc = len(self.chunks)
+        base = (n % self.ring) * nc
+        for c, (start, size) in enumerate(self.chunks):
+            i_c = nl.arange(size)[None, :]
+            self.s_ps[base + c, i_p, i_c] = nisa.nc_matmul(qT, kT(i_k, start + i_c), mask=rows)
+            self.neg_max[n, i_p, c] = nisa.tensor_reduce(np.max, self.s_ps[base + c, i_p, i_c], axis=(1,),
+                                                         negate=True, mask=rows)  # fmt: skip
+        if nc > 1:  # -max of the whole strip = min of the chunks' -max
+            self.reduced[2 * n, i_p, 0] = nisa.tensor_reduce(np.min, self.neg_max[n, i_p, nl.arange(nc)[None, :]],
+                                                             axis=(1,), mask=rows)  # fmt: skip
+
+    def exponentiate(self, n, rows):
+        """Stage B of tile n (Scalar): one fused ``exp(s - max)`` + row-sum pass per chunk, PSUM -> SBUF."""
+        i_p = nl.arange(PMAX)[:, None]
+        nc = len(self.chunks)
+        base = (n % self.ring) * nc
+        bias = self.neg_max[n, i_p, nl.arange(1)[None, :]] if nc == 1 else self.reduced[2 * n, i_p,
+                                                                                          nl.arange(1)[None, :]]
+        for c, (start, size) in enumerate(self.chunks):
+            i_c = nl.arange(size)[None, :]
+            self.p_sb[n, i_p, start + i_c] = nisa.activation(np.exp, self.s_ps[base + c, i_p, i_c], bias=bias,
+                                                             reduce_op=np.add, reduce_res=self.sums[n, i_p, c],
+                                                             mask=rows)  # fmt: skip
+
+    def probabilities_times_v(self, n, v_tile, rows, q_cols_ok, dst=None):
+        """Stage C of tile n: P^T block by block (Tensor-engine transposes, copied to SBUF; all transposes are
+        issued before the matmuls so the Tensor engine does not wait on each copy), ``P V`` with P^T stationary
+        and the short V tile moving, the first matmul opening the accumulation group (no memset); then the
+        delayed division by the row sum, written to ``dst(i_p, i_d)`` (an SBUF access; by default this tile's
+        output block). Returns what it wrote."""
+        i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(self.d)[None, :]
+        i_q = nl.arange(PMAX)[None, :]
+        nc, nk = len(self.chunks), len(self.k_tiles)
+        acc = n % 2
+        for j, (start, size) in enumerate(self.k_tiles):
+            i_kp = nl.arange(size)[:, None]
+            slot = self.transpose_slot()
+            self.t_ps[slot, i_kp, i_q] = nisa.nc_transpose(self.p_sb[n, i_p, start + nl.arange(size)[None, :]],
+                                                           mask=q_cols_ok)  # fmt: skip
+            self.pT_sb[n * nk + j, i_kp, i_q] = self.evict(self.t_ps[slot, i_kp, i_q], self.pe, q_cols_ok)
+        for j, (start, size) in enumerate(self.k_tiles):
+            product = nisa.nc_matmul(self.pT_sb[n * nk + j, nl.arange(size)[:, None], i_q], v_tile(j, size),
+                                     mask=rows)  # fmt: skip
+            if j == 0:
+                self.acc[acc, i_p, i_d] = product
+            else:
+                self.acc[acc, i_p, i_d] += product
+        total = self.sums[n, i_p, nl.arange(1)[None, :]]
+        if nc > 1:
+            self.reduced[2 * n + 1, i_p, 0] = nisa.tensor_reduce(np.add, self.sums[n, i_p, nl.arange(nc)[None, :]],
+                                                                 axis=(1,), mask=rows)  # fmt: skip
+            total = self.reduced[2 * n + 1, i_p, nl.arange(1)[None, :]]
+        dst = dst or (lambda r, c: self.o[n, r, c])
+        dst(i_p, i_d)[...] = nisa.tensor_scalar(self.acc[acc, i_p, i_d], np.divide, total, dtype=self.out_dtype,
+                                                mask=rows)  # fmt: skip
+        return dst(i_p, i_d)
+
+
+def _pipelined(group, items, strategy):
+    """Run query tiles ``items`` (dicts: ``qT(n)`` puts q^T on chip and returns it, ``kT(i_k, i_c)``, ``v_tile(j,
+    size)``, ``rows``, ``q_cols_ok``, and ``write(o)`` or ``dst(i_p, i_d)``).
+
+    Resident tiles run as a three-stage software pipeline in program order: at step t, scores of tile t (stage
+    A), exp of tile t-1 (B) and P V of tile t-2 (C); with one score strip in PSUM (``ring == 1``) B comes first
+    so the strip is read before the next one overwrites it. Every q^T is made before the first scores. Flash
+    tiles run one after the other."""
+    i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(group.d)[None, :]
+    qTs = [it["qT"](n) for n, it in enumerate(items)]
+    if strategy != "resident":
+        for n, it in enumerate(items):
+            o = _flash(qTs[n], it["kT"], it["v_tile"], it["rows"], it["q_cols_ok"], group.seq, group.d, group.pe,
+                       group.out_dtype, group.evict)  # fmt: skip
+            if "write" in it:
+                it["write"](o)
+            else:
+                it["dst"](i_p, i_d)[...] = o
+        return
+    n_items = len(items)
+    for t in range(n_items + 2):
+        stages = [("A", t), ("B", t - 1), ("C", t - 2)]
+        if group.ring == 1:
+            stages = [("B", t - 1), ("A", t), ("C", t - 2)]
+        for stage, n in stages:
+            if not 0 <= n < n_items:
+                continue
+            it = items[n]
+            if stage == "A":
+                group.scores(n, qTs[n], it["kT"], it["rows"])
+            elif stage == "B":
+                group.exponentiate(n, it["rows"])
+            else:
+                o = group.probabilities_times_v(n, it["v_tile"], it["rows"], it["q_cols_ok"], it.get("dst"))
+                if "write" in it:
+                    it["write"](o)
+
+
+def heads_per_group(heads: int, q_tiles: int, want: int = 4) -> int:
+    """Heads pipelined together: the smallest divisor of ``heads`` giving at least ``want`` query tiles."""
+    return next(g for g in range(1, heads + 1) if heads % g == 0 and (g * q_tiles >= want or g == heads))
+
+
+def _flash(qT, kT, v_tile, rows, q_cols_ok, seq, d, pe_dtype, out_dtype, evict):
+    """Online softmax over key blocks of FLASH_BLOCK (a ``sequential_range``, the ragged last block traced once
+    more with its static size). Returns the normalised [128, d] output tile."""
+    i_p = nl.arange(PMAX)[:, None]
+    i_k = nl.arange(d)[:, None]
+    i_d = nl.arange(d)[None, :]
+    i_q = nl.arange(PMAX)[None, :]
+    i_one = nl.arange(1)[None, :]
+    m = nl.full((nl.par_dim(PMAX), 1), -3.0e38, dtype=nl.float32)  # running row max of the (scaled) scores
+    total = nl.zeros((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    o = nl.zeros((nl.par_dim(PMAX), d), dtype=nl.float32)
+
+    def block(start, size, first_tile):
+        i_c = nl.arange(size)[None, :]
+        s_ps = nisa.nc_matmul(qT, kT(i_k, start + i_c), mask=rows)  # [128, size] in PSUM
+        neg_new = nl.minimum(nl.negative(m, mask=rows),
+                             nisa.tensor_reduce(np.max, s_ps, axis=(1,), negate=True, keepdims=True, mask=rows),
+                             mask=rows)  # fmt: skip
+        alpha = nisa.activation(np.exp, m, bias=neg_new, mask=rows)  # exp(m_old - m_new)
+        part = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+        p = nisa.activation(np.exp, s_ps, bias=neg_new, reduce_op=np.add, reduce_res=part, mask=rows,
+                            dtype=pe_dtype)  # fmt: skip
+        acc = nl.zeros((nl.par_dim(PMAX), d), dtype=nl.float32, buffer=nl.psum)
+        for j, (s0, sz) in enumerate(_chunks(size, PMAX)):
+            pT = nisa.nc_transpose(p[i_p, s0 + nl.arange(sz)[None, :]], mask=q_cols_ok)  # [sz, 128] in PSUM
+            acc += nisa.nc_matmul(evict(pT, pe_dtype, q_cols_ok), v_tile(first_tile + j, sz), mask=rows)
+        o[i_p, i_d] = nisa.scalar_tensor_tensor(data=o, op0=np.multiply, operand0=alpha, op1=np.add, operand1=acc,
+                                                mask=rows)  # fmt: skip
+        total[i_p, i_one] = nisa.scalar_tensor_tensor(data=total, op0=np.multiply, operand0=alpha, op1=np.add,
+                                                      operand1=part, mask=rows)  # fmt: skip
+        m[i_p, i_one] = nl.negative(neg_new, mask=rows)
+
+    n_full = seq // FLASH_BLOCK
+    per_block = FLASH_BLOCK // PMAX
+    for blk in nl.sequential_range(n_full):
+        block(blk * FLASH_BLOCK, FLASH_BLOCK, blk * per_block)
+    if seq % FLASH_BLOCK:
+        block(n_full * FLASH_BLOCK, seq % FLASH_BLOCK, n_full * per_block)
+    return nisa.tensor_scalar(o, np.divide, total, dtype=out_dtype, mask=rows)
+
+
+def _query_tiles(seq):
+    """Static (first row, mask over partitions, mask over free columns) of each 128-row query tile."""
+    return [(q0, q0 + nl.arange(PMAX)[:, None] < seq, q0 + nl.arange(PMAX)[None, :] < seq)
+            for q0, _ in _chunks(seq, PMAX)]  # fmt: skip
+
+
+def _kT_by_dma(kT, g, rows_of, seq, d, scale):
+    """(scale * K)^T [d, seq] of one head into block g of ``kT``: a DMA transpose of its [seq, d] rows, then one
+    ScalarE pass that scales."""
+    raw = nl.load_transpose2d(rows_of(nl.arange(seq)[:, None], nl.arange(d)[None, :]))
+    kT[g, nl.arange(d)[:, None], nl.arange(seq)[None, :]] = nisa.activation(nl.copy, raw, scale=float(scale),
+                                                                            dtype=kT.dtype)  # fmt: skip
+
+
+def _heads_by_dma(hg, group, q_of, k_of, v_of, o_of, seq, d, scale, pe, out_dtype, strategy, evict):
+    """One group of heads whose q/k/v rows are read straight from HBM: q^T and k^T by DMA transpose, V by row
+    loads (``q_of(h, rows, cols)`` etc. give the HBM accesses); outputs stored per tile."""
+    k_tiles, q_tiles = _chunks(seq, PMAX), _query_tiles(seq)
+    i_p, i_d, i_dp = nl.arange(PMAX)[:, None], nl.arange(d)[None, :], nl.arange(d)[:, None]
+    buf = _Group(group * len(q_tiles), seq, d, pe, out_dtype, _Evict(evict), strategy == "resident")
+    kT = nl.ndarray((group, nl.par_dim(d), seq), dtype=pe)
+    v_sb = nl.ndarray((group * len(k_tiles), nl.par_dim(PMAX), d), dtype=pe)
+    items = []
+    for g in range(group):
+        h = hg * group + g
+        _kT_by_dma(kT, g, lambda r, c, h=h: k_of(h, r, c), seq, d, scale)
+        for j, (start, size) in enumerate(k_tiles):  # the ragged last key tile: a smaller load, no padding
+            i_k = nl.arange(size)[:, None]
+            v_sb[g * len(k_tiles) + j, i_k, i_d] = nl.load(v_of(h, start + i_k, i_d))
+        for q0, rows, q_cols_ok in q_tiles:
+            def qT(n, h=h, q0=q0, rows=rows):
+                buf.qT[n, i_dp, nl.arange(PMAX)[None, :]] = nl.load_transpose2d(q_of(h, q0 + i_p, i_d), mask=rows)
+                return buf.qT[n, i_dp, nl.arange(PMAX)[None, :]]
+
+            def write(o, h=h, q0=q0, rows=rows):
+                nl.store(o_of(h, q0 + i_p, i_d), value=o, mask=rows)
+
+            items.append(dict(qT=qT, kT=lambda r, c, g=g: kT[g, r, c], rows=rows, q_cols_ok=q_cols_ok, write=write,
+                              v_tile=lambda j, size, g=g: v_sb[g * len(k_tiles) + j, nl.arange(size)[:, None], i_d]))
+    _pipelined(buf, items, strategy)
+
+
+def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtype, strategy, evict):
+    """One group of heads of the qkv layout whose rows are in SBUF (``rows_sb`` [tiles, 128, 3 * heads * d]):
+    q^T and k^T by Tensor-engine transposes of the heads' columns, V read in place as the moving operand, the
+    outputs written into the heads' columns of ``out_sb``. When the group's heads fit the partitions together
+    (group * d <= 128, e.g. two heads of 64) one transpose covers all of them: head g's q^T and k^T are then
+    partitions [g * d, (g + 1) * d) of the shared tiles (the Tensor engine contracts over those rows)."""
+    tiles, q_tiles = _chunks(seq, PMAX), _query_tiles(seq)
+    i_p, i_q = nl.arange(PMAX)[:, None], nl.arange(PMAX)[None, :]
+    i_d = nl.arange(d)[None, :]
+    shared = group * d <= PMAX
+    width = group * d if shared else d  # columns transposed at once
+    i_wp, i_w = nl.arange(width)[:, None], nl.arange(width)[None, :]
+    buf = _Group(group * len(q_tiles), seq, d, pe, out_dtype, _Evict(evict), strategy == "resident")
+    parts = 1 if shared else group
+    kT = nl.ndarray((parts, nl.par_dim(width), seq), dtype=pe)
+    qT = nl.ndarray((parts * len(q_tiles), nl.par_dim(width), PMAX), dtype=pe)
+    # (scale * K)^T: transposes of the k columns, scaled in the PSUM copy; q^T likewise, unscaled.
+    for part in range(parts):
+        col = (hg * parts + part) * width
+        for j, (start, size) in enumerate(tiles):
+            i_c = nl.arange(size)[None, :]
+            slot = buf.transpose_slot()
+            buf.t_ps[slot, i_wp, i_c] = nisa.nc_transpose(rows_sb[j, nl.arange(size)[:, None], hd + col + i_w])
+            kT[part, i_wp, start + i_c] = buf.evict(buf.t_ps[slot, i_wp, i_c], pe, None, scale=scale)
+        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):
+            slot = buf.transpose_slot()
+            buf.t_ps[slot, i_wp, i_q] = nisa.nc_transpose(rows_sb[t, i_p, col + i_w], mask=q_cols_ok)
+            qT[part * len(q_tiles) + t, i_wp, i_q] = buf.evict(buf.t_ps[slot, i_wp, i_q], pe, q_cols_ok)
+    items = []
+    for g in range(group):
+        h = hg * group + g
+        part, row0 = (0, g * d) if shared else (g, 0)
+        i_k = row0 + nl.arange(d)[:, None]
+        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):
+            items.append(dict(
+                qT=lambda n, part=part, t=t, i_k=i_k: qT[part * len(q_tiles) + t, i_k, i_q],
+                kT=lambda r, c, part=part, row0=row0: kT[part, row0 + r, c], rows=rows, q_cols_ok=q_cols_ok,
+                dst=lambda r, c, t=t, h=h: out_sb[t, r, h * d + c],
+                v_tile=lambda j, size, h=h: rows_sb[j, nl.arange(size)[:, None], 2 * hd + h * d + i_d]))
+    _pipelined(buf, items, strategy)
+
+
+def _bhsd_group(q, k, v, out, b, hg, group, seq, d, scale, strategy, evict):
+    _heads_by_dma(hg, group, lambda h, r, c: q[b, h, r, c], lambda h, r, c: k[b, h, r, c],
+                  lambda h, r, c: v[b, h, r, c], lambda h, r, c: out[b, h, r, c], seq, d, scale, q.dtype, q.dtype,
+                  strategy, evict)  # fmt: skip
+
+
+def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict):
+    _heads_by_dma(hg, group, lambda h, r, c: qkv[b, r, h * d + c], lambda h, r, c: qkv[b, r, hd + h * d + c],
+                  lambda h, r, c: qkv[b, r, 2 * hd + h * d + c], lambda h, r, c: out[b, r, h * d + c], seq, d,
+                  scale, qkv.dtype, qkv.dtype, strategy, evict)  # fmt: skip
+
+
+@nki.jit
+def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=("vector",)):
+    batch, heads, seq, d = q.shape
+    out = nl.ndarray((batch, heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    group = heads_per_group(heads, len(_query_tiles(seq)))
+    for b in nl.affine_range(batch):
+        for hg in nl.affine_range(heads // group):
+            _bhsd_group(q, k, v, out, b, hg, group, seq, d, scale, strategy, evict)
+    return out
+
+
+@nki.jit
+def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evict=("vector",)):
+    batch, seq, width = qkv.shape
+    d = width // (3 * num_heads)
+    hd = num_heads * d
+    out = nl.ndarray((batch, seq, hd), dtype=qkv.dtype, buffer=nl.shared_hbm)
+    q_tiles = _query_tiles(seq)
+    group = heads_per_group(num_heads, len(q_tiles))
+    if not rows_fit(seq, num_heads, d, np.dtype(qkv.dtype).itemsize):
+        for b in nl.affine_range(batch):  # per-head slices: strided rows of head_dim columns
+            for hg in nl.affine_range(num_heads // group):
+                _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict)
+        return out
+
+    i_p, i_w, i_hd = nl.arange(PMAX)[:, None], nl.arange(width)[None, :], nl.arange(hd)[None, :]
+    for b in nl.affine_range(batch):
+        # All rows of this batch element: [128 rows, 3 * heads * d] per tile, one full-width DMA each.
+        rows_sb = nl.ndarray((len(q_tiles), nl.par_dim(PMAX), width), dtype=qkv.dtype)
+        for t, (q0, rows, _) in enumerate(q_tiles):
+            nisa.dma_copy(dst=rows_sb[t, i_p, i_w], src=qkv[b, q0 + i_p, i_w], mask=rows)
+        out_sb = nl.ndarray((len(q_tiles), nl.par_dim(PMAX), hd), dtype=qkv.dtype)
+        for hg in nl.affine_range(num_heads // group):
+            _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, qkv.dtype, qkv.dtype, strategy, evict)
+        for t, (q0, rows, _) in enumerate(q_tiles):
+            nl.store(out[b, q0 + i_p, i_hd], value=out_sb[t, i_p, i_hd], mask=rows)
+    return out

@@ -1,0 +1,86 @@
+"""The user-facing vit-attn calls: check the shapes against the kernel's limits (refusing with the limit's name),
+choose the strategy by shape, and run.
+
+``plan_attention`` / ``plan_attention_qkv`` are what the Hub bundle builder traces for each declared
+specialisation: they pass the caller's arrays to the kernel unchanged and in order, and everything else (scale,
+strategy, eviction engines, num_heads) as compile-time constants.
+"""
+
+from __future__ import annotations
+
+from .kernel import PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel
+
+MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
+MAX_SEQ = 16384  # K^T, V and one probability strip per head stay in SBUF: 16384 keys of bf16 use ~100 KiB/partition
+STRATEGIES = ("auto", "resident", "flash")
+DTYPES = ("float32", "bfloat16")
+
+
+class VitAttnShapeError(ValueError):
+    """A shape or dtype outside what the kernel supports; the message names the limit."""
+
+
+def choose_strategy(seq: int, strategy: str = "auto") -> str:
+    """The resident score strip while a query tile's fp32 scores fit the PSUM banks set aside for them
+    (``RESIDENT_MAX_SEQ`` keys); flash-style online softmax over key blocks beyond that."""
+    if strategy not in STRATEGIES:
+        raise VitAttnShapeError(f"vit-attn: strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if strategy != "auto":
+        return strategy
+    return "resident" if seq <= RESIDENT_MAX_SEQ else "flash"
+
+
+def _check(seq: int, d: int, dtype) -> None:
+    if d > MAX_HEAD_DIM:
+        raise VitAttnShapeError(f"vit-attn: head_dim {d} exceeds the limit of {MAX_HEAD_DIM} (head_dim is the "
+                                f"contraction on the Tensor engine's {PMAX} partitions)")  # fmt: skip
+    if d < 1 or seq < 1:
+        raise VitAttnShapeError(f"vit-attn: empty operands (seq {seq}, head_dim {d})")
+    if seq > MAX_SEQ:
+        raise VitAttnShapeError(f"vit-attn: sequence length {seq} exceeds the limit of {MAX_SEQ} (K^T, V and a "
+                                f"probability strip per head must fit SBUF)")  # fmt: skip
+    if str(dtype) not in DTYPES:
+        raise VitAttnShapeError(f"vit-attn: dtype {dtype} is not supported; use one of {', '.join(DTYPES)}")
+
+
+def _scale(d: int, scale) -> float:
+    return d**-0.5 if scale is None else float(scale)
+
+
+def plan_attention(q, k, v, scale=None, strategy="auto", evict=("vector",)):
+    if len(q.shape) != 4 or tuple(q.shape) != tuple(k.shape) or tuple(q.shape) != tuple(v.shape):
+        raise VitAttnShapeError(f"vit-attn: attention takes q, k, v of one shape (batch, heads, seq, head_dim), "
+                                f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")  # fmt: skip
+    if not (q.dtype == k.dtype == v.dtype):
+        raise VitAttnShapeError(f"vit-attn: q, k, v differ in dtype ({q.dtype}, {k.dtype}, {v.dtype})")
+    _, _, seq, d = q.shape
+    _check(seq, d, q.dtype)
+    consts = {"scale": _scale(d, scale), "strategy": choose_strategy(seq, strategy), "evict": tuple(evict)}
+    return attention_kernel, (q, k, v), consts
+
+
+def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict=("vector",)):
+    if len(qkv.shape) != 3:
+        raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
+                                f"got shape {tuple(qkv.shape)}")  # fmt: skip
+    num_heads = int(num_heads)
+    _, seq, width = qkv.shape
+    if num_heads < 1 or width % (3 * num_heads):
+        raise VitAttnShapeError(f"vit-attn: the last axis ({width}) is not 3 * num_heads ({num_heads}) * head_dim")
+    d = width // (3 * num_heads)
+    _check(seq, d, qkv.dtype)
+    consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": choose_strategy(seq, strategy),
+              "evict": tuple(evict)}  # fmt: skip
+    return attention_qkv_kernel, (qkv,), consts
+
+
+def attention(q, k, v, scale=None, *, backend: str = "numpy", strategy: str = "auto"):
+    """Bidirectional attention over (batch, heads, seq, head_dim); returns the same shape."""
+    launch, args, kwargs = plan_attention(q, k, v, scale, strategy)
+    return launch(*args, backend=backend, **kwargs)
+
+
+def attention_qkv(qkv, num_heads, scale=None, *, backend: str = "numpy", strategy: str = "auto"):
+    """Attention from the fused QKV projection (batch, seq, 3 * heads * head_dim) -> (batch, seq, heads * head_dim)."""
+    launch, args, kwargs = plan_attention_qkv(qkv, num_heads, scale, strategy)
+    return launch(*args, backend=backend, **kwargs)
