@@ -159,7 +159,7 @@ class _Group:
             self.t_ps[slot, i_kp, i_q] = nisa.nc_transpose(self.p_sb[n, i_p, start + nl.arange(size)[None, :]],
                                                            mask=q_cols_ok)  # fmt: skip
             self.pT_sb[n * nk + j, i_kp, i_q] = self.evict(self.t_ps[slot, i_kp, i_q], self.pe, q_cols_ok)
-        for j, (start, size) in enumerate(self.k_tiles):
+        for j, (_, size) in enumerate(self.k_tiles):
             product = nisa.nc_matmul(self.pT_sb[n * nk + j, nl.arange(size)[:, None], i_q], v_tile(j, size),
                                      mask=rows)  # fmt: skip
             if j == 0:
@@ -226,7 +226,6 @@ def _flash(qT, kT, v_tile, rows, q_cols_ok, seq, d, pe_dtype, out_dtype, evict):
     i_p = nl.arange(PMAX)[:, None]
     i_k = nl.arange(d)[:, None]
     i_d = nl.arange(d)[None, :]
-    i_q = nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
     m = nl.full((nl.par_dim(PMAX), 1), -3.0e38, dtype=nl.float32)  # running row max of the (scaled) scores
     total = nl.zeros((nl.par_dim(PMAX), 1), dtype=nl.float32)
@@ -327,7 +326,7 @@ def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtyp
             slot = buf.transpose_slot()
             buf.t_ps[slot, i_wp, i_c] = nisa.nc_transpose(rows_sb[j, nl.arange(size)[:, None], hd + col + i_w])
             kT[part, i_wp, start + i_c] = buf.evict(buf.t_ps[slot, i_wp, i_c], pe, None, scale=scale)
-        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):
+        for t, (_, _, q_cols_ok) in enumerate(q_tiles):
             slot = buf.transpose_slot()
             buf.t_ps[slot, i_wp, i_q] = nisa.nc_transpose(rows_sb[t, i_p, col + i_w], mask=q_cols_ok)
             qT[part * len(q_tiles) + t, i_wp, i_q] = buf.evict(buf.t_ps[slot, i_wp, i_q], pe, q_cols_ok)

@@ -1,0 +1,6 @@
+"""layernorm: a first-party Hub kernel package (``kernels publish kernels/layernorm --repo ORG/layernorm``)."""
+
+from .launcher import layernorm, plan_layernorm
+from .reference import layernorm as layernorm_reference
+
+__all__ = ["layernorm", "plan_layernorm", "layernorm_reference"]

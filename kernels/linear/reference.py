@@ -1,0 +1,19 @@
+"""The NumPy reference the kernel is checked against: computed in float64, returned in the input's dtype."""
+
+import numpy as np
+
+
+def gelu_tanh(x):
+    """GELU, tanh approximation (as ViT uses): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def linear(x, w, b=None, residual=None, epilogue="none"):
+    y = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
+    if epilogue != "none":
+        y = y + np.asarray(b, np.float64)
+    if epilogue == "gelu":
+        y = gelu_tanh(y)
+    elif epilogue == "residual":
+        y = y + np.asarray(residual, np.float64)
+    return y.astype(x.dtype)
