@@ -90,8 +90,13 @@ class _Group:
     are small), PSUM as rings (``ring``: scores, transposes and accumulators each rotate over their own banks).
     """
 
-    def __init__(self, n_items, seq, d, pe_dtype, out_dtype, evict, resident=True):
+    def __init__(self, n_items, seq, d, pe_dtype, out_dtype, evict, resident=True, pair=1):
         self.seq, self.d, self.pe, self.out_dtype, self.evict = seq, d, pe_dtype, out_dtype, evict
+        # ``pair`` consecutive tiles (the same query rows of ``pair`` heads) share one accumulator bank and one
+        # division: a Vector instruction over [128, pair * d] instead of ``pair`` over [128, d] (each of those
+        # pays the static overhead of short instructions, §3.3). Only with single-chunk strips, whose row sums
+        # come straight from the exp.
+        self.pair = pair if len(_chunks(seq, BANK)) == 1 and pair * d <= BANK else 1
         self.chunks, self.k_tiles = _chunks(seq, BANK), _chunks(seq, PMAX)
         nc, nk = len(self.chunks), len(self.k_tiles)
         self.t_ps = nl.ndarray((2, nl.par_dim(PMAX), PMAX), dtype=pe_dtype, buffer=nl.psum)
@@ -102,11 +107,12 @@ class _Group:
             # ring * nc + 5 <= 8.
             self.ring = 3 if nc == 1 else 1
             self.s_ps = nl.ndarray((self.ring * nc, nl.par_dim(PMAX), BANK), dtype=nl.float32, buffer=nl.psum)
-            self.acc = nl.ndarray((2, nl.par_dim(PMAX), d), dtype=nl.float32, buffer=nl.psum)
+            self.acc = nl.ndarray((2, nl.par_dim(PMAX), self.pair * d), dtype=nl.float32, buffer=nl.psum)
             self.p_sb = nl.ndarray((n_items, nl.par_dim(PMAX), seq), dtype=pe_dtype)
             self.pT_sb = nl.ndarray((n_items * nk, nl.par_dim(PMAX), PMAX), dtype=pe_dtype)
             self.neg_max = nl.ndarray((n_items, nl.par_dim(PMAX), nc), dtype=nl.float32)
             self.sums = nl.ndarray((n_items, nl.par_dim(PMAX), nc), dtype=nl.float32)
+            self.pair_sums = nl.ndarray((n_items // self.pair, nl.par_dim(PMAX), self.pair), dtype=nl.float32)
             self.reduced = nl.ndarray((2 * n_items, nl.par_dim(PMAX), 1), dtype=nl.float32)
             self.o = nl.ndarray((n_items, nl.par_dim(PMAX), d), dtype=out_dtype)
         self.turn = 0
@@ -139,20 +145,21 @@ class _Group:
                                                                                           nl.arange(1)[None, :]]
         for c, (start, size) in enumerate(self.chunks):
             i_c = nl.arange(size)[None, :]
+            res = self.sums[n, i_p, c] if self.pair == 1 else self.pair_sums[n // self.pair, i_p, n % self.pair]
             self.p_sb[n, i_p, start + i_c] = nisa.activation(np.exp, self.s_ps[base + c, i_p, i_c], bias=bias,
-                                                             reduce_op=np.add, reduce_res=self.sums[n, i_p, c],
-                                                             mask=rows)  # fmt: skip
+                                                             reduce_op=np.add, reduce_res=res, mask=rows)  # fmt: skip
 
-    def probabilities_times_v(self, n, v_tile, rows, q_cols_ok, dst=None):
+    def probabilities_times_v(self, n, v_tile, rows, q_cols_ok, dst=None, pair_dst=None):
         """Stage C of tile n: P^T block by block (Tensor-engine transposes, copied to SBUF; all transposes are
         issued before the matmuls so the Tensor engine does not wait on each copy), ``P V`` with P^T stationary
         and the short V tile moving, the first matmul opening the accumulation group (no memset); then the
         delayed division by the row sum, written to ``dst(i_p, i_d)`` (an SBUF access; by default this tile's
-        output block). Returns what it wrote."""
+        output block), or, for the last tile of a pair, for the whole pair to ``pair_dst(i_p, i_g, i_d)``.
+        Returns what it wrote (None for a tile whose pair is not complete)."""
         i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(self.d)[None, :]
         i_q = nl.arange(PMAX)[None, :]
         nc, nk = len(self.chunks), len(self.k_tiles)
-        acc = n % 2
+        acc, col = (n // self.pair) % 2, (n % self.pair) * self.d
         for j, (start, size) in enumerate(self.k_tiles):
             i_kp = nl.arange(size)[:, None]
             slot = self.transpose_slot()
@@ -163,9 +170,19 @@ class _Group:
             product = nisa.nc_matmul(self.pT_sb[n * nk + j, nl.arange(size)[:, None], i_q], v_tile(j, size),
                                      mask=rows)  # fmt: skip
             if j == 0:
-                self.acc[acc, i_p, i_d] = product
+                self.acc[acc, i_p, col + i_d] = product
             else:
-                self.acc[acc, i_p, i_d] += product
+                self.acc[acc, i_p, col + i_d] += product
+        if self.pair > 1:
+            if n % self.pair != self.pair - 1:
+                return None
+            i_p3, i_g3 = nl.arange(PMAX)[:, None, None], nl.arange(self.pair)[None, :, None]
+            i_d3, i_one3 = nl.arange(self.d)[None, None, :], nl.arange(1)[None, None, :]
+            out = pair_dst(i_p3, i_g3, i_d3)
+            out[...] = nisa.tensor_tensor(self.acc[acc, i_p3, i_g3 * self.d + i_d3],
+                                          self.pair_sums[n // self.pair, i_p3, i_g3 + i_one3], np.divide,
+                                          dtype=self.out_dtype, mask=rows)  # fmt: skip
+            return out
         total = self.sums[n, i_p, nl.arange(1)[None, :]]
         if nc > 1:
             self.reduced[2 * n + 1, i_p, 0] = nisa.tensor_reduce(np.add, self.sums[n, i_p, nl.arange(nc)[None, :]],
@@ -210,12 +227,13 @@ def _pipelined(group, items, strategy):
             elif stage == "B":
                 group.exponentiate(n, it["rows"])
             else:
-                o = group.probabilities_times_v(n, it["v_tile"], it["rows"], it["q_cols_ok"], it.get("dst"))
-                if "write" in it:
+                o = group.probabilities_times_v(n, it["v_tile"], it["rows"], it["q_cols_ok"], it.get("dst"),
+                                                it.get("pair_dst"))  # fmt: skip
+                if o is not None and "write" in it:
                     it["write"](o)
 
 
-def heads_per_group(heads: int, q_tiles: int, want: int = 4) -> int:
+def heads_per_group(heads: int, q_tiles: int, want: int = 8) -> int:
     """Heads pipelined together: the smallest divisor of ``heads`` giving at least ``want`` query tiles."""
     return next(g for g in range(1, heads + 1) if heads % g == 0 and (g * q_tiles >= want or g == heads))
 
@@ -305,17 +323,17 @@ def _heads_by_dma(hg, group, q_of, k_of, v_of, o_of, seq, d, scale, pe, out_dtyp
 def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtype, strategy, evict):
     """One group of heads of the qkv layout whose rows are in SBUF (``rows_sb`` [tiles, 128, 3 * heads * d]):
     q^T and k^T by Tensor-engine transposes of the heads' columns, V read in place as the moving operand, the
-    outputs written into the heads' columns of ``out_sb``. When the group's heads fit the partitions together
-    (group * d <= 128, e.g. two heads of 64) one transpose covers all of them: head g's q^T and k^T are then
-    partitions [g * d, (g + 1) * d) of the shared tiles (the Tensor engine contracts over those rows)."""
+    outputs written into the heads' columns of ``out_sb``. Heads that fit the partitions together (``share``
+    of them, share * d <= 128, e.g. two heads of 64) are transposed at once: head g's q^T and k^T are then
+    partitions [g * d, (g + 1) * d) of the shared tiles (the Tensor engine contracts over those rows), and
+    they share one division (``_Group.pair``)."""
     tiles, q_tiles = _chunks(seq, PMAX), _query_tiles(seq)
     i_p, i_q = nl.arange(PMAX)[:, None], nl.arange(PMAX)[None, :]
     i_d = nl.arange(d)[None, :]
-    shared = group * d <= PMAX
-    width = group * d if shared else d  # columns transposed at once
+    share = max(s for s in range(1, group + 1) if group % s == 0 and s * d <= PMAX)
+    parts, width = group // share, share * d  # transposes cover ``width`` columns: ``share`` heads
     i_wp, i_w = nl.arange(width)[:, None], nl.arange(width)[None, :]
-    buf = _Group(group * len(q_tiles), seq, d, pe, out_dtype, _Evict(evict), strategy == "resident")
-    parts = 1 if shared else group
+    buf = _Group(group * len(q_tiles), seq, d, pe, out_dtype, _Evict(evict), strategy == "resident", pair=share)
     kT = nl.ndarray((parts, nl.par_dim(width), seq), dtype=pe)
     qT = nl.ndarray((parts * len(q_tiles), nl.par_dim(width), PMAX), dtype=pe)
     # (scale * K)^T: transposes of the k columns, scaled in the PSUM copy; q^T likewise, unscaled.
@@ -331,16 +349,18 @@ def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtyp
             buf.t_ps[slot, i_wp, i_q] = nisa.nc_transpose(rows_sb[t, i_p, col + i_w], mask=q_cols_ok)
             qT[part * len(q_tiles) + t, i_wp, i_q] = buf.evict(buf.t_ps[slot, i_wp, i_q], pe, q_cols_ok)
     items = []
-    for g in range(group):
-        h = hg * group + g
-        part, row0 = (0, g * d) if shared else (g, 0)
-        i_k = row0 + nl.arange(d)[:, None]
-        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):
-            items.append(dict(
-                qT=lambda n, part=part, t=t, i_k=i_k: qT[part * len(q_tiles) + t, i_k, i_q],
-                kT=lambda r, c, part=part, row0=row0: kT[part, row0 + r, c], rows=rows, q_cols_ok=q_cols_ok,
-                dst=lambda r, c, t=t, h=h: out_sb[t, r, h * d + c],
-                v_tile=lambda j, size, h=h: rows_sb[j, nl.arange(size)[:, None], 2 * hd + h * d + i_d]))
+    for part in range(parts):
+        h0 = hg * group + part * share
+        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):  # tile-major within a part: a pair is consecutive
+            for g in range(share):
+                h = h0 + g
+                i_k = g * d + nl.arange(d)[:, None]
+                items.append(dict(
+                    qT=lambda n, part=part, t=t, i_k=i_k: qT[part * len(q_tiles) + t, i_k, i_q],
+                    kT=lambda r, c, part=part, g=g: kT[part, g * d + r, c], rows=rows, q_cols_ok=q_cols_ok,
+                    dst=lambda r, c, t=t, h=h: out_sb[t, r, h * d + c],
+                    pair_dst=lambda r, g3, c, t=t, h0=h0: out_sb[t, r, h0 * d + g3 * d + c],
+                    v_tile=lambda j, size, h=h: rows_sb[j, nl.arange(size)[:, None], 2 * hd + h * d + i_d]))
     _pipelined(buf, items, strategy)
 
 

@@ -121,11 +121,18 @@ def _free(shape) -> int:
 
 
 def _partition_axis(a: Access) -> int:
-    """Which axis of the access spans partitions: a block tensor (``nl.par_dim``) keeps its partition axis after
-    its leading block axes; integer-indexed block axes drop out of the access's shape."""
+    """Which axis of the access spans partitions: the access axis that indexes the tensor's partition dimension;
+    failing that (no single axis there), a block tensor (``nl.par_dim``) keeps its partition axis after its leading
+    block axes, integer-indexed block axes dropping out of the access's shape. (The first rule matters for an
+    access that indexes a block with an integer and adds an axis elsewhere, e.g. [128, 2, 64] into a
+    ``(tiles, par_dim(128), 128)`` tensor: same rank, partition axis 0.)"""
     ty = a.tensor.type
     if not ty.buffer.on_chip:
         return 0
+    if len(a.index) > ty.par_axis:
+        axes = {int(v[1:]) for v, _ in a.index[ty.par_axis].terms if var_kind(v) == "axis"}
+        if len(axes) == 1:
+            return axes.pop()
     return max(0, ty.par_axis - (len(ty.shape) - len(a.shape)))
 
 
