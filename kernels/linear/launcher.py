@@ -33,3 +33,26 @@ def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str = "numpy"
     """``x @ w`` (+ b, then GELU or + residual)."""
     launch, args, kwargs = plan_linear(x, w, b, residual, epilogue)
     return launch(*args, backend=backend, **kwargs)
+
+
+def plan_mlp(x, w1, b1, w2, b2, residual):
+    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in one launch (``mlp.mlp_kernel``)."""
+    from .mlp import mlp_kernel
+
+    m, k = x.shape
+    if tuple(w1.shape[:1]) != (k,) or w2.shape[0] != w1.shape[1] or tuple(residual.shape) != (m, w2.shape[1]):
+        raise ValueError(f"mlp takes x (M, K), w1 (K, H), w2 (H, N), residual (M, N); got {tuple(x.shape)}, "
+                         f"{tuple(w1.shape)}, {tuple(w2.shape)}, {tuple(residual.shape)}")  # fmt: skip
+    if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (w2.shape[1],):
+        raise ValueError("mlp: b1 must be (H,) and b2 (N,)")
+    if str(x.dtype) not in ("bfloat16", "float16"):
+        raise ValueError(f"mlp: dtype {x.dtype} is not supported; x^T comes in by DMA transpose, which takes 2-byte "
+                         f"dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
+    if k > MAX_K or w1.shape[1] > MAX_N or w2.shape[1] > MAX_N:
+        raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (both weights stay in SBUF)")
+    return mlp_kernel, (x, w1, b1, w2, b2, residual), {}
+
+
+def mlp(x, w1, b1, w2, b2, residual, *, backend: str = "numpy"):
+    launch, args, kwargs = plan_mlp(x, w1, b1, w2, b2, residual)
+    return launch(*args, backend=backend, **kwargs)

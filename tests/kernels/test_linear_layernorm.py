@@ -1,0 +1,89 @@
+"""The encoder's library kernels (linear with its epilogues, the fused MLP, layernorm) against float64 NumPy, and
+the matmul's modelled speed against the Tensor engine's bound.
+
+Tolerances: fp32 1e-5 (fp32 products and sums); bf16: inputs already bf16, fp32 accumulation, one rounding of
+the bf16 output (2^-9 relative) after bias / GELU / residual (each rounded once more where it is a separate
+instruction writing bf16): 2^-6 relative of outputs of O(1-10), i.e. rtol 2e-2 and atol 4e-2.
+"""
+
+import numpy as np
+import pytest
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+from kernels.layernorm import layernorm, layernorm_reference
+from kernels.linear import gelu_tanh, linear, linear_reference, mlp, plan_linear, plan_mlp
+
+DT = {"float32": np.float32, "bfloat16": nl.bfloat16}
+TOL = {"float32": (1e-5, 1e-5), "bfloat16": (2e-2, 4e-2)}
+
+
+def _close(out, ref, dtype):
+    rtol, atol = TOL[dtype]
+    np.testing.assert_allclose(np.asarray(out, np.float64), np.asarray(ref, np.float64), rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_linear_epilogues(epilogue, dtype):
+    # 300 rows (2 full tiles and a ragged one), K 320 (a ragged K tile), N 640 (a ragged 128-column block)
+    rng = np.random.default_rng(0)
+    dt = DT[dtype]
+    x = rng.standard_normal((300, 320)).astype(dt)
+    w = (rng.standard_normal((320, 640)) / 18).astype(dt)
+    b, r = rng.standard_normal(640).astype(dt), rng.standard_normal((300, 640)).astype(dt)
+    out = linear(x, w, None if epilogue == "none" else b, r if epilogue == "residual" else None, epilogue)
+    _close(out, linear_reference(x, w, b, r, epilogue), dtype)
+
+
+def test_mlp_matches_fc1_gelu_fc2():
+    dtype = "bfloat16"
+    rng = np.random.default_rng(1)
+    dt = DT[dtype]
+    m, k, h = 600, 256, 1024  # one full token block of 512 and a ragged one of 88
+    x, r = rng.standard_normal((m, k)).astype(dt), rng.standard_normal((m, k)).astype(dt)
+    w1, w2 = (rng.standard_normal((k, h)) / 16).astype(dt), (rng.standard_normal((h, k)) / 32).astype(dt)
+    b1, b2 = rng.standard_normal(h).astype(dt), rng.standard_normal(k).astype(dt)
+    f = lambda a: np.asarray(a, np.float64)  # noqa: E731
+    expected = f(r) + gelu_tanh(f(x) @ f(w1) + f(b1)) @ f(w2) + f(b2)
+    _close(mlp(x, w1, b1, w2, b2, r), expected, dtype)
+
+
+def test_mlp_refuses_fp32():
+    a = np.zeros((4, 8), np.float32)
+    with pytest.raises(ValueError, match="2-byte dtypes only"):
+        plan_mlp(a, np.zeros((8, 16), np.float32), np.zeros(16, np.float32), np.zeros((16, 8), np.float32),
+                 np.zeros(8, np.float32), a)  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layernorm(dtype):
+    rng = np.random.default_rng(2)
+    dt = DT[dtype]
+    x = (3 * rng.standard_normal((300, 768)) + 1).astype(dt)
+    g, b = (1 + rng.standard_normal(768) / 10).astype(dt), rng.standard_normal(768).astype(dt)
+    # bf16: the normalised value is rounded to bf16 before gamma and beta (each rounded once more): 2^-7 of ~3
+    rtol, atol = (1e-5, 1e-5) if dtype == "float32" else (2e-2, 6e-2)
+    np.testing.assert_allclose(np.asarray(layernorm(x, g, b), np.float64), layernorm_reference(x, g, b).astype(
+        np.float64), rtol=rtol, atol=atol)  # fmt: skip
+
+
+def test_linear_refuses_bad_shapes():
+    with pytest.raises(ValueError, match="x \\(M, K\\) and w \\(K, N\\)"):
+        plan_linear(nki.spec((4, 8), "bfloat16"), nki.spec((9, 4), "bfloat16"))
+    with pytest.raises(ValueError, match="needs a bias"):
+        plan_linear(nki.spec((4, 8), "bfloat16"), nki.spec((8, 4), "bfloat16"), epilogue="gelu")
+
+
+def _tensor_bound_ns(prof):
+    """The Tensor-engine bound of a profile: its matmul FLOPs at the target's dense BF16 peak (§3.1)."""
+    return prof.tensor_flops / prof.target.tensor_peak_flops_per_ns
+
+
+@pytest.mark.parametrize("m, k, n", [(4096, 768, 3072), (4096, 3072, 768)])
+def test_matmul_is_within_1_3x_of_the_tensor_engine_bound(m, k, n):
+    # The eager matmul (linear without an epilogue) at large shapes, modelled on trn2 from shapes alone.
+    kernel, args, consts = plan_linear(nki.spec((m, k), "bfloat16"), nki.spec((k, n), "bfloat16"))
+    prof = nki.benchmark(kernel, *args, target="trn2", **consts)
+    assert prof.tensor_flops == pytest.approx(2 * m * k * n)
+    assert prof.latency_ns <= 1.3 * _tensor_bound_ns(prof), prof.latency_ns / _tensor_bound_ns(prof)
