@@ -46,8 +46,7 @@ def _cases():
         "ref rmsnorm 4096x1024": (rk.rmsnorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32)), None),
         "ref layernorm 4096x1024": (rk.layernorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32),
                                                    nki.spec((1024,), f32)), None),  # fmt: skip
-        "ref vit attention 12x197x64": (rk.vit_attention, (nki.spec((12, 197, 64), f32), nki.spec((12, 197, 64), f32),
-                                                           nki.spec((12, 197, 64), f32), 0.125), None),  # fmt: skip
+        "ref vit attention 12x197x64": (rk.vit_attention, (nki.spec((1, 12, 197, 64), f32),) * 3 + (0.125,), None),
     }
     tut = importlib.import_module("tutorials.04_profiling")
     for name, kernel in tut.STEPS:
