@@ -6,6 +6,8 @@
     ir/<entry>/<spec>.nkir        verified IR text per declared specialisation (what untrusted loads run)
     tests/<entry>/<spec>.npz      small inputs + the NumPy reference's outputs
     benchmarks/modelled.json      modelled latency per specialisation on the simulator (when nki_dsl has one)
+    benchmarks/comparison.json    with a [benchmarks] baseline in kernel.toml: per specialisation and target, the
+                                  kernel's and the baseline's modelled latency (us), the speed-up, the binding engine
 
 Deterministic: the same package and version give the same bytes (no timestamps, no absolute paths, inputs from
 seeds derived from the specialisation id). Building checks each specialisation three ways before it is shipped:
@@ -82,6 +84,7 @@ def _relocate(text: str, pkg: KernelPackage) -> str:
 
 
 def _trace(pkg, ep, spec, plan, arrays):
+    """``(IR text, parsed IR, (launch, args, kwargs))`` of one specialisation."""
     launch, args, kwargs = plan(*arrays, **dict(spec.constants))
     passed = [a for a in args if _is_array(a)]
     if (
@@ -100,7 +103,7 @@ def _trace(pkg, ep, spec, plan, arrays):
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
     if len(execute.param_names(parsed)) != len(arrays):
         raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
-    return text, parsed
+    return text, parsed, (launch, args, kwargs)
 
 
 def _is_array(x) -> bool:
@@ -119,12 +122,37 @@ def _check_against_reference(pkg, ep, spec, parsed, arrays, reference):
     return expected, (rtol, atol)
 
 
-def _modelled(parsed, arrays) -> dict:
-    exe = execute.compile_ir(parsed, "simulator", TARGET)
-    exe.run(dict(zip(execute.param_names(parsed), arrays)))
-    p = exe.profile
+def _specs(args) -> list:
+    """The kernel's arguments as ``nki.spec`` shapes (timing needs no data), constants unchanged."""
+    return [nki.spec(a.shape, str(a.dtype)) if _is_array(a) else a for a in args]
+
+
+def _profile(launch, args, kwargs, target):
+    """The kernel's Profile on ``target``, timing only (the cost model does not read the data, so the figures
+    are those of a run with the test inputs, at a fraction of the time for large specialisations)."""
+    return nki.benchmark(launch, *_specs(args), target=target, **kwargs)
+
+
+def _modelled(launch, args, kwargs) -> dict:
+    p = _profile(launch, args, kwargs, TARGET)
     return {"latency_ns": round(float(p.latency_ns), 3), "flops": float(p.flops), "hbm_bytes": int(p.hbm_bytes),
             "bottleneck": p.bottleneck}  # fmt: skip
+
+
+def _compared(pkg, ep, spec, launch, args, kwargs, baseline) -> dict:
+    """Per target: the kernel's and the baseline's modelled latency, the speed-up and the binding engine. The
+    baseline is the package's own function (``baseline(entry, specs, constants, target) -> microseconds``)."""
+    out = {}
+    for target in pkg.benchmark_targets:
+        p = _profile(launch, args, kwargs, target)
+        base_us = float(baseline(ep.name, [nki.spec(a.shape, a.dtype) for a in spec.args], dict(spec.constants),
+                                 target))  # fmt: skip
+        busy = p.engine_busy
+        out[target] = {"latency_us": round(p.latency_us, 3), "baseline_us": round(base_us, 3),
+                       "speedup": round(base_us / p.latency_us, 3), "binding_engine": p.bottleneck,
+                       "binding_busy": round(busy[p.bottleneck], 3),
+                       "tensor_engine_utilisation": round(p.tensor_engine_utilisation, 4)}  # fmt: skip
+    return out
 
 
 def build_bundle(package_dir: str | Path, version: str | None = None, *, benchmarks: bool = True) -> Bundle:
@@ -140,13 +168,14 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
     module = _import_package(pkg)
     simulate = benchmarks and "simulator" in execute.available_backends()
     files: dict[str, bytes] = {}
-    entries, bench = {}, {}
+    entries, bench, compared = {}, {}, {}
+    baseline = _function(module, pkg.baseline, pkg) if simulate and pkg.baseline else None
     for ep in pkg.entry_points:
         plan, reference = _function(module, ep.plan, pkg), _function(module, ep.reference, pkg)
         records = []
         for spec in ep.specialisations:
             arrays = _inputs(spec)
-            text, parsed = _trace(pkg, ep, spec, plan, arrays)
+            text, parsed, launch = _trace(pkg, ep, spec, plan, arrays)
             ir_path = f"ir/{ep.name}/{spec.id}.nkir"
             files[ir_path] = text.encode()
             tv_path = None
@@ -157,7 +186,9 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 vectors["tolerance"] = np.array(tol, dtype=np.float64)
                 files[tv_path] = npz_bytes(vectors)
             if simulate:
-                bench[f"{ep.name}/{spec.id}"] = _modelled(parsed, arrays)
+                bench[f"{ep.name}/{spec.id}"] = _modelled(*launch)
+            if baseline is not None:
+                compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
             records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
                             "ir": ir_path, "test_vectors": tv_path})  # fmt: skip
         entries[ep.name] = {"plan": ep.plan, "specialisations": records}
@@ -168,6 +199,10 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
     if simulate:
         files["benchmarks/modelled.json"] = (json.dumps(bench, sort_keys=True, indent=1) + "\n").encode()
         benchmarks = {"status": "modelled", "target": TARGET, "file": "benchmarks/modelled.json"}
+        if baseline is not None:
+            files["benchmarks/comparison.json"] = (json.dumps(compared, sort_keys=True, indent=1) + "\n").encode()
+            benchmarks.update(comparison="benchmarks/comparison.json", targets=list(pkg.benchmark_targets),
+                              baseline=(baseline.__doc__ or "").strip().split("\n\n")[0])  # fmt: skip
     else:
         note = "not requested" if not benchmarks else "this nki_dsl has no simulator backend"
         benchmarks = {"status": "skipped", "note": f"no modelled figures: {note}"}

@@ -77,6 +77,10 @@ class KernelPackage:
     python_files: tuple[str, ...]
     entry_points: tuple[EntryPointSpec, ...]
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # [benchmarks]: an optional ``baseline = "module:function"`` the modelled figures are compared with, and the
+    # targets they are modelled on (see ``bundle``).
+    baseline: str | None = None
+    benchmark_targets: tuple[str, ...] = ("trn2",)
 
     @property
     def major(self) -> int:
@@ -129,7 +133,13 @@ def read_package(root: str | Path) -> KernelPackage:
     if not entries:
         raise BundleError(f"{toml}: declares no [entry-points.*]")
     tolerance = {k: (float(v["rtol"]), float(v["atol"])) for k, v in data.get("tolerance", {}).items()}
+    bench = data.get("benchmarks", {})
+    baseline, targets = bench.get("baseline"), bench.get("targets", ["trn2"])
+    if baseline is not None and (not isinstance(baseline, str) or ":" not in baseline):
+        raise BundleError(f"{toml}: [benchmarks] baseline must be 'module:function'")
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) for t in targets):
+        raise BundleError(f"{toml}: [benchmarks] targets must be a non-empty list of target names")
     return KernelPackage(
         root, name, check_version(meta.get("version", "")), meta.get("license", "unknown"),
-        meta.get("description", ""), files, tuple(entries), tolerance,
+        meta.get("description", ""), files, tuple(entries), tolerance, baseline, tuple(targets),
     )  # fmt: skip

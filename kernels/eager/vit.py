@@ -25,7 +25,7 @@ from kernels.layernorm.kernel import layernorm_kernel
 from kernels.linear.kernel import linear_kernel
 from kernels.linear.mlp import mlp_kernel
 from kernels.linear.reference import gelu_tanh
-from kernels.vit_attn.kernel import attention_qkv_kernel
+from kernels.vit_attn.kernel import DEFAULT_EVICT, attention_qkv_kernel
 from kernels.vit_attn.launcher import choose_strategy
 
 EPS = 1e-6  # timm's ViT LayerNorm epsilon
@@ -120,14 +120,27 @@ def eager_attention_steps(batch: int, seq: int, heads: int, head_dim: int, qkv="
     ]  # fmt: skip
 
 
+def eager_attention_bhsd_steps(batch: int, seq: int, heads: int, head_dim: int, q="q", k="k", v="v", out="o",
+                               p="") -> list:
+    """The same from q, k, v already in (batch, heads, seq, head_dim) (PyTorch SDPA's layout): four launches."""
+    bhs = batch * heads * seq
+    return [
+        Step("scale q", elementwise.scale_kernel, ((q, (bhs, head_dim)),), (p + "qs",), {"scale": head_dim**-0.5},
+             ((batch, heads, seq, head_dim),)),
+        Step("q @ k^T", attention_ops.bmm_qk_kernel, (p + "qs", k), (p + "s",)),
+        Step("softmax", softmax.softmax_kernel, ((p + "s", (bhs, seq)),), (p + "pr",), {},
+             ((batch, heads, seq, seq),)),
+        Step("attn @ v", attention_ops.bmm_pv_kernel, (p + "pr", v), (out,)),
+    ]  # fmt: skip
+
+
 def fused_attention_steps(batch: int, seq: int, heads: int, head_dim: int, qkv="qkv", out="attn") -> list:
     consts = {"num_heads": heads, "scale": head_dim**-0.5, "strategy": choose_strategy(seq), "evict": EVICT}
     return [Step("attention (vit-attn)", attention_qkv_kernel, ((qkv, (batch, seq, 3 * heads * head_dim)),), (out,),
                  consts, ((batch * seq, heads * head_dim),))]  # fmt: skip
 
 
-# vit-attn's PSUM-copy engines in the encoder: the measured best (benchmarks/vit.py --evict)
-EVICT = ("scalar", "scalar", "vector", "scalar")
+EVICT = DEFAULT_EVICT  # vit-attn's PSUM-copy engines (kernel.DEFAULT_EVICT says why)
 
 
 def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:

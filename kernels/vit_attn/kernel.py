@@ -51,6 +51,10 @@ FLASH_BLOCK = BANK  # keys per online-softmax block
 ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
 
 _ENGINES = {"scalar": nisa.scalar_engine, "vector": nisa.vector_engine}
+# PSUM->SBUF copies, round robin: three of four on the Scalar engine. The measured best on ViT-B/16 batch 8, bf16,
+# trn2 (benchmarks/vit.py --ideas: all Vector, all Scalar, alternating, and this): the Vector engine already
+# carries the row max and the division, the Scalar engine the exp.
+DEFAULT_EVICT = ("scalar", "scalar", "vector", "scalar")
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -377,7 +381,7 @@ def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict
 
 
 @nki.jit
-def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=("vector",)):
+def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=DEFAULT_EVICT):
     batch, heads, seq, d = q.shape
     out = nl.ndarray((batch, heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
     group = heads_per_group(heads, len(_query_tiles(seq)))
@@ -388,7 +392,7 @@ def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=("vector",
 
 
 @nki.jit
-def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evict=("vector",)):
+def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evict=DEFAULT_EVICT):
     batch, seq, width = qkv.shape
     d = width // (3 * num_heads)
     hd = num_heads * d

@@ -8,7 +8,7 @@ strategy, eviction engines, num_heads) as compile-time constants.
 
 from __future__ import annotations
 
-from .kernel import PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel
+from .kernel import DEFAULT_EVICT, PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel
 
 MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
 MAX_SEQ = 16384  # K^T, V and one probability strip per head stay in SBUF: 16384 keys of bf16 use ~100 KiB/partition
@@ -47,7 +47,7 @@ def _scale(d: int, scale) -> float:
     return d**-0.5 if scale is None else float(scale)
 
 
-def plan_attention(q, k, v, scale=None, strategy="auto", evict=("vector",)):
+def plan_attention(q, k, v, scale=None, strategy="auto", evict=DEFAULT_EVICT):
     if len(q.shape) != 4 or tuple(q.shape) != tuple(k.shape) or tuple(q.shape) != tuple(v.shape):
         raise VitAttnShapeError(f"vit-attn: attention takes q, k, v of one shape (batch, heads, seq, head_dim), "
                                 f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")  # fmt: skip
@@ -59,7 +59,7 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict=("vector",)):
     return attention_kernel, (q, k, v), consts
 
 
-def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict=("vector",)):
+def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict=DEFAULT_EVICT):
     if len(qkv.shape) != 3:
         raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
                                 f"got shape {tuple(qkv.shape)}")  # fmt: skip
