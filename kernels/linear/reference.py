@@ -17,3 +17,9 @@ def linear(x, w, b=None, residual=None, epilogue="none"):
     elif epilogue == "residual":
         y = y + np.asarray(residual, np.float64)
     return y.astype(x.dtype)
+
+
+def mlp(x, w1, b1, w2, b2, residual):
+    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in float64."""
+    f = [np.asarray(a, np.float64) for a in (x, w1, b1, w2, b2, residual)]
+    return (f[5] + gelu_tanh(f[0] @ f[1] + f[2]) @ f[3] + f[4]).astype(x.dtype)

@@ -87,3 +87,16 @@ def test_matmul_is_within_1_3x_of_the_tensor_engine_bound(m, k, n):
     prof = nki.benchmark(kernel, *args, target="trn2", **consts)
     assert prof.tensor_flops == pytest.approx(2 * m * k * n)
     assert prof.latency_ns <= 1.3 * _tensor_bound_ns(prof), prof.latency_ns / _tensor_bound_ns(prof)
+
+
+@pytest.mark.parametrize("package", ["layernorm", "linear"])
+def test_packages_bundle(package):
+    # each declared specialisation traces, verifies and round-trips; the small fp32 ones carry test vectors that
+    # the builder checked against the NumPy reference
+    from pathlib import Path
+
+    from hub_client.bundle import build_bundle
+
+    bundle = build_bundle(Path(__file__).parents[2] / "kernels" / package, benchmarks=False)
+    assert any(f.startswith("tests/") for f in bundle.files)
+    assert any(f.startswith("ir/") for f in bundle.files)
