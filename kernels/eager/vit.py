@@ -5,7 +5,7 @@
   scale q, q @ k^T, softmax, @ v, merge heads), ``proj`` (matmul, bias add), residual add, ``norm2``, ``fc1``
   (matmul, bias add), GELU, ``fc2`` (matmul, bias add), residual add; every intermediate through HBM.
 * ``fused``: the library's kernels: layernorm, ``linear`` with the bias fused (and the residual add after proj),
-  ``vit_attn.attention_qkv`` straight from the QKV projection's output, and the fused MLP (``linear.mlp``: fc1,
+  ``vit_attn.attention_qkv`` straight from the QKV projection's output, and the fused MLP (``linear.fused_mlp``: fc1,
   bias, GELU, fc2, bias and residual in one launch, the hidden activations never in HBM).
 
 Both start with the patch embedding as a linear over flattened patches ([batch * patches, 3 * 16 * 16] @ w, plus
@@ -22,8 +22,8 @@ import numpy as np
 from kernels.eager import attention_ops, elementwise, softmax
 from kernels.eager.compose import Step
 from kernels.layernorm.kernel import layernorm_kernel
+from kernels.linear.fused_mlp import mlp_kernel
 from kernels.linear.kernel import linear_kernel
-from kernels.linear.mlp import mlp_kernel
 from kernels.linear.reference import gelu_tanh
 from kernels.vit_attn.kernel import DEFAULT_EVICT, attention_qkv_kernel
 from kernels.vit_attn.launcher import choose_strategy

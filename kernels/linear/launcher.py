@@ -37,7 +37,7 @@ def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str = "numpy"
 
 def plan_mlp(x, w1, b1, w2, b2, residual):
     """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in one launch (``mlp.mlp_kernel``)."""
-    from .mlp import mlp_kernel
+    from .fused_mlp import mlp_kernel
 
     m, k = x.shape
     if tuple(w1.shape[:1]) != (k,) or w2.shape[0] != w1.shape[1] or tuple(residual.shape) != (m, w2.shape[1]):
