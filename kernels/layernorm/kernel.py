@@ -38,11 +38,10 @@ def _group(x, out, g, bt, eps, first, count, rows, n):
         tiles.append(dict(r=r, ok=ok, tile=tile, mv=nisa.bn_aggr(stats, mask=ok)))  # [128, 2]: mean, variance
     for t in tiles:
         t["rstd"] = nisa.activation(nl.rsqrt, t["mv"][i_p, 1], bias=eps, mask=t["ok"])
-    for t in tiles:  # -mean * rstd on the Scalar engine too (its multiply-then-add form), so the Vector engine
+    for t in tiles:  # -mean * rstd on the Scalar engine too (two copies with a scale), so the Vector engine
         # never waits for the Scalar engine in the middle of a tile
         neg_mean = nisa.activation(nl.copy, t["mv"][i_p, 0], scale=-1.0, mask=t["ok"])
-        t["nmr"] = nisa.tensor_scalar(neg_mean, np.multiply, t["rstd"], op1=np.add, operand1=0.0, mask=t["ok"],
-                                      engine=nisa.scalar_engine)  # fmt: skip
+        t["nmr"] = nisa.activation(nl.copy, neg_mean, scale=t["rstd"], mask=t["ok"])
     for t in tiles:
         t["z"] = nisa.activation(nl.copy, t["tile"], scale=t["rstd"], bias=t["nmr"], mask=t["ok"], dtype=x.dtype)
     for t in tiles:

@@ -51,7 +51,7 @@ def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
     for j, (k0, ks) in enumerate(k_tiles):
         i_k = nl.arange(ks)[:, None]
         t_ps[j % 2, i_k, i_m] = nisa.nc_transpose(rows[i_p, k0 + nl.arange(ks)[None, :]], mask=cols_ok)
-        xT[j, i_k, i_m] = nisa.tensor_copy(t_ps[j % 2, i_k, i_m], engine=nisa.scalar_engine, mask=cols_ok)
+        xT[j, i_k, i_m] = nisa.activation(nl.copy, t_ps[j % 2, i_k, i_m], mask=cols_ok)  # Scalar-engine copy
     return xT
 
 

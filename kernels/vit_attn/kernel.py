@@ -76,10 +76,10 @@ class _Evict:
     def __call__(self, src, dtype, mask, scale=None):
         engine = self.engines[self.turn % len(self.engines)]
         self.turn += 1
+        if engine == nisa.scalar_engine:  # activation(copy): the Scalar-engine copy every generation has (§2.7)
+            return nisa.activation(nl.copy, src, scale=1.0 if scale is None else float(scale), dtype=dtype, mask=mask)
         if scale is None:
             return nisa.tensor_copy(src, dtype=dtype, engine=engine, mask=mask)
-        if engine == nisa.scalar_engine:
-            return nisa.activation(nl.copy, src, scale=float(scale), dtype=dtype, mask=mask)
         return nisa.tensor_scalar(src, np.multiply, float(scale), dtype=dtype, mask=mask)
 
 
