@@ -86,12 +86,13 @@ class _Evict:
 class _Group:
     """On-chip buffers of one software-pipelined group of query tiles (the tiles of one or a few heads).
 
-    Every engine runs its instructions in program order, so stage 1 of tile n+1 (scores, max, exp) is issued
-    before stage 2 of tile n (P^T, P V, division): the Tensor engine computes the next scores while the Scalar
-    engine exponentiates. The allocator shares SBUF/PSUM between tensors whose program-order live ranges do not
-    overlap, which in straight-line code would tie tile n+1's buffers to tile n's through write-after-read waits
-    and undo the pipeline; so the group allocates its buffers itself: SBUF tensors with one block per tile (they
-    are small), PSUM as rings (``ring``: scores, transposes and accumulators each rotate over their own banks).
+    Every engine runs its instructions in program order, so the stages of different tiles are interleaved in
+    program order (``_pipelined``: scores and max of tile n, exp of tile n-1, P^T / P V / division of tile n-2):
+    the Tensor engine computes the next scores while the Scalar engine exponentiates. The allocator shares
+    SBUF/PSUM between tensors whose program-order live ranges do not overlap, which in straight-line code would
+    tie tile n+1's buffers to tile n's through write-after-read waits and undo the pipeline; so the group
+    allocates its buffers itself: SBUF tensors with one block per tile (they are small), PSUM as rings
+    (``ring``: scores, transposes and accumulators each rotate over their own banks).
     """
 
     def __init__(self, n_items, seq, d, pe_dtype, out_dtype, evict, resident=True, pair=1):
