@@ -53,13 +53,28 @@ class RegistryHTTPServer(ThreadingHTTPServer):
         self.limits = limits or Limits()
         self._workers = threading.BoundedSemaphore(self.limits.max_connections)
         self._refusers = threading.BoundedSemaphore(self.limits.refusal_slots)
+        self._busy = 0  # worker slots held; read by wait_idle (tests, graceful shutdown)
+        self._busy_lock = threading.Lock()
         super().__init__(address, RegistryRequestHandler)
+
+    def _hold(self, delta: int) -> None:
+        with self._busy_lock:
+            self._busy += delta
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until no worker slot is held (a client's close reaches its worker thread a moment later)."""
+        deadline = time.monotonic() + timeout
+        while self._busy and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self._busy
 
     def process_request(self, request, client_address):
         if self._workers.acquire(blocking=False):
+            self._hold(+1)
             try:
                 super().process_request(request, client_address)  # a worker thread; it releases the slot
             except BaseException:
+                self._hold(-1)
                 self._workers.release()
                 raise
         elif self._refusers.acquire(blocking=False):
@@ -71,6 +86,7 @@ class RegistryHTTPServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self._hold(-1)
             self._workers.release()
 
     def _refuse(self, sock: socket.socket) -> None:

@@ -39,6 +39,10 @@ class RegistryServer:
     def root(self) -> Path:
         return self.registry.root
 
+    def wait_idle(self, timeout: float = 10.0) -> bool:
+        """True once no connection holds a worker slot (within ``timeout`` seconds)."""
+        return self._http.wait_idle(timeout)
+
     def start(self) -> RegistryServer:
         # serve_forever notices shutdown() only between polls; a short poll makes close() prompt (test suites start
         # and stop a registry per test) at the cost of 20 idle wake-ups a second.

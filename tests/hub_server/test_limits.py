@@ -75,6 +75,9 @@ def tight(hub_env):
                                                                  "type": "kernel"}, token=WRITE_TOKEN)
     branched = raw_request(server, "POST", "/api/kernels/acme/softmax/branch/v1", {}, token=WRITE_TOKEN)
     assert created.status == branched.status == 200
+    # A closed connection frees its worker slot a moment after the client sees the response: tests that fill
+    # every slot must start from an idle registry, not race the setup's last worker thread.
+    assert server.wait_idle()
     yield server
     server.close()
     assert_fsck_clean(server.root)
