@@ -134,14 +134,16 @@ def cmd_profile(args) -> int:
 def cmd_check(args) -> int:
     from rich.markup import escape
 
+    from nki_dsl.ir.budget import IRBudget
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import verify_kernel
 
     console = _console()
     with open(args.file, encoding="utf-8") as f:
         text = f.read()
-    kernel = parse_kernel(text)
-    diagnostics = verify_kernel(kernel, target=args.target)
+    budget = IRBudget()  # an .nkir file is untrusted input: the same budgets as nki.parse_ir
+    kernel = parse_kernel(text, args.file, budget)
+    diagnostics = verify_kernel(kernel, target=args.target, budget=budget)
     for d in diagnostics:
         # error[rule]: as compilers print error codes; the text is escaped, since IR shapes look like markup
         console.print(f"[bold red]error[/]{escape(f'[{d.rule}]: {d}')}", soft_wrap=True)

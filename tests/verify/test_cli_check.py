@@ -55,8 +55,11 @@ def test_a_valid_file_exits_0(tmp_path, capsys):
 
 
 def test_the_target_decides_capacity_rules(tmp_path, capsys):
-    # 200 KiB of SBUF per partition: fits trn2, not trn1.
-    text = GOOD.replace("  affine", "  %w = nl.full() {value = 0.0} : f32[128, 51200] sbuf loc(3)\n  affine")
+    # Three live tiles of 70 KiB per partition: 210 KiB fits trn2's 224 KiB, not trn1's 192 KiB (each alone
+    # fits both, so no budget refuses it first).
+    text = GOOD.replace("  affine", "  %w = nl.full() {value = 0.0} : f32[128, 17920] sbuf loc(3)\n"
+                        "  %v = nl.full() {value = 1.0} : f32[128, 17920] sbuf loc(3)\n"
+                        "  %x = nl.add(x=%w, y=%v) : f32[128, 17920] sbuf loc(3)\n  affine")
     path = tmp_path / "wide.nkir"
     path.write_text(text)
     assert main(["check", str(path), "--target", "trn2"]) == 0
@@ -70,3 +73,13 @@ def test_a_syntax_error_is_reported_without_a_traceback(tmp_path):
     run = subprocess.run([sys.executable, "-m", "nki_dsl", "check", str(path)], capture_output=True, text=True)
     assert run.returncode == 1
     assert run.stdout.startswith("error: ") and "Traceback" not in run.stderr, (run.stdout, run.stderr)
+
+
+def test_check_applies_the_default_budgets(tmp_path, capsys):
+    # A loop of 2^40 iterations verifies under every hardware rule; only the iteration-space budget refuses it.
+    path = tmp_path / "huge.nkir"
+    path.write_text(GOOD.replace("range(0, 2, 1)", "range(0, 1099511627776, 1)").replace(
+        "f32[256, 512] hbm", "f32[140737488355328, 512] hbm").replace(
+        "f32[256, 512] shared_hbm", "f32[140737488355328, 512] shared_hbm"))
+    assert main(["check", str(path)]) == 1
+    assert "error[budget]: " in capsys.readouterr().out
