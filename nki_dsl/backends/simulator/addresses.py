@@ -21,6 +21,7 @@ import math
 from nki_dsl import dtypes
 from nki_dsl.ir.affine import Affine, var_kind
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op, Tensor
+from nki_dsl.ir.source_safe import py_int, py_var
 
 SBUF_KEY, PSUM_KEY = 0, 1  # keys of the two on-chip address spaces; HBM tensors get keys from FIRST_HBM_KEY up
 FIRST_HBM_KEY = 2
@@ -36,10 +37,10 @@ def whole_box(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _affine_source(e: Affine, const: int) -> str:
-    """``const`` plus the non-axis terms of ``e`` as source."""
-    parts = [v if c == 1 else f"{c}*{v}" for v, c in e.terms if var_kind(v) != "axis"]
+    """``const`` plus the non-axis terms of ``e`` as source (names and numbers checked: ir/source_safe.py)."""
+    parts = [py_var(v) if c == 1 else f"{py_int(c)}*{py_var(v)}" for v, c in e.terms if var_kind(v) != "axis"]
     if const or not parts:
-        parts.append(str(const))
+        parts.append(py_int(const))
     return " + ".join(parts)
 
 
@@ -113,8 +114,9 @@ class AddressMap:
         base = str(p.byte_offset)
         if p.buffers > 1:
             lp = self.loops[p.loop]
-            it = p.loop if (lp.start, lp.step) == (0, 1) else f"(({p.loop} - {lp.start}) // {lp.step})"
-            base += f" + {p.bytes_per_partition} * ({it} % {p.buffers})"
+            loop = py_var(p.loop, "loop")
+            it = loop if (lp.start, lp.step) == (0, 1) else f"(({loop} - {py_int(lp.start)}) // {py_int(lp.step)})"
+            base += f" + {py_int(p.bytes_per_partition)} * ({it} % {py_int(p.buffers)})"
         e_par = access.index[par]
         plo, phi = _axis_extremes(access, e_par)
         if not clip:

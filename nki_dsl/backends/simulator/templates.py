@@ -21,6 +21,7 @@ from nki_dsl.backends.simulator.units import DMA
 from nki_dsl.ir.affine import var_kind
 from nki_dsl.ir.nodes import Access, Imm, Op
 from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.targets import Target
 
 # NC-v2 engine pairs that cannot access a buffer in parallel (§3.3; the compiler serialises them; lifted on NC-v3):
@@ -291,7 +292,7 @@ class MaskShrink:
                 self.per_env.append(len(self.rests))
             else:
                 continue  # several axes in one constraint: not narrowed (conservative, the full tile)
-            terms = [v if k == 1 else f"{k}*{v}" for v, k in rest] + [str(c.const)]
+            terms = [py_var(v) if k == 1 else f"{py_int(k)}*{py_var(v)}" for v, k in rest] + [py_int(c.const)]
             self.rests.append(" + ".join(terms))
         self.cache: dict[tuple, OpTemplate] = {}
 
