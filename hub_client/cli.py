@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn
 from rich.text import Text
 
 from hub_client.errors import KernelHubError
+from hub_client.server import command as server_command
 
 console = Console(stderr=True)
 
@@ -134,24 +134,6 @@ def cmd_forget(args) -> int:
     return 0
 
 
-def cmd_serve(args) -> int:
-    from hub_client.server import serve
-
-    tokens = {**dict.fromkeys(args.read_token, "read"), **dict.fromkeys(args.token, "write")}
-    Path(args.root).mkdir(parents=True, exist_ok=True)
-    server = serve(args.root, host=args.host, port=args.port, tokens=tokens or None,
-                   trusted_publishers=args.trusted_publisher)  # fmt: skip
-    # The URL carries the real port (with --port 0, the one the OS picked): scripts and tests read it from here.
-    print(f"kernel registry serving {args.root} at {server.url} (Ctrl-C stops it)", flush=True)
-    try:
-        threading.Event().wait()  # the registry serves on its own thread until this process is interrupted
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-    return 0
-
-
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernels", description="Publish and fetch NKI kernels on a Hugging Face Hub.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -186,14 +168,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("release", help="the release tag (e.g. v1.0.0) or the recorded commit")
     s.set_defaults(run=cmd_forget)
     s = sub.add_parser("serve", help="run the self-hosted registry")
-    s.add_argument("--root", required=True)
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8080, help="0 picks a free port (printed)")
-    s.add_argument("--token", action="append", default=[], help="a write token (repeatable); none: read-only")
-    s.add_argument("--read-token", action="append", default=[], help="a read-only token (repeatable)")
-    s.add_argument("--trusted-publisher", action="append", default=[],
-                   help="an organisation reported as a trusted kernel publisher (repeatable)")  # fmt: skip
-    s.set_defaults(run=cmd_serve)
+    server_command.add_arguments(s)
+    s.set_defaults(run=server_command.run)
     return p
 
 

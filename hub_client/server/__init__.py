@@ -5,6 +5,15 @@ read and write, and `routes.py` for the endpoints.
 """
 
 from .limits import Limits
-from .server import RegistryServer, serve
 
 __all__ = ["Limits", "RegistryServer", "serve"]
+
+
+def __getattr__(name: str):
+    # Deferred (PEP 562): the `kernels` command builds the serve options (command.py) for every subcommand, and
+    # only serving should pay for the HTTP server and git store (~60 ms of imports).
+    if name in ("RegistryServer", "serve"):
+        from . import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

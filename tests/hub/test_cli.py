@@ -1,5 +1,6 @@
 """The kernels command: publish, versions, the refusal exit status, and serve in its own process."""
 
+import argparse
 import os
 import re
 import shutil
@@ -64,3 +65,17 @@ def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_pa
         stderr.close()
     assert returncode == 0 and "Traceback" not in err, err
     assert (tmp_path / "hub" / "kernels" / "acme" / "softmax" / "HEAD").is_file()
+
+
+def test_kernels_serve_takes_the_same_options_as_python_m_hub_client_server():
+    from hub_client.cli import parser
+    from hub_client.server import command
+
+    args = parser().parse_args(["serve", "--root", "hub", "--max-connections", "3", "--max-body", "1024",
+                                "--read-timeout", "2.5"])  # fmt: skip
+    assert args.run is command.run
+    assert (args.max_connections, args.max_body, args.read_timeout) == (3, 1024, 2.5)
+    own = argparse.ArgumentParser()
+    command.add_arguments(own)
+    assert vars(own.parse_args(["--root", "hub"])) == {k: v for k, v in vars(parser().parse_args(
+        ["serve", "--root", "hub"])).items() if k not in ("command", "run")}  # fmt: skip
