@@ -268,7 +268,11 @@ class _Builder:
                 given[name] = ATTR_PARSERS[spec.attr(name).kind](self._value(value))
             except _MeaningError as e:
                 raise _MeaningError(f"attribute {name!r}: {e}") from None
-        return {a.name: given[a.name] for a in spec.attrs if a.name in given}
+        # Text may leave out an attribute block or some of its entries: they take the op table's defaults, exactly
+        # as the tracer fills them in, so every later stage sees complete ops. A missing required attribute stays
+        # missing, for the verifier to refuse with the op's location.
+        complete, _missing, _unknown = spec.complete_attrs(given)
+        return complete
 
     # -- strings, values and expressions, under the budget ---------------------------------------------------------
 

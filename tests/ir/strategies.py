@@ -122,7 +122,10 @@ class _KernelDraw:
                 operands[o.name] = Imm(draw(scalars))
             elif o.tile:
                 operands[o.name] = self.access()
-        attrs = {a.name: self.attr(a) for a in spec.attrs if a.default is ops.REQUIRED or draw(st.booleans())}
+        # Drawn attributes beside the table's defaults (the parser completes omitted ones the same way), so a
+        # generated op is one the tracer could have built and prints back to text that parses to the same op.
+        drawn = {a.name: self.attr(a) for a in spec.attrs if a.default is ops.REQUIRED or draw(st.booleans())}
+        attrs, _missing, _unknown = spec.complete_attrs(drawn)
         mask = _mask(draw, self.variables(2)) if draw(st.booleans()) else None
         loc = self.loc()
         result = None if spec.result is None else self.fresh_tensor(_tensor_type(draw), result_kind(spec))

@@ -89,3 +89,37 @@ def test_a_reduction_over_a_repeated_axis_is_a_verifier_refusal():
                         "  nl.store(dst=%c, value=%t) loc(4)\n")  # fmt: skip
     with pytest.raises(NkiVerificationError, match=r"axis \[1, 1\] names an axis more than once"):
         nki.parse_ir(text)
+
+
+WITH_ASSIGN = BASE.replace("  nl.store(dst=%c, value=%t) loc(4)\n",
+                           "  %s = alloc() : f32[128, 512] sbuf loc(4)\n"
+                           "  assign(dst=%s, src=%t)ATTRS loc(5)\n"
+                           "  nl.store(dst=%c, value=%s) loc(6)\n")  # fmt: skip
+
+
+def test_an_omitted_attribute_takes_the_op_tables_default_on_every_backend():
+    # Found by the fuzzer: ``assign`` without its attribute block passed the verifier and the NumPy emitter then
+    # raised a raw KeyError reading ``accumulate``.
+    traced = nki.parse_ir(WITH_ASSIGN.replace("ATTRS", ""))
+    assert "assign(dst=%s, src=%t) {accumulate = none} loc(5)" in traced.text
+    a = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
+    for backend in nki.backend_names():
+        assert np.array_equal(traced.compile(backend=backend).run({"a": a}), a)
+
+
+def test_a_missing_required_attribute_is_a_verifier_refusal_at_its_line():
+    text = BASE.replace("  %t = nl.load(src=%a)", "  %k = nl.shared_constant() : f32[128, 512] hbm loc(3)\n"
+                        "  %t = nl.load(src=%k)")  # fmt: skip
+    with pytest.raises(NkiVerificationError, match=r"k\.py:3.*nl\.shared_constant.*attribute 'data' is missing"):
+        nki.parse_ir(text)
+
+
+def test_an_op_built_without_a_defaulted_attribute_is_a_verifier_refusal():
+    from nki_dsl.ir.nodes import Op
+    from nki_dsl.verify import verify_kernel
+
+    kernel = nki.parse_ir(WITH_ASSIGN.replace("ATTRS", "")).ir
+    ops = [s for s in kernel.body if isinstance(s, Op) and s.name == "assign"]
+    ops[0].attrs.clear()
+    found = [str(d) for d in verify_kernel(kernel)]
+    assert any("assign" in d and "attribute 'accumulate' is missing" in d for d in found), found

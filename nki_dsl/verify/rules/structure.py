@@ -99,7 +99,9 @@ def _op_problems(op: Op, defined: set) -> list[str]:
         if name not in attrs:
             out.append(f"unknown attribute '{name}'")
     for a in spec.attrs:
-        if a.default is REQUIRED and a.name not in op.attrs:
+        # Every stage after the verifier reads an op's attributes directly, so an op carries each one the table
+        # lists (builders and the parser fill in defaults); only ``implicit`` attributes may be absent.
+        if a.name not in op.attrs and (a.default is REQUIRED or not a.implicit):
             out.append(f"attribute '{a.name}' is missing")
         value = op.attrs.get(a.name)
         if a.choices is not None and value is not None and value not in a.choices:
