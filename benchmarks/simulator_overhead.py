@@ -24,7 +24,10 @@ from benchmarks.numpy_ref_speed import median_times  # noqa: E402  (also pins BL
 from benchmarks.reference_kernels import cases  # noqa: E402
 from nki_dsl import backends  # noqa: E402
 from nki_dsl.backends.simulator import simulate  # noqa: E402
+from nki_dsl.targets import get_target  # noqa: E402
 from nki_dsl.trace.jit import as_launch  # noqa: E402
+
+TRN2 = get_target("trn2")
 
 
 def main() -> int:
@@ -36,9 +39,9 @@ def main() -> int:
     ratios = []
     for name, kernel, _, kargs in cases(np.random.default_rng(0)):
         launch = as_launch(kernel)
-        ir, arrays, _ = launch.jit.specialize(launch.grid, kargs, {})
+        ir, arrays, _ = launch.jit.specialize(launch.grid, kargs, {}, TRN2)
         start = time.perf_counter()
-        outputs, prof = simulate(ir, arrays)
+        outputs, prof = simulate(ir, arrays, TRN2)
         first = time.perf_counter() - start
         numpy = backends.load("numpy").compile_kernel(ir)
         want = numpy.run(arrays)
@@ -46,7 +49,7 @@ def main() -> int:
             if not np.array_equal(w, g):
                 print(f"{name}: simulator outputs differ from the NumPy reference")
                 return 1
-        t_sim, t_np = median_times([partial(simulate, ir, arrays), partial(numpy.run, arrays)], args.repeat)
+        t_sim, t_np = median_times([partial(simulate, ir, arrays, TRN2), partial(numpy.run, arrays)], args.repeat)
         ratios.append(t_sim / t_np)
         print(f"{name:26} {t_sim * 1e3:14.2f} {t_np * 1e3:11.2f} {t_sim / t_np:7.2f} {prof.instructions:13,} "
               f"{first * 1e3:20.1f}")  # fmt: skip

@@ -63,6 +63,7 @@ def matmul_blocked(lhsT, rhs, BM=4, BN=2):
 def run(M: int, K: int, N: int, target: str = "trn2", kernel=matmul_blocked, repeat: int = 1):
     """``(Profile, simulation seconds (median of ``repeat``), first call end to end in seconds)``."""
     start = time.perf_counter()
+    target = nki.get_target(target)
     ir = nki.trace(kernel, nki.spec((K, M), "bfloat16"), nki.spec((K, N), "bfloat16"), target=target).ir
     prof = profile(ir, target)  # lowers, allocates and generates the stream once (cached per kernel)
     first = time.perf_counter() - start

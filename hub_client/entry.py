@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+import nki_dsl as nki
 from hub_client import execute
 from hub_client.errors import IRRejectedError, NoSpecialisationError
 from hub_client.manifest import SpecRecord
@@ -54,7 +55,7 @@ class EntryPoint:
     def __repr__(self) -> str:
         return f"<kernel entry point {self._label}:{self.name} ({len(self.specialisations)} specialisations)>"
 
-    def _ir(self, spec: SpecRecord, target: str) -> _Compiled:
+    def _ir(self, spec: SpecRecord, target: nki.Target) -> _Compiled:
         key = (spec.id, target)
         if key not in self._parsed:
             text = (self._snapshot / spec.ir).read_text()
@@ -65,7 +66,7 @@ class EntryPoint:
             self._parsed[key] = _Compiled(ir, {})
         return self._parsed[key]
 
-    def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: str):
+    def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: nki.Target):
         exe = compiled.executables.get((backend, target))
         if exe is None:
             exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.kernel, backend, target)
@@ -87,8 +88,9 @@ class EntryPoint:
             f"Python, opt in: get_kernel(..., trust_remote_code=True) or trust_remote_code=[repo_id]."
         )
 
-    def __call__(self, *args, backend: str | None = None, target: str = "trn2", **kwargs):
+    def __call__(self, *args, backend: str | None = None, target: str | nki.Target = "trn2", **kwargs):
         backend = backend or self._default_backend
+        target = nki.get_target(target)  # resolved once: every cache below is keyed by the Target
         for spec in self.specialisations:
             if _matches(spec, args, kwargs):
                 compiled = self._ir(spec, target)
@@ -98,8 +100,6 @@ class EntryPoint:
         return self._run_python(args, kwargs, backend, target)
 
     def _run_python(self, args, kwargs, backend, target):
-        import nki_dsl as nki
-
         launch, kargs, kkw = self._plan(*args, **kwargs)
         traced = nki.trace(launch, *kargs, target=target, **kkw)
         fn = getattr(getattr(launch, "jit", launch), "fn", None)

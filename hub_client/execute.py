@@ -17,14 +17,14 @@ def available_backends() -> list[str]:
     return nki.backend_names()
 
 
-def compile_ir(traced: nki.TracedKernel, backend: str, target: str):
+def compile_ir(traced: nki.TracedKernel, backend: str, target: str | nki.Target):
     """An executable for a verified kernel; ``target`` reaches backends that model one (simulator)."""
     if backend not in nki.backend_names():
         raise ValueError(f"unknown backend {backend!r}; available: {', '.join(nki.backend_names())}")
     return traced.compile(backend=backend, target=target)
 
 
-def parse_verified(text: str, target: str, budget: nki.IRBudget | None = None) -> nki.TracedKernel:
+def parse_verified(text: str, target: str | nki.Target, budget: nki.IRBudget | None = None) -> nki.TracedKernel:
     """Parse and verify IR text (untrusted input) within ``budget`` (default: nki_dsl's); raises nki_dsl's parse
     or verification error."""
     return nki.parse_ir(text, target=target, budget=budget)

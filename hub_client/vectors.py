@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+import nki_dsl as nki
 from hub_client import execute
 from hub_client.manifest import Manifest
 from hub_client.npz import load_npz
@@ -32,7 +33,7 @@ class VectorResult:
         return self.status in ("mismatch", "invalid")
 
 
-def _check_one(spec, read: Callable[[str], bytes], target: str, backend: str) -> tuple[str, str]:
+def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: str) -> tuple[str, str]:
     try:
         v = load_npz(read(spec.test_vectors))
         args = [v[f"arg{i}"] for i in range(len(spec.args))]
@@ -61,7 +62,7 @@ def _check_one(spec, read: Callable[[str], bytes], target: str, backend: str) ->
 def run_vectors(manifest: Manifest, read: Callable[[str], bytes], *, backend: str = execute.DEFAULT_BACKEND,
                 target: str | None = None) -> list[VectorResult]:  # fmt: skip
     """Every specialisation's test vectors, run on ``backend``; ``read(path)`` returns a bundle file's bytes."""
-    target = target or manifest.raw.get("target", "trn2")
+    target = nki.get_target(target or manifest.raw.get("target", "trn2"))  # resolved once for every vector
     results = []
     for ep in manifest.entry_points.values():
         for spec in ep.specialisations:

@@ -26,12 +26,13 @@ from nki_dsl.api import (
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.profiling import simulate
+from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
     "jit", "trace", "emit", "parse_ir", "IRBudget", "TracedKernel", "backend_names",
-    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "Target", "get_target",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

@@ -14,6 +14,7 @@ import functools
 from nki_dsl import backends
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.jit import JitKernel, as_launch
 
 
@@ -34,11 +35,11 @@ class TracedKernel:
         """The kernel's tensor parameters, in order: the names ``compile(...).run`` takes its arrays by."""
         return [p.name for p in self.ir.params]
 
-    def compile(self, backend: str = "numpy", target: str = "trn2"):
+    def compile(self, backend: str = "numpy", target: str | Target = DEFAULT_TARGET):
         """An executable of this (verified) kernel on ``backend``: ``.run({param name: array})`` returns the
         outputs; the simulator's also keeps the run's ``.profile``. For IR that has no Python behind it (e.g.
         parsed from a Hub bundle)."""
-        return backends.load(backend).compile_kernel(self.ir, target=target)
+        return backends.load(backend).compile_kernel(self.ir, get_target(target))
 
     def __str__(self) -> str:
         return self.text
@@ -52,18 +53,19 @@ def backend_names() -> list[str]:
     return backends.names()
 
 
-def trace(kernel, *args, target: str = "trn2", **kwargs) -> TracedKernel:
+def trace(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs) -> TracedKernel:
     """Trace and verify ``kernel`` (optionally ``kernel[grid]``) for these arguments, without running it."""
     launch = as_launch(kernel)
-    ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, target=target)
+    ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, get_target(target))
     return TracedKernel(ir)
 
 
 def emit(kernel, *args, target: str = "numpy", **kwargs) -> str:
     """The source a backend generates for ``kernel`` (``target="numpy"``: Python calling NumPy)."""
     launch = as_launch(kernel)
-    ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs)
-    return backends.load(target).emit_source(ir)
+    device = get_target(DEFAULT_TARGET)  # ``target`` names the backend here; the simulator models the default
+    ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, device)
+    return backends.load(target).emit_source(ir, device)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -94,7 +96,6 @@ def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
     decorator (the kernel runs on the NumPy reference)."""
     if kernel is not None and (args or target is not None or _names_kernel_arguments(kernel, kwargs)):
         from nki_dsl.profiling import benchmark_profile
-        from nki_dsl.targets import DEFAULT_TARGET
 
         return benchmark_profile(kernel, *args, target=target or DEFAULT_TARGET, **kwargs)
     return _benchmark_decorator(kernel, **kwargs)
@@ -115,7 +116,8 @@ profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
 
 
-def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None, path: str = "<nkir>") -> TracedKernel:
+def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudget | None = None,
+             path: str = "<nkir>") -> TracedKernel:  # fmt: skip
     """Parse IR text and verify it (parsed IR is untrusted input); raises an ``NkiError`` on any problem.
 
     ``budget`` bounds what the text may ask for (size, ops, loop nesting, iteration space, memory; default
@@ -125,9 +127,10 @@ def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None,
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
 
+    target = get_target(target)
     budget = IRBudget() if budget is None else budget
     kernel = parse_kernel(text, path, budget)
     try:
-        return TracedKernel(check(kernel, target=target, budget=budget))
+        return TracedKernel(check(kernel, target, budget=budget))
     except (RecursionError, MemoryError) as e:  # only under budgets far looser than the defaults
         raise NkiError(f"verifying {path} exhausts the verifier ({type(e).__name__}); tighten the IRBudget") from None

@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from nki_dsl.errors import NkiError
-from nki_dsl.targets import TARGETS
+from nki_dsl.targets import DEFAULT_TARGET, TARGETS, get_target
 
 
 def _console():
@@ -150,7 +150,8 @@ def cmd_check(args) -> int:
     if diagnostics:
         console.print(f"{escape(args.file)}: {len(diagnostics)} error(s)", soft_wrap=True)
         return 1
-    console.print(f"[green]ok[/]: {escape(args.file)}: kernel {kernel.name} is valid for {args.target}", soft_wrap=True)
+    valid = f"kernel {kernel.name} is valid for {args.target.name}"
+    console.print(f"[green]ok[/]: {escape(args.file)}: {valid}", soft_wrap=True)
     return 0
 
 
@@ -217,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("kernel", help="FILE.py:KERNEL")
         p.add_argument("--arg", action="append", default=[], help="NAME=SHAPE:DTYPE or NAME=VALUE (repeatable)")
         p.add_argument("--grid", help="SPMD launch grid, e.g. 2,2")
-        p.add_argument("--target", default="trn2", choices=tuple(TARGETS))
+        p.add_argument("--target", default=DEFAULT_TARGET, choices=tuple(TARGETS))
         return p
 
     kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
@@ -229,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     prof.set_defaults(func=cmd_profile)
     check = sub.add_parser("check", help="parse and verify IR text")
     check.add_argument("file", help="an .nkir file")
-    check.add_argument("--target", default="trn2", choices=tuple(TARGETS))
+    check.add_argument("--target", default=DEFAULT_TARGET, choices=tuple(TARGETS))
     check.set_defaults(func=cmd_check)
     run = kernel_command("run", "run a kernel on random inputs, optionally against a reference")
     run.add_argument("--reference", help="FILE.py:FUNCTION taking the same arguments as NumPy arrays")
@@ -242,6 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.target = get_target(args.target)  # the one place the command line's target name becomes a Target
     try:
         return args.func(args)
     except NkiError as e:

@@ -9,30 +9,29 @@ so asking again for the same shapes costs a dictionary lookup (plus a NumPy run 
 from __future__ import annotations
 
 from nki_dsl.errors import NkiApiError
-from nki_dsl.targets import DEFAULT_TARGET, get_target
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.jit import as_launch
 from nki_dsl.trace.specs import ArgSpec
 
 
-def simulate(kernel, *args, target: str = DEFAULT_TARGET, **kwargs):
+def simulate(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
     """``(outputs, Profile)``: run ``kernel`` (or ``kernel[grid]``) on the engine simulator of ``target``. The
     outputs equal the NumPy reference's; the Profile holds the modelled latency, per-engine busy time, FLOPs,
     bytes, roofline position and critical path. Arguments are NumPy arrays (``nki.spec`` shapes: use
     ``nki.benchmark``)."""
     launch = as_launch(kernel)
-    name = get_target(target).name
+    target = get_target(target)  # the boundary: a name (or Target) becomes the Target passed inward
     specs = [a for a in (*args, *kwargs.values()) if isinstance(a, ArgSpec)]
     if specs:
         raise NkiApiError(f"nki.simulate computes outputs, so it needs arrays; got nki.spec {specs[0]} "
                           f"(for timing from shapes alone use nki.benchmark)")  # fmt: skip
-    ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, target=name)
+    ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, target)
     return launch.jit.simulated(ir, key, arrays)
 
 
-def benchmark_profile(kernel, *args, target: str = DEFAULT_TARGET, **kwargs):
+def benchmark_profile(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
     """The Profile of ``kernel`` on ``target`` in timing-only mode: arguments may be ``nki.spec(shape, dtype)``
     (or arrays, whose values are ignored), so shapes too large to compute on a CPU still simulate."""
     launch = as_launch(kernel)
-    name = get_target(target).name
-    ir, _, key = launch.jit.specialize(launch.grid, args, kwargs, target=name)
+    ir, _, key = launch.jit.specialize(launch.grid, args, kwargs, get_target(target))
     return launch.jit.simulated(ir, key, None)[1]

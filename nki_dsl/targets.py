@@ -12,8 +12,11 @@ from nki_dsl.errors import NkiApiError
 KIB = 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Target:
+    """One NeuronCore generation's facts. Resolved from a name once, where the user names it (``get_target``),
+    then passed inward as this object: nothing below the API takes a target name."""
+
     name: str
     nc_version: int  # NeuronCore generation: v2 (Trn1/Inf2), v3 (Trn2), v4 (Trn3) (§1.1 table, §2.3 enums)
     cores_per_chip: int  # §1.1 table "cores / chip"
@@ -114,6 +117,9 @@ class Target:
     # of §3.4 have no stated definition and are not used.)
     hbm_chip_gb_per_s: float
     hbm_bytes_per_chip: int  # chip HBM capacity (§1.1 table "HBM / chip"): trn1 32 GiB, trn2 96 GiB, trn3 144 GiB
+
+    def __repr__(self) -> str:
+        return f"<Target {self.name}>"
 
     @property
     def psum_bank_fp32(self) -> int:

@@ -1,6 +1,7 @@
 """Backends, found by name. Each backend module exposes ``compile_kernel(kernel, target) -> Executable`` (with
-``run(arrays by parameter name)``) and ``emit_source(kernel) -> str``; backends that model no hardware accept and
-ignore ``target``. Backends never import each other."""
+``run(arrays by parameter name)``) and ``emit_source(kernel, target) -> str``; ``target`` is a ``Target`` object
+(resolved from a name once, by the API), which backends that model no hardware accept and ignore. Backends never
+import each other."""
 
 from __future__ import annotations
 

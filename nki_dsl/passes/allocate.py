@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nki_dsl.targets import Target
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -37,7 +39,7 @@ class Placement:
 class Allocation:
     """The placements of one kernel for one target, keyed by tensor name."""
 
-    target: str
+    target: Target
     placements: dict[str, Placement] = field(default_factory=dict)
 
     def peak_bytes(self, buffer: str) -> int:
@@ -65,14 +67,11 @@ class _Live:
         return self.loop_span[:2] if buffers > 1 and self.loop_span else (self.start, self.end)
 
 
-def allocate(kernel, target="trn2") -> Allocation:
+def allocate(kernel, t: Target) -> Allocation:
     """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
     ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them."""
-    from nki_dsl.targets import get_target
-
-    t = get_target(target)
     lives = live_ranges(kernel)
-    out = Allocation(t.name)
+    out = Allocation(t)
     for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, SBUF_ALIGN),
                                    ("psum", t.psum_bytes_per_partition, t.psum_bank_bytes)):  # fmt: skip
         group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]

@@ -20,7 +20,7 @@ from nki_dsl.passes.engines import engine_of, fused_writes
 
 
 def listing(kernel: Kernel, alloc: Allocation) -> str:
-    lines = [f"; kernel {kernel.name} on {alloc.target}: SBUF peak {alloc.peak_bytes('sbuf')} B/partition, "
+    lines = [f"; kernel {kernel.name} on {alloc.target.name}: SBUF peak {alloc.peak_bytes('sbuf')} B/partition, "
              f"PSUM peak {alloc.peak_bytes('psum')} B/partition"]  # fmt: skip
     for p in sorted(alloc.placements.values(), key=lambda p: (p.buffer, p.byte_offset)):
         lines.append(f"; %{p.tensor}: {p.buffer}[{p.partition_start}:{p.partition_start + p.partitions}] "

@@ -7,7 +7,7 @@ from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.passes.lower_language import LOWER_LANGUAGE
 from nki_dsl.passes.rewrite import Pass
-from nki_dsl.targets import get_target
+from nki_dsl.targets import Target
 
 PIPELINE: list[Pass] = [LOWER_LANGUAGE]
 
@@ -23,24 +23,23 @@ class NkiPassError(NkiVerificationError):
         return f"after pass '{self.pass_name}':\n" + super().__str__()
 
 
-def compile_for_target(kernel: Kernel, target: str = "trn2"):
+def compile_for_target(kernel: Kernel, target: Target):
     """``(lowered kernel, Allocation)``: the engine program of traced ``kernel`` on ``target`` (every pass, then
     SBUF/PSUM placement). The simulator and ``nki asm`` both start from this, so the listing is what runs."""
     from nki_dsl.passes.allocate import allocate
 
     lowered = run_pipeline(kernel, target)
-    return lowered, allocate(lowered, get_target(target).name)
+    return lowered, allocate(lowered, target)
 
 
-def run_pipeline(kernel: Kernel, target: str = "trn2", passes: list[Pass] | None = None) -> Kernel:
+def run_pipeline(kernel: Kernel, target: Target, passes: list[Pass] | None = None) -> Kernel:
     """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``."""
     from nki_dsl.verify import check
 
-    name = get_target(target).name
     for p in PIPELINE if passes is None else passes:
-        kernel = p(kernel, name)
+        kernel = p(kernel, target)
         try:
-            check(kernel, target=name)
+            check(kernel, target)
         except NkiVerificationError as e:
             raise NkiPassError(p.name, e) from None
     return kernel

@@ -17,6 +17,7 @@ from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Stmt, Tensor
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.types import Buffer, TensorType
+from nki_dsl.targets import Target
 
 Rule = Callable[[Op, "RewriteContext"], list[Stmt]]
 
@@ -29,14 +30,14 @@ class Pass:
     rules: dict[str, Rule]
     doc: str = ""
 
-    def __call__(self, kernel: Kernel, target: str = "trn2") -> Kernel:
+    def __call__(self, kernel: Kernel, target: Target) -> Kernel:
         return rewrite(kernel, self, target)
 
 
 @dataclass
 class RewriteContext:
     kernel: Kernel
-    target: str
+    target: Target
     uses: Counter = field(default_factory=Counter)  # tensor name -> number of operand accesses reading/writing it
     emitted: list[Stmt] = field(default_factory=list)  # statements already emitted in the current body
     _names: set[str] = field(default_factory=set)
@@ -74,7 +75,7 @@ class RewriteContext:
         return self.emitted[-1] if self.emitted else None
 
 
-def rewrite(kernel: Kernel, rules_pass: Pass, target: str) -> Kernel:
+def rewrite(kernel: Kernel, rules_pass: Pass, target: Target) -> Kernel:
     # Rules may retype tensors (a load's tile becomes an explicit allocation): work on a private copy.
     kernel = copy.deepcopy(kernel)
     ctx = RewriteContext(kernel, target, uses=_uses(kernel), _names=_names(kernel))

@@ -18,6 +18,7 @@ import inspect
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.builder import caller_loc, is_tracing
 from nki_dsl.trace.call_errors import api_call_error
 from nki_dsl.trace.specs import bind
@@ -86,7 +87,7 @@ class JitKernel:
     def __repr__(self) -> str:
         return f"<nki.jit kernel {self.fn.__name__}>"
 
-    def specialize(self, grid, args, kwargs, target: str = "trn2") -> tuple[Kernel, dict, tuple]:
+    def specialize(self, grid, args, kwargs, target: Target) -> tuple[Kernel, dict, tuple]:
         """Trace (or fetch from the cache) and verify the kernel for these arguments."""
         from nki_dsl.verify import check  # verify imports the op table; kept off the import path of nki_dsl
 
@@ -101,7 +102,7 @@ class JitKernel:
                 if error is None:
                     raise
                 raise error from None
-            check(kernel, target=target)
+            check(kernel, target)
             for hook in TRACE_HOOKS:
                 hook(kernel, target)
             self._traced[key] = kernel
@@ -110,7 +111,7 @@ class JitKernel:
     def executable(self, kernel: Kernel, key: tuple, backend: str):
         exe = self._compiled.get((key, backend))
         if exe is None:
-            exe = backends.load(backend).compile_kernel(kernel, target=key[-1])  # key ends with the target
+            exe = backends.load(backend).compile_kernel(kernel, key[-1])  # key ends with the Target
             self._compiled[(key, backend)] = exe
         return exe
 
@@ -136,14 +137,15 @@ class Launch:
         self.jit = jit
         self.grid = grid
 
-    def __call__(self, *args, backend: str = "numpy", **kwargs):
+    def __call__(self, *args, backend: str = "numpy", target: str | Target = DEFAULT_TARGET, **kwargs):
         if is_tracing():
             raise NkiApiError(
                 f"sub-kernel {self.jit.fn.__name__} is called with a launch grid {list(self.grid)} from inside a "
                 f"kernel; a sub-kernel runs inline in its caller: call it without a grid",
                 caller_loc(),
             )
-        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs)
+        # a launch is where the user names the target: resolved once here, passed inward as a Target
+        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, get_target(target))
         return self.jit.executable(kernel, key, backend).run(arrays)
 
     def __getitem__(self, grid):

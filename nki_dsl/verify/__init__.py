@@ -9,12 +9,13 @@ import gc
 from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.targets import Target
 from nki_dsl.verify import budgets
 from nki_dsl.verify.program import shared
 from nki_dsl.verify.rules import RULES, WELL_FORMED
 
 
-def verify_kernel(kernel: Kernel, target: str = "trn2", budget: IRBudget | None = None) -> list[Diagnostic]:
+def verify_kernel(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> list[Diagnostic]:
     """Every diagnostic, in source-line order. Rules past the well-formedness checks (and, with a ``budget``, the
     budget checks) run only on IR that passed them."""
     # The rules allocate many small records that live until they return and form no cycles: the cyclic collector
@@ -28,7 +29,7 @@ def verify_kernel(kernel: Kernel, target: str = "trn2", budget: IRBudget | None 
             gc.enable()
 
 
-def _verify(kernel: Kernel, target: str, budget: IRBudget | None) -> list[Diagnostic]:
+def _verify(kernel: Kernel, target: Target, budget: IRBudget | None) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     with shared(kernel):
         for rule in WELL_FORMED:
@@ -49,7 +50,7 @@ def _ordered(found: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(found, key=lambda d: (d.loc.line, d.rule))
 
 
-def check(kernel: Kernel, target: str = "trn2", budget: IRBudget | None = None) -> Kernel:
+def check(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> Kernel:
     """Raise ``NkiVerificationError`` listing every broken rule; return the kernel when it is valid."""
     found = verify_kernel(kernel, target, budget)
     if found:

@@ -25,7 +25,7 @@ from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.budget import IRBudget, budget_diagnostic
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.types import Buffer
-from nki_dsl.targets import get_target
+from nki_dsl.targets import Target
 
 COMPUTE_BYTES = 4  # engines compute in fp32 (reference/nki.md §2.3): the NumPy reference holds tiles as fp32
 
@@ -58,8 +58,7 @@ def measure(kernel: Kernel) -> dict[str, int]:
     return m
 
 
-def check(kernel: Kernel, target: str, budget: IRBudget) -> list[Diagnostic]:
-    t = get_target(target)
+def check(kernel: Kernel, t: Target, budget: IRBudget) -> list[Diagnostic]:
     loc = SourceLoc(kernel.source_file, 0)
     found: list[Diagnostic] = []
 

@@ -19,6 +19,8 @@ from nki_dsl.ir.printer import print_kernel
 from nki_dsl.verify import verify_kernel
 from tests.isa.support import BF16, rand
 
+TRN2 = nki.get_target("trn2")
+
 NISA_OPS = {name for name in OPS if name.startswith("nisa.")}
 HERE = pathlib.Path(__file__).parent
 
@@ -80,9 +82,9 @@ def test_a_kernel_of_every_instruction_verifies_and_runs_the_same_after_a_round_
     args = (rand((128, 64), BF16, seed=1), rand((128, 64), seed=2), rand((128, 64), seed=3))
     traced = nki.trace(kernel, *args).ir
     assert {op.name for op in traced.body if op.name.startswith("nisa.")} == NISA_OPS
-    assert verify_kernel(traced) == []
+    assert verify_kernel(traced, TRN2) == []
     parsed = parse_kernel(print_kernel(traced))
-    assert verify_kernel(parsed) == []
+    assert verify_kernel(parsed, TRN2) == []
     arrays = dict(zip(("a", "s", "m"), args))
     got, again = kernel(*args), compile_kernel(parsed).run(arrays)
     assert np.isfinite(got).all()

@@ -11,13 +11,14 @@ from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
 from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.engines import EXEMPT, fused_writes
+from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import as_launch
 from nki_dsl.verify import check
 
 
 def traced(kernel, *args, **kwargs):
     launch = as_launch(kernel)
-    ir, arrays, _ = launch.jit.specialize(launch.grid, args, kwargs)
+    ir, arrays, _ = launch.jit.specialize(launch.grid, args, kwargs, get_target("trn2"))
     return ir, arrays
 
 
@@ -30,12 +31,13 @@ def lowered_matches(kernel, *args, atol=0.0, rtol=0.0, target="trn2", **kwargs):
     """Lower ``kernel`` for these arguments; assert the lowered IR is engine-level, verifies, round-trips through
     its text, and computes what the traced IR computes (bit for bit unless a tolerance is given). Returns it."""
     ir, arrays = traced(kernel, *args, **kwargs)
+    target = get_target(target)
     low = run_pipeline(ir, target)
     assert print_kernel(ir) != print_kernel(low) or not any(isinstance(s, Op) for s, _ in ir.walk())
     text = print_kernel(low)
     again = parse_kernel(text)
     assert print_kernel(again) == text
-    check(again, target=target)
+    check(again, target)
     fused = set(fused_writes(low).values())
     for stmt, _ in low.walk():
         if isinstance(stmt, Op):

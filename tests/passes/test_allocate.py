@@ -19,11 +19,11 @@ CASES = reference_kernels.cases(np.random.default_rng(0))
 
 def _lowered(kernel, *args, target="trn2"):
     ir, _ = traced(kernel, *args)
-    return run_pipeline(ir, target)
+    return run_pipeline(ir, TARGETS[target])
 
 
 def _check_invariants(low, alloc: Allocation):
-    t = TARGETS[alloc.target]
+    t = alloc.target
     lives = {lv.tensor.name: lv for lv in live_ranges(low)}
     assert set(alloc.placements) == set(lives)
     for p in alloc.placements.values():
@@ -49,13 +49,13 @@ def _check_invariants(low, alloc: Allocation):
 def test_benchmark_kernels_allocate_within_the_target(case, target):
     _, kernel, _, args = case
     low = _lowered(kernel, *args, target=target)
-    alloc = allocate(low, target)
+    alloc = allocate(low, TARGETS[target])
     _check_invariants(low, alloc)
 
 
 def test_loop_tiles_rotate_and_copies_follow_the_iteration():
     _, kernel, _, args = CASES[1]  # softmax: one affine loop over row tiles
-    alloc = allocate(_lowered(kernel, *args))
+    alloc = allocate(_lowered(kernel, *args), TARGETS["trn2"])
     p = alloc.placements["1"]  # the loaded tile
     assert p.buffers == 3 and p.loop == "i0"
     assert [p.copy_offset(k) for k in range(4)] == [p.byte_offset + (k % 3) * p.bytes_per_partition for k in range(4)]
@@ -73,7 +73,7 @@ def _two_phases(x):
 
 def test_tensors_whose_lifetimes_do_not_overlap_share_memory():
     low = _lowered(_two_phases, np.zeros((256, 512), np.float32))
-    alloc = allocate(low)
+    alloc = allocate(low, TARGETS["trn2"])
     _check_invariants(low, alloc)
     offsets = [p.byte_offset for p in alloc.placements.values()]
     assert len(set(offsets)) < len(offsets)  # some tensor reuses a dead one's bytes
@@ -93,7 +93,7 @@ def _big(x):
 def test_a_kernel_that_does_not_fit_names_the_live_tensors():
     low = _lowered(_big, np.zeros((128, 17408), np.float32))
     with pytest.raises(NkiVerificationError) as e:
-        allocate(low, "trn1")
+        allocate(low, TARGETS["trn1"])
     text = str(e.value)
     assert "SBUF cannot hold" in text and "196608 a trn1 partition" in text
     assert "%1 69632 B (line" in text and e.value.diagnostics[0].rule == "allocate"
@@ -111,7 +111,7 @@ def _psum_loop(x, y):
 
 def test_psum_loop_tiles_get_banks_and_rotate():
     low = _lowered(_psum_loop, np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32))
-    alloc = allocate(low)
+    alloc = allocate(low, TARGETS["trn2"])
     _check_invariants(low, alloc)
     acc = [p for p in alloc.placements.values() if p.buffer == "psum"]
     assert len(acc) == 1 and acc[0].buffers == 3 and acc[0].bytes_per_partition == 2048
@@ -120,4 +120,4 @@ def test_psum_loop_tiles_get_banks_and_rotate():
 def test_placement_is_a_rectangle_of_partitions_by_bytes():
     p = Placement("t", "sbuf", 0, 128, 1024, 512, 2, "i0")
     assert p.footprint == 1024 and p.copy_offset(3) == 1536
-    assert Allocation("trn2", {"t": p}).peak_bytes("sbuf") == 2048
+    assert Allocation(TARGETS["trn2"], {"t": p}).peak_bytes("sbuf") == 2048

@@ -19,7 +19,7 @@ from benchmarks import reference_kernels
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.allocate import allocate
-from nki_dsl.targets import TARGETS
+from nki_dsl.targets import TARGETS, Target, get_target
 from nki_dsl.trace.jit import TRACE_HOOKS
 from tests.simulator.generated_kernels import generated, plans
 
@@ -86,9 +86,9 @@ def tensor_bytes(low) -> dict[str, int]:
     return sizes
 
 
-def assert_no_live_overlap(low, target: str) -> None:
-    alloc = allocate(low, target)
-    t = TARGETS[target]
+def assert_no_live_overlap(low, target: str | Target) -> None:
+    t = get_target(target)
+    alloc = allocate(low, t)
     placed = alloc.placements
     live = live_intervals(low, placed)
     sizes = tensor_bytes(low)
@@ -114,7 +114,7 @@ def assert_no_live_overlap(low, target: str) -> None:
 
 
 def lowered(kernel, *args, target="trn2", **kwargs):
-    return run_pipeline(nki.trace(kernel, *args, target=target, **kwargs).ir, target)
+    return run_pipeline(nki.trace(kernel, *args, target=target, **kwargs).ir, TARGETS[target])
 
 
 CASES = reference_kernels.cases(np.random.default_rng(0))
@@ -142,7 +142,7 @@ def test_tutorial_kernels_place_no_two_live_tensors_in_the_same_bytes(lesson, ca
     capsys.readouterr()
     assert seen, f"{lesson.stem} traced no kernel"
     for kernel, target in seen:
-        assert_no_live_overlap(run_pipeline(kernel, target), target)
+        assert_no_live_overlap(run_pipeline(kernel, target), target)  # the hook passes the Target traced for
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -174,7 +174,7 @@ def rotating_beside_resident(x, w, trips):
 def test_rotating_copies_stay_clear_of_live_tensors(trips, target):
     low = lowered(rotating_beside_resident, nki.spec((128, 8 * 512), "float32"), nki.spec((128, 512), "float32"),
                   trips=trips, target=target)  # fmt: skip
-    alloc = allocate(low, target)
+    alloc = allocate(low, TARGETS[target])
     assert any(p.buffers > 1 for p in alloc.placements.values()), "the loop tiles rotate"
     assert_no_live_overlap(low, target)
 
@@ -215,6 +215,6 @@ def big_tiles_beside_resident(x, w):
 def test_a_tensor_read_in_a_loop_keeps_its_bytes_to_the_loop_end():
     cols = TARGETS["trn2"].sbuf_bytes_per_partition // 4 // 4 // 512 * 512  # four such tiles fit, not five
     low = lowered(big_tiles_beside_resident, nki.spec((128, 2 * cols), "float32"), nki.spec((128, cols), "float32"))
-    alloc = allocate(low, "trn2")
+    alloc = allocate(low, TARGETS["trn2"])
     assert all(p.buffers == 1 for p in alloc.placements.values() if p.buffer == "sbuf")
     assert_no_live_overlap(low, "trn2")

@@ -69,7 +69,7 @@ def test_the_verifier_rejects_zero_first_outside_its_loop():
     text = _lowered("plain")
     for bad in ('"i7"', '"i0 + 1"', '"i0 == 0 or __import__(\'os\')"'):
         with pytest.raises(NkiVerificationError, match="zero_first"):
-            check(parse_kernel(text.replace('"i0"', bad)))
+            check(parse_kernel(text.replace('"i0"', bad)), nki.get_target("trn2"))
     plain = text.replace("accumulate = add, ", "accumulate = none, ")
     with pytest.raises(NkiVerificationError, match="zero_first"):
-        check(parse_kernel(plain))
+        check(parse_kernel(plain), nki.get_target("trn2"))

@@ -217,4 +217,4 @@ def test_a_zeroed_par_dim_block_keeps_its_partition_layout():
     low = lowered_matches(_block_accumulate, X)
     (memset,) = [s for s, _ in low.walk() if getattr(s, "name", "") == "nisa.memset"]
     assert memset.result.type.partitions == 128 and memset.result.type.bytes_per_partition == 4 * 32 * 4
-    assert allocate(low, "trn2").peak_bytes("sbuf") < 8 * 1024
+    assert allocate(low, nki.get_target("trn2")).peak_bytes("sbuf") < 8 * 1024

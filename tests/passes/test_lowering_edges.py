@@ -76,7 +76,7 @@ def test_an_accumulation_loop_that_never_runs_leaves_the_zeros():
     text = print_kernel(ir)
     assert text.count("range(0, 2, 1)") == 1
     never = parse_kernel(text.replace("range(0, 2, 1)", "range(0, 0, 1)"))  # only hand-written IR has this
-    low = run_pipeline(never, "trn2")
+    low = run_pipeline(never, nki.get_target("trn2"))
     assert ops(low, "nisa.memset"), "the zeros cannot fold into a loop with no first iteration"
     (got,) = run(low, arrays)
     np.testing.assert_array_equal(got, np.zeros((128, 512), np.float32))
@@ -173,5 +173,5 @@ def test_lowered_tiles_are_named_after_what_they_hold():
     a, b = _matmul_inputs()
     ir, _ = traced(matmul_sum, a, b, start=0, stop=2)
     never = parse_kernel(print_kernel(ir).replace("range(0, 2, 1)", "range(0, 0, 1)"))
-    text = print_kernel(run_pipeline(never, "trn2"))
+    text = print_kernel(run_pipeline(never, nki.get_target("trn2")))
     assert "%1_0 = nisa.memset(" in text and "%store_0 = nisa.tensor_copy(src=%1)" in text

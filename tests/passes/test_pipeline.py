@@ -28,7 +28,7 @@ def _wrong_shape(op, ctx):
 def test_a_pass_that_breaks_the_ir_is_named():
     ir, _ = traced(_exp_in_loop, np.zeros((256, 64), np.float32))
     with pytest.raises(NkiPassError, match="after pass 'break-exp'") as e:
-        run_pipeline(ir, passes=[Pass("break-exp", {"nl.exp": _wrong_shape})])
+        run_pipeline(ir, nki.get_target("trn2"), passes=[Pass("break-exp", {"nl.exp": _wrong_shape})])
     assert e.value.pass_name == "break-exp"
 
 
@@ -38,6 +38,6 @@ def test_pipeline_is_a_flat_list_of_named_passes_and_leaves_the_input_alone():
     from nki_dsl.ir.printer import print_kernel
 
     before = print_kernel(ir)
-    low = run_pipeline(ir, target="trn1")
+    low = run_pipeline(ir, nki.get_target("trn1"))
     assert print_kernel(ir) == before  # the traced kernel (held by the jit cache) is not mutated
     assert "nisa.activation" in print_kernel(low) and "nl.exp" not in print_kernel(low)

@@ -67,7 +67,7 @@ def _outputs(result) -> tuple:
 def seeds() -> tuple[Seed, ...]:
     found = []
     for k, (name, traced) in enumerate(_traced()):
-        lowered = run_pipeline(traced.ir)
+        lowered = run_pipeline(traced.ir, nki.get_target("trn2"))
         for label, kernel in ((name, traced.ir), (f"{name}/lowered", lowered)):
             text = print_kernel(kernel)
             parsed = nki.parse_ir(text)

@@ -179,7 +179,7 @@ def test_the_backends_write_no_ir_text_even_for_ir_that_skipped_the_parser():
         t.name = "p\n" + CODE[1] + "\n" + t.name
     arrays = {t.name: seed.arrays[t.name.rsplit("\n", 1)[1]] for t in kernel.params}
     for backend in nki.backend_names():
-        out = backends.load(backend).compile_kernel(kernel, target="trn2").run(arrays)
+        out = backends.load(backend).compile_kernel(kernel, nki.get_target("trn2")).run(arrays)
         assert same_outputs(out, seed.expected)
     _assert_nothing_ran()
 
@@ -197,5 +197,5 @@ def test_an_index_variable_that_is_code_is_refused_even_without_the_verifier():
     load.operands["src"] = Access(src.tensor, (src.index[0] + evil, *src.index[1:]), src.shape)
     for backend in nki.backend_names():
         with pytest.raises(NkiError):
-            backends.load(backend).compile_kernel(kernel, target="trn2").run(seed.arrays)
+            backends.load(backend).compile_kernel(kernel, nki.get_target("trn2")).run(seed.arrays)
     _assert_nothing_ran()

@@ -12,20 +12,21 @@ import nki_dsl.language as nl
 # The calibration micro-kernels are defined once, beside the fidelity table that documents them.
 from benchmarks.fidelity import load_store, resident_matmuls  # noqa: F401 - re-exported for the simulator tests
 from nki_dsl.backends.simulator import simulate as _simulate
+from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import as_launch
 
 
 def simulate(kernel, *args, target="trn2", **kwargs):
-    launch = as_launch(kernel)
-    ir, arrays, _ = launch.jit.specialize(launch.grid, args, kwargs, target=target)
+    launch, target = as_launch(kernel), get_target(target)
+    ir, arrays, _ = launch.jit.specialize(launch.grid, args, kwargs, target)
     numbers = arrays if arrays and len(arrays) == sum(isinstance(a, np.ndarray) for a in args) else None
-    return _simulate(ir, numbers, target=target)
+    return _simulate(ir, numbers, target)
 
 
 def specialized(kernel, *args, target="trn2", **kwargs):
     """The traced IR ``simulate`` runs for these arguments (the jit cache's object, so ``prepare`` finds it)."""
     launch = as_launch(kernel)
-    return launch.jit.specialize(launch.grid, args, kwargs, target=target)[0]
+    return launch.jit.specialize(launch.grid, args, kwargs, get_target(target))[0]
 
 
 def trace(kernel, *args, target="trn2"):

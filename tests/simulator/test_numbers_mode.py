@@ -27,6 +27,7 @@ from tests.passes import test_lower_ops as ops
 from tests.passes.test_lower_select import _where_kernel
 
 ROOT = Path(__file__).parents[2]
+TRN2 = get_target("trn2")
 RNG = np.random.default_rng(5)
 X = (RNG.standard_normal((128, 64)) * 3).astype(np.float32)
 Y = (RNG.standard_normal((128, 64)) * 3).astype(np.float32)
@@ -35,7 +36,7 @@ APPROXIMATE = {"cos": 2e-6, "tan": 2e-6}
 
 def traced(kernel, *args):
     launch = as_launch(kernel)
-    ir, arrays, _ = launch.jit.specialize(launch.grid, args, {})
+    ir, arrays, _ = launch.jit.specialize(launch.grid, args, {}, TRN2)
     return ir, arrays
 
 
@@ -43,7 +44,7 @@ def outputs_match(kernel, *args, tol=0.0):
     """Simulate ``kernel`` with data; its outputs must equal the NumPy reference of the traced IR."""
     ir, arrays = traced(kernel, *args)
     want = backends.load("numpy").compile_kernel(ir).run(arrays)
-    got, prof = simulate(ir, arrays)
+    got, prof = simulate(ir, arrays, TRN2)
     want, got = (w if isinstance(w, tuple) else (w,) for w in (want, got))
     for w, g in zip(want, got, strict=True):
         assert w.dtype == g.dtype and w.shape == g.shape
@@ -158,8 +159,8 @@ def test_lowering_and_allocation_are_cached_per_kernel_and_target():
 
 def test_an_already_lowered_kernel_simulates_the_same():
     ir, arrays = traced(reference_kernels.rmsnorm, X, X[0])
-    low = run_pipeline(ir, "trn2")
-    out_traced, p_traced = simulate(ir, arrays)
-    out_lowered, p_lowered = simulate(low, arrays)
+    low = run_pipeline(ir, TRN2)
+    out_traced, p_traced = simulate(ir, arrays, TRN2)
+    out_lowered, p_lowered = simulate(low, arrays, TRN2)
     np.testing.assert_array_equal(out_traced, out_lowered)
     assert p_traced.latency_ns == p_lowered.latency_ns and p_traced.instructions == p_lowered.instructions

@@ -67,7 +67,7 @@ def reverified():
 
     def run(ir, target: str = "trn2") -> NkiVerificationError:
         with pytest.raises(NkiVerificationError) as info:
-            check(ir, target)
+            check(ir, nki.get_target(target))
         return info.value
 
     return run

@@ -101,9 +101,9 @@ def test_integers_beyond_64_bits_are_a_parse_error():
 
 def test_the_verifier_applies_a_budget_to_ir_built_in_python():
     kernel = parse_kernel(kernel_text(f"  {LOAD}\n  {STORE}\n", grid="(64,)"))
-    check(kernel)  # traced kernels carry no budget
+    check(kernel, nki.get_target("trn2"))  # traced kernels carry no budget
     with pytest.raises(NkiVerificationError, match="budget max_iterations exceeded: .* is 128, the budget allows 100"):
-        check(kernel, budget=IRBudget(max_iterations=100))
+        check(kernel, nki.get_target("trn2"), budget=IRBudget(max_iterations=100))
 
 
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(IRBudget)])

@@ -5,7 +5,10 @@ import pytest
 
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.parser import parse_kernel
+from nki_dsl.targets import get_target
 from nki_dsl.verify import check, verify_kernel
+
+TRN2 = get_target("trn2")
 
 LOOP_INDEX_OUTSIDE_ITS_LOOP = """\
 kernel k(%a: f32[256, 512] hbm) -> (%0) {
@@ -51,11 +54,11 @@ def test_program_ids_past_the_grid_and_mask_axes_past_the_op_are_rejected(reveri
 
 
 def test_variables_in_scope_are_accepted():
-    assert verify_kernel(parse_kernel(IN_SCOPE)) == []
+    assert verify_kernel(parse_kernel(IN_SCOPE), TRN2) == []
 
 
 def test_other_rules_wait_for_well_formed_indices():
     # i0 has no range outside a loop, so the bounds rule could only guess; it must not run.
     with pytest.raises(NkiVerificationError) as info:
-        check(parse_kernel(LOOP_INDEX_OUTSIDE_ITS_LOOP.replace("f32[256, 512] hbm", "f32[64, 512] hbm")))
+        check(parse_kernel(LOOP_INDEX_OUTSIDE_ITS_LOOP.replace("f32[256, 512] hbm", "f32[64, 512] hbm")), TRN2)
     assert [d.rule for d in info.value.diagnostics] == ["mask-vars"]

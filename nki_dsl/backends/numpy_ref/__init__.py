@@ -16,6 +16,7 @@ from nki_dsl.backends.numpy_ref.lower_language import FAMILY_HANDLERS
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 
 
 def _handlers() -> dict:
@@ -30,7 +31,8 @@ def _handlers() -> dict:
 HANDLERS = _handlers()
 
 
-def emit_source(kernel: Kernel) -> str:
+def emit_source(kernel: Kernel, target: Target | None = None) -> str:
+    """The generated Python of ``kernel``; ``target`` is part of the backend interface and ignored here."""
     return Emitter(kernel, HANDLERS).emit()
 
 
@@ -66,6 +68,6 @@ class Executable:
         return outs[0] if len(outs) == 1 else outs
 
 
-def compile_kernel(kernel: Kernel, target: str = "trn2") -> Executable:
+def compile_kernel(kernel: Kernel, target: Target | None = None) -> Executable:
     """``target`` is part of the backend interface; the NumPy reference models no hardware and ignores it."""
     return Executable(kernel)

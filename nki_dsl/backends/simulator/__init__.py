@@ -24,7 +24,7 @@ from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.profile import Profile, build
 from nki_dsl.backends.simulator.scheduler import Scheduler
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
+from nki_dsl.targets import Target
 
 # Dependence-tracking cells of the on-chip address spaces: all partitions by a span of bytes. A PSUM bank (2 KiB)
 # is the unit PSUM tiles are placed in; SBUF tiles are commonly 256 B - 4 KiB per partition, 1 KiB keeps a tile
@@ -36,19 +36,18 @@ def _cells(t: Target) -> dict:
     return {SBUF_KEY: _SBUF_CELL_BYTES, PSUM_KEY: t.psum_bank_bytes}
 
 
-def simulate(kernel: Kernel, arrays: dict | None = None, target=DEFAULT_TARGET, grid=None):
+def simulate(kernel: Kernel, arrays: dict | None, target: Target, grid=None):
     """Outputs (None in timing-only mode) and the Profile of traced ``kernel`` on ``target``.
 
     ``grid``: None simulates every SPMD instance one after another on one core (NKI runs the instances of a
     launch grid serially on a NeuronCore, reference/nki.md §1.5); a tuple of program ids simulates only that one.
     """
-    t = get_target(target)
-    prepared = prepare(kernel, t)
+    prepared = prepare(kernel, target)
     outputs = prepared.run_numbers(arrays) if arrays is not None else None
     return outputs, _profile(prepared, grid)
 
 
-def profile(kernel: Kernel, target=DEFAULT_TARGET, grid=None) -> Profile:
+def profile(kernel: Kernel, target: Target, grid=None) -> Profile:
     """Timing only."""
     return simulate(kernel, None, target, grid)[1]
 
@@ -69,11 +68,10 @@ def _profile(prepared, grid) -> Profile:
     return build(prepared.lowered.name, t, sched.finish())
 
 
-def emit_source(kernel: Kernel, target=DEFAULT_TARGET) -> str:
+def emit_source(kernel: Kernel, target: Target) -> str:
     """One line per instruction op: engine, instruction, shapes and modelled duration of one execution."""
-    t = get_target(target)
-    stream = prepare(kernel, t).stream()
-    lines = [f"# {kernel.name} on {t.name}: {stream.count()} instructions per launch"]
+    stream = prepare(kernel, target).stream()
+    lines = [f"# {kernel.name} on {target.name}: {stream.count()} instructions per launch"]
     for s in stream.templates:
         dims = f"P={s.P} N={s.N}" + (f" Ns={s.n_stationary} Nm={s.n_moving}" if s.n_moving else "")
         dma = f" bytes={s.nbytes} engines={s.dma_engines}" if s.is_dma else ""
@@ -82,9 +80,9 @@ def emit_source(kernel: Kernel, target=DEFAULT_TARGET) -> str:
 
 
 class Executable:
-    def __init__(self, kernel: Kernel, target=DEFAULT_TARGET):
+    def __init__(self, kernel: Kernel, target: Target):
         self.kernel = kernel
-        self.target = get_target(target)
+        self.target = target
         self.profile: Profile | None = None
 
     def run(self, arrays: dict):
@@ -92,7 +90,7 @@ class Executable:
         return outputs
 
 
-def compile_kernel(kernel: Kernel, target=DEFAULT_TARGET) -> Executable:
+def compile_kernel(kernel: Kernel, target: Target) -> Executable:
     return Executable(kernel, target)
 
 

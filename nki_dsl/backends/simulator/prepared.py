@@ -39,16 +39,16 @@ class Prepared:
         if self.numpy is None:
             from nki_dsl import backends  # through the registry: backends never import each other
 
-            self.numpy = backends.load("numpy").compile_kernel(self.lowered)
+            self.numpy = backends.load("numpy").compile_kernel(self.lowered, self.target)
         return self.numpy.run(arrays)
 
 
 def prepare(kernel: Kernel, target: Target) -> Prepared:
     """``kernel`` (traced or already lowered: the pipeline leaves lowered IR as it is) ready for ``target``."""
     per_kernel = _CACHE.setdefault(kernel, {})
-    got = per_kernel.get(target.name)
+    got = per_kernel.get(target)
     if got is None:
         # the same program `nki asm` lists: every pass, then SBUF/PSUM placement
-        lowered, allocation = compile_for_target(kernel, target.name)
-        got = per_kernel[target.name] = Prepared(lowered, allocation, target)
+        lowered, allocation = compile_for_target(kernel, target)
+        got = per_kernel[target] = Prepared(lowered, allocation, target)
     return got

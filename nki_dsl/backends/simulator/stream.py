@@ -26,7 +26,7 @@ from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_t
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of, fused_writes
-from nki_dsl.targets import Target, get_target
+from nki_dsl.targets import Target
 
 _LAST = {e: k for k, e in enumerate(sorted(STATIC_OVERHEAD_ENGINES))}  # engine -> slot of its last writes
 
@@ -48,9 +48,9 @@ class Stream:
     """The instruction stream of lowered ``kernel`` placed by ``allocation`` on ``target``. ``run(step)`` calls
     ``step(template, reads, writes)`` for every instruction of every grid instance (or only ``grid``)."""
 
-    def __init__(self, kernel: Kernel, allocation, target: str | Target = "trn2", grid=None):
+    def __init__(self, kernel: Kernel, allocation, target: Target, grid=None):
         self.kernel = kernel
-        self.target = get_target(target)
+        self.target = target
         self.addresses = AddressMap(kernel, allocation)
         self.fused = fused_writes(kernel)
         self.assigns = set(map(id, self.fused.values()))

@@ -1,4 +1,4 @@
-"""The list of verifier rules. Each rule is ``fn(kernel, target) -> list[Diagnostic]`` in its own module, with a
+"""The list of verifier rules. Each rule is ``fn(kernel, target: Target) -> list[Diagnostic]`` in its own module, with a
 stable short id (``RULE``) that diagnostics carry.
 
 ``WELL_FORMED`` rules run first: they check what every other rule (and every backend) relies on, such as op

@@ -14,6 +14,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import format_affine
 from nki_dsl.ir.nodes import Access, Kernel, Loop
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import Program, Site, common_depth, program
 
@@ -29,7 +30,7 @@ def is_accumulation(op, spec) -> bool:
     return op.attrs.get("accumulate") not in ("none", False)
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     prog = program(kernel)
     found = []
     writes: dict[tuple[Loop, object], list[Ref]] = {}

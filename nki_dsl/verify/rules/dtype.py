@@ -8,6 +8,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import is_matmul, tiles
 from nki_dsl.verify.program import program
@@ -15,7 +16,7 @@ from nki_dsl.verify.program import program
 RULE = "dtype"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         op, spec = site.op, OPS[site.op.name]

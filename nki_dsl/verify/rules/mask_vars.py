@@ -10,6 +10,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import var_kind, var_number
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import iteration_shape
 from nki_dsl.verify.program import program
@@ -17,7 +18,7 @@ from nki_dsl.verify.program import program
 RULE = "mask-vars"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     n_pids = max(len(kernel.grid), 1)
     found = []
     for site in program(kernel).sites:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.limits import MOVING_FMAX, PMAX, STATIONARY_FMAX
 from nki_dsl.verify.operands import is_matmul, matmul_roles
@@ -16,7 +17,7 @@ from nki_dsl.verify.program import program
 RULE = "matmul-shape"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         spec = OPS[site.op.name]

@@ -8,13 +8,14 @@ from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.spec import HBM
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import program
 
 RULE = "operand-buffer"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site, name, a in program(kernel).accesses():
         spec = OPS[site.op.name]

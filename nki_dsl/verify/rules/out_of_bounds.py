@@ -18,6 +18,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import Affine, format_affine, var_kind
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import iteration_shape
 from nki_dsl.verify.program import Site, program
@@ -27,7 +28,7 @@ RULE = "out-of-bounds"
 Ranges = dict[str, tuple[int, int]]
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     grid = kernel.grid or (1,)
     pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.limits import PMAX
 from nki_dsl.verify.operands import matmul_limits_broken
@@ -16,7 +17,7 @@ from nki_dsl.verify.program import program
 RULE = "partition-limit"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     prog = program(kernel)
     found = []
     for site in prog.sites:

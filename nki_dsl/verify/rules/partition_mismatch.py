@@ -7,6 +7,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import partition_conflict
 from nki_dsl.verify.program import program
@@ -14,7 +15,7 @@ from nki_dsl.verify.program import program
 RULE = "partition-mismatch"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         conflict = partition_conflict(site.op, OPS[site.op.name])

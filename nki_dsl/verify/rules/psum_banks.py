@@ -7,6 +7,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.types import TensorType
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.limits import PSUM_BANK_BYTES, PSUM_BANKS
 from nki_dsl.verify.program import peak, program
@@ -22,7 +23,7 @@ def banks(t: TensorType) -> int:
     return blocks * max(1, -(-tile_bytes(t) // PSUM_BANK_BYTES))
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     ranges = program(kernel).live_ranges("psum")
     used = peak(ranges, lambda r: banks(r.tensor.type))
     if used.total <= PSUM_BANKS:

@@ -8,6 +8,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.types import TensorType
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.limits import PSUM_BANK_BYTES
 from nki_dsl.verify.operands import matmul_limits_broken
@@ -24,7 +25,7 @@ def tile_bytes(t: TensorType) -> int:
     return n
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         t = site.op.result

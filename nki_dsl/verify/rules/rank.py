@@ -8,6 +8,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.limits import MAX_TILE_RANK
 from nki_dsl.verify.operands import transpose_rank_error
@@ -25,7 +26,7 @@ def _problem(rank: int) -> str | None:
     return None
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     prog = program(kernel)
     found, bad = [], set()
     for site in prog.sites:

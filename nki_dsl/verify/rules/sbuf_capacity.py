@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.targets import get_target
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import peak, program
 
 RULE = "sbuf-capacity"
 
 
-def capacity(target: str) -> int:
+def capacity(target: Target) -> int:
     """SBUF bytes per partition of ``target`` (nki_dsl/targets.py; reference/nki.md §1.1)."""
-    return get_target(target).sbuf_bytes_per_partition
+    return target.sbuf_bytes_per_partition
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     limit = capacity(target)
     ranges = program(kernel).live_ranges("sbuf")
     used = peak(ranges, lambda r: r.tensor.type.bytes_per_partition)
@@ -26,6 +26,6 @@ def check(kernel: Kernel, target: str) -> list[Diagnostic]:
         return []
     items = d.live_tensors(used.live, lambda t: d.nbytes(t.type.bytes_per_partition))
     msg = (f"SBUF use reaches {d.nbytes(used.total)} per partition here, more than the {d.nbytes(limit)} a "
-           f"{target} partition holds; largest live tensors: {d.listing(items)}; use smaller tiles or end a "
+           f"{target.name} partition holds; largest live tensors: {d.listing(items)}; use smaller tiles or end a "
            f"tensor's use sooner")  # fmt: skip
     return [d.diagnostic(used.site.op, RULE, msg)]

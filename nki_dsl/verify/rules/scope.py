@@ -7,13 +7,14 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import common_depth, program
 
 RULE = "scope"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     prog = program(kernel)
     found, seen = [], set()
     for t, def_site in prog.defs.items():

@@ -11,6 +11,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.shapes import ShapeError
+from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import partition_conflict, tiles, transpose_rank_error, write_pair
 from nki_dsl.verify.program import program
@@ -18,7 +19,7 @@ from nki_dsl.verify.program import program
 RULE = "shape"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found = []
     for site in program(kernel).sites:
         op, spec = site.op, OPS[site.op.name]

@@ -12,12 +12,13 @@ from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS, REQUIRED
 from nki_dsl.ir.types import Buffer, TensorType
+from nki_dsl.targets import Target
 from nki_dsl.verify.describe import LOOP_API, ref
 
 RULE = "structure"
 
 
-def check(kernel: Kernel, target: str) -> list[Diagnostic]:
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     defined = set()
     names: dict[str, object] = {}
