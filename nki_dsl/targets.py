@@ -28,6 +28,15 @@ class Target:
     psum_banks: int  # §1.1 "8 banks x 2 KiB per partition"
     psum_bank_bytes: int  # §1.1, §1.2 TC#2: one bank holds 512 fp32 per partition
 
+    # --- tile limits (§1.2, §2.3); ``nl.tile_size`` and the verifier read them from here ---
+    max_free_dims: int  # "up to four-dimensional tensorized access pattern": partition + 4 free axes (§1.2)
+    bn_stats_fmax: int  # elements per partition one bn_stats reads: tile_size.bn_stats_fmax = 512 (§1.2, §2.3)
+    vector_transpose_max: int  # the Vector engine transposes tiles of at most 32x32 (§2.3 nc_transpose)
+    # Byte alignment of free-dim addresses (tile_size.sbuf_min_align / psum_min_align): "values not documented"
+    # (§1.2); 4 B (one fp32) is assumed. PSUM tiles are placed on whole 2 KiB banks anyway (§1.1).
+    sbuf_min_align: int
+    psum_min_align: int
+
     # --- engine clocks, GHz (§1.1 table) ---
     tensor_ghz: float
     vector_ghz: float
@@ -127,6 +136,22 @@ class Target:
         return self.psum_bank_bytes // 4
 
     @property
+    def gemm_stationary_fmax(self) -> int:
+        """Free size of the stationary matmul operand: 128, "due to the number of PE columns" (§1.2 TC#3)."""
+        return self.pe_cols
+
+    @property
+    def gemm_moving_fmax(self) -> int:
+        """Free size of the moving matmul operand: 512, as "each nc_matmul can only write to a single PSUM bank"
+        of 512 fp32 per partition (§1.2 TC#3)."""
+        return self.psum_bank_fp32
+
+    @property
+    def max_tile_rank(self) -> int:
+        """Dimensions of one on-chip access pattern: the partition axis and ``max_free_dims`` free axes (§1.2)."""
+        return 1 + self.max_free_dims
+
+    @property
     def tensor_peak_flops_per_ns(self) -> float:
         """Dense BF16 Tensor-engine peak, derived: every PE does one multiply-add (2 FLOPs) per cycle (§3.1:
         128*128*2*clock)."""
@@ -161,6 +186,7 @@ class Target:
 # overheads (MM_INIT_LATENCY, 60-cycle access, 100-cycle static overhead) and are used for all generations.
 _COMMON = dict(
     partitions=128, psum_bytes_per_partition=16 * KIB, psum_banks=8, psum_bank_bytes=2 * KIB,
+    max_free_dims=4, bn_stats_fmax=512, vector_transpose_max=32, sbuf_min_align=4, psum_min_align=4,
     min_ii_cycles=64, pe_rows=128, pe_cols=128, mm_init_latency_cycles=64, fp32_matmul_slowdown=4,
     fast_load_stationary_factor=4, vector_static_overhead_cycles=100, sbuf_access_overhead_cycles=60,
     stride_penalty=2.0, stride_penalty_min_bytes=16, vector_lanes=128, act_read_accumulator_cycles=64,
@@ -206,14 +232,27 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-DEFAULT_TARGET = "trn2"  # tracing and tile_size default to trn2 (nki_dsl/isa/enums.py get_nc_version)
+# The target a user-facing call runs on when it names none (nki.simulate, nki.benchmark, kernel(...), the CLI).
+# Only the API layer reads it: everything below is handed the resolved Target.
+DEFAULT_TARGET = "trn2"
 
 
 def get_target(name: str | Target) -> Target:
-    """The Target called ``name`` (a Target passes through); unknown names raise, listing the valid ones."""
+    """The Target called ``name`` (a Target passes through); unknown names raise, listing the valid ones. Called
+    once, where the user names a target; the object is then passed inward."""
     if isinstance(name, Target):
         return name
     try:
         return TARGETS[name]
     except (KeyError, TypeError):
         raise NkiApiError(f"unknown target {name!r}; expected one of {', '.join(TARGETS)}") from None
+
+
+def shared_fact(field: str):
+    """The value of Target attribute ``field`` on every known target, for rules that hold before any target is chosen
+    (the op table's result rules run while tracing). Raises if the targets disagree: such a fact must be read from
+    the Target being compiled for instead."""
+    values = {getattr(t, field) for t in TARGETS.values()}
+    if len(values) != 1:
+        raise ValueError(f"Target.{field} differs between targets ({sorted(values)}); read it from the Target")
+    return values.pop()

@@ -7,7 +7,9 @@ arrays to the kernel unchanged and in order, so a loader without this Python can
 
 from .kernel import softmax_kernel
 
-MAX_COLUMNS = 8192  # one row tile of fp32 in SBUF per partition (32 KiB of the 192 KiB partition), with headroom
+# One row tile of fp32 per partition: 8192 x 4 B = 32 KiB of a partition's SBUF, which is 192 KiB on trn1 (the
+# smallest), 224 KiB on trn2 and 256 KiB on trn3 (reference/nki.md §1.1), leaving headroom on every target.
+MAX_COLUMNS = 8192
 
 
 def plan_softmax(x):

@@ -50,7 +50,6 @@ class Allocation:
 # -- the allocator ------------------------------------------------------------------------------------------------
 
 MAX_BUFFERS = 3  # rotating copies tried first for a tile made in a loop body (then 2, then 1), as NKI's allocator
-SBUF_ALIGN = 4  # bytes; tile_size.sbuf_min_align is undocumented (reference/nki.md §1.2), 4 B keeps fp32 aligned
 
 
 @dataclass
@@ -72,7 +71,8 @@ def allocate(kernel, t: Target) -> Allocation:
     ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them."""
     lives = live_ranges(kernel)
     out = Allocation(t)
-    for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, SBUF_ALIGN),
+    # SBUF tensors start on the target's free-dim alignment; PSUM tiles take whole banks (reference/nki.md §1.1-§1.2)
+    for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, t.sbuf_min_align),
                                    ("psum", t.psum_bytes_per_partition, t.psum_bank_bytes)):  # fmt: skip
         group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
         # Rotating copies per tensor: MAX_BUFFERS each first; while that does not fit, take one copy from the

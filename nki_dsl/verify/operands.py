@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nki_dsl.ir.nodes import Access, Op
 from nki_dsl.ir.ops.spec import OpSpec
-from nki_dsl.verify import limits
+from nki_dsl.targets import Target
 
 ELEMENTWISE_FAMILIES = ("unary", "binary", "select", "copy", "assign", "store")
 WRITE_FAMILIES = ("assign", "store", "isa.dma_copy")  # a value written into a destination access (the NumPy
@@ -107,10 +107,11 @@ def is_matmul(spec: OpSpec) -> bool:
     return spec.family == "matmul" or {"stationary", "moving"} <= names
 
 
-def matmul_limits_broken(op: Op, spec: OpSpec) -> bool:
+def matmul_limits_broken(op: Op, spec: OpSpec, t: Target) -> bool:
     """True when the matmul-shape rule reports this op; its oversized result is then a consequence, not news."""
     roles = matmul_roles(op, spec) if is_matmul(spec) else None
     if roles is None:
         return False
     (k, m), (k2, n) = roles.stationary[2], roles.moving[2]
-    return k > limits.PMAX or m > limits.STATIONARY_FMAX or k2 > limits.PMAX or n > limits.MOVING_FMAX or k != k2
+    pmax = t.partitions
+    return k > pmax or m > t.gemm_stationary_fmax or k2 > pmax or n > t.gemm_moving_fmax or k != k2

@@ -7,10 +7,10 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from nki_dsl.targets import TARGETS
-from nki_dsl.verify.limits import PSUM_BANK_BYTES, PSUM_BANKS
+from nki_dsl.targets import TARGETS, shared_fact
 
 A = np.zeros((128, 512), np.float32)
+PSUM_BANKS, PSUM_BANK_BYTES = shared_fact("psum_banks"), shared_fact("psum_bank_bytes")  # verified on every target
 
 
 def rules(error) -> list[str]:

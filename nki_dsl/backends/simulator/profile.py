@@ -142,7 +142,8 @@ class Profile:
         queues = [u for u, b in self.unit_busy_ns.items() if u.startswith("dma") and b > 0]
         for u in queues:
             head.add_row(u, f"{self.unit_busy_ns[u] / 1000:.3f}", f"{100 * self.dma_queue_busy[u]:.1f}", *parts(u))
-        head.add_row("dma (16 engines)", f"{self.dma_engine_busy_ns / 1000 / self.target.dma_engines:.3f}",
+        engines = self.target.dma_engines
+        head.add_row(f"dma ({engines} engines)", f"{self.dma_engine_busy_ns / 1000 / engines:.3f}",
                      f"{100 * busy['dma']:.1f}", "", "", "", "")
         head.add_row(f"dma queues used: {len(queues)}", "", "", "", "", "", "")
         console.print(head)

@@ -12,6 +12,7 @@ import math
 from nki_dsl.ir import functions
 from nki_dsl.ir.ops import shapes as rules
 from nki_dsl.ir.ops.spec import ANY_BUFFER, REQUIRED, AttrSpec, OperandSpec, OpSpec
+from nki_dsl.targets import shared_fact
 
 # Scalar-engine activation functions (reference/nki.md §2.3, "Activation functions").
 ACTIVATIONS = (
@@ -29,11 +30,13 @@ DGE_MODES = ("none", "swdge", "hwdge", "unknown")
 # The transposes the DMA engines perform, by rank (nki.md §2.3 dma_transpose).
 DMA_TRANSPOSE_AXES = {2: ((1, 0),), 3: ((2, 1, 0),), 4: ((3, 1, 2, 0),)}
 BN_STATS_WIDTH = 6  # (count, mean, count*var) of the even elements, then of the odd elements
-BN_STATS_FMAX = 512  # elements per partition bn_stats reads (nl.tile_size.bn_stats_fmax, reference/nki.md §1.2)
+# Hardware limits the result rules below check while tracing come from the target table (reference/nki.md §1.2,
+# §2.3); they are the same on every target (``shared_fact``), so checking them does not tie a trace to one.
+BN_STATS_FMAX = shared_fact("bn_stats_fmax")  # elements per partition bn_stats reads (nl.tile_size.bn_stats_fmax)
 BN_GROUP = 3
-VECTOR_TRANSPOSE_MAX = 32  # the Vector engine transposes tiles of at most 32x32 (reference/nki.md §2.3)
+VECTOR_TRANSPOSE_MAX = shared_fact("vector_transpose_max")  # the Vector engine transposes at most 32x32 tiles
 MATMUL_PERF_MODES = ("none", "double_row")  # nisa.matmul_perf_mode (reference/nki.md §2.6, §2.7 "Enums")
-PE_COLUMNS = 128  # the PE array's columns (reference/nki.md §1.2); a smaller tile_size column count tiles them
+PE_COLUMNS = shared_fact("pe_cols")  # the PE array's columns; a smaller tile_size column count tiles them
 DOUBLE_ROWS = 2  # double_row: the first free axis of both operands, folded into the contraction (§1.2, §2.7)
 
 

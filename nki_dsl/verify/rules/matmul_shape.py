@@ -10,7 +10,6 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
-from nki_dsl.verify.limits import MOVING_FMAX, PMAX, STATIONARY_FMAX
 from nki_dsl.verify.operands import is_matmul, matmul_roles
 from nki_dsl.verify.program import program
 
@@ -18,6 +17,7 @@ RULE = "matmul-shape"
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
+    pmax, stationary_fmax, moving_fmax = target.partitions, target.gemm_stationary_fmax, target.gemm_moving_fmax
     found = []
     for site in program(kernel).sites:
         spec = OPS[site.op.name]
@@ -31,15 +31,15 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         m_tile = f"moving tile [{k2}, {n}]"
         m_from = f"(operand '{m_name}' {d.access(mv)})"
         msgs = []
-        if k > PMAX:
-            msgs.append(f"{s_tile} exceeds the partition limit of {PMAX} {s_from}")
-        if m > STATIONARY_FMAX:
-            msgs.append(f"{s_tile} exceeds the stationary free-size limit of {STATIONARY_FMAX} {s_from}")
-        if k2 > PMAX:
-            msgs.append(f"{m_tile} exceeds the partition limit of {PMAX} {m_from}")
-        if n > MOVING_FMAX:
-            msgs.append(f"{m_tile} exceeds the moving free-size limit of {MOVING_FMAX} {m_from}; "
-                        f"split N into tiles of at most {MOVING_FMAX}")  # fmt: skip
+        if k > pmax:
+            msgs.append(f"{s_tile} exceeds the partition limit of {pmax} {s_from}")
+        if m > stationary_fmax:
+            msgs.append(f"{s_tile} exceeds the stationary free-size limit of {stationary_fmax} {s_from}")
+        if k2 > pmax:
+            msgs.append(f"{m_tile} exceeds the partition limit of {pmax} {m_from}")
+        if n > moving_fmax:
+            msgs.append(f"{m_tile} exceeds the moving free-size limit of {moving_fmax} {m_from}; "
+                        f"split N into tiles of at most {moving_fmax}")  # fmt: skip
         if k != k2:
             msgs.append(f"contraction sizes differ: {s_tile} {s_from} has K={k}, {m_tile} {m_from} has K={k2}; "
                         f"{_layout(s_name, m_name, roles.transposed)}")  # fmt: skip

@@ -10,7 +10,6 @@ from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
-from nki_dsl.verify.limits import PMAX
 from nki_dsl.verify.operands import matmul_limits_broken
 from nki_dsl.verify.program import program
 
@@ -18,26 +17,26 @@ RULE = "partition-limit"
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
-    prog = program(kernel)
+    prog, pmax = program(kernel), target.partitions
     found = []
     for site in prog.sites:
         t = site.op.result
-        if t is None or not t.type.buffer.on_chip or t.type.partitions <= PMAX:
+        if t is None or not t.type.buffer.on_chip or t.type.partitions <= pmax:
             continue
-        if matmul_limits_broken(site.op, OPS[site.op.name]):
+        if matmul_limits_broken(site.op, OPS[site.op.name], target):
             continue  # the matmul-shape rule names the operand that makes the result too tall
-        if any(isinstance(v, Access) and _too_tall(v) for v in site.op.operands.values()):
+        if any(isinstance(v, Access) and _too_tall(v, pmax) for v in site.op.operands.values()):
             continue  # derived from a tall tile already reported where it was made
         what = "result" if OPS[site.op.name].result != "declared" else "tensor"
-        msg = f"{what} {d.tensor(t)} has {t.type.partitions} partitions, exceeding the partition limit of {PMAX}"
-        found.append(d.diagnostic(site.op, RULE, msg + "; split it into tiles of at most 128 partitions"))
+        msg = f"{what} {d.tensor(t)} has {t.type.partitions} partitions, exceeding the partition limit of {pmax}"
+        found.append(d.diagnostic(site.op, RULE, msg + f"; split it into tiles of at most {pmax} partitions"))
     for site, name, a in prog.accesses():
         t = a.tensor.type
-        if t.buffer.on_chip and t.partitions <= PMAX and a.shape and a.shape[0] > PMAX:
-            msg = f"{d.operand(name, a)} spans {a.shape[0]} partitions, exceeding the partition limit of {PMAX}"
+        if t.buffer.on_chip and t.partitions <= pmax and a.shape and a.shape[0] > pmax:
+            msg = f"{d.operand(name, a)} spans {a.shape[0]} partitions, exceeding the partition limit of {pmax}"
             found.append(d.diagnostic(site.op, RULE, msg))
     return found
 
 
-def _too_tall(a) -> bool:
-    return a.tensor.type.buffer.on_chip and bool(a.shape) and a.shape[0] > PMAX
+def _too_tall(a, pmax: int) -> bool:
+    return a.tensor.type.buffer.on_chip and bool(a.shape) and a.shape[0] > pmax

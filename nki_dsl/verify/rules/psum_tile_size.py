@@ -10,7 +10,6 @@ from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.types import TensorType
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
-from nki_dsl.verify.limits import PSUM_BANK_BYTES
 from nki_dsl.verify.operands import matmul_limits_broken
 from nki_dsl.verify.program import program
 
@@ -32,11 +31,10 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         if t is None or t.type.buffer.value != "psum":
             continue
         size = tile_bytes(t.type)
-        if size <= PSUM_BANK_BYTES or matmul_limits_broken(site.op, OPS[site.op.name]):
+        if size <= target.psum_bank_bytes or matmul_limits_broken(site.op, OPS[site.op.name], target):
             continue
         each = "each block of " if t.type.block_shape else ""
-        fp32 = PSUM_BANK_BYTES // 4
         msg = (f"{each}PSUM tensor {d.tensor(t)} needs {size} bytes per partition; a PSUM tile must fit one "
-               f"{PSUM_BANK_BYTES}-byte bank ({fp32} fp32 values per partition)")  # fmt: skip
+               f"{target.psum_bank_bytes}-byte bank ({target.psum_bank_fp32} fp32 values per partition)")  # fmt: skip
         found.append(d.diagnostic(site.op, RULE, msg))
     return found

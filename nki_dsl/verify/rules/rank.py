@@ -10,19 +10,18 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
-from nki_dsl.verify.limits import MAX_TILE_RANK
 from nki_dsl.verify.operands import transpose_rank_error
 from nki_dsl.verify.program import program
 
 RULE = "rank"
 
 
-def _problem(rank: int) -> str | None:
+def _problem(rank: int, max_rank: int) -> str | None:
     if rank < 2:
         return (f"has insufficient rank {rank}: on-chip tiles are at least 2-D (partition dimension first); "
                 f"keep a size-1 dimension, e.g. keepdims=True or [0:1, :]")  # fmt: skip
-    if rank > MAX_TILE_RANK:
-        return f"has rank {rank}: an on-chip tile has at most {MAX_TILE_RANK - 1} free dimensions"
+    if rank > max_rank:
+        return f"has rank {rank}: an on-chip tile has at most {max_rank - 1} free dimensions"
     return None
 
 
@@ -32,7 +31,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     for site in prog.sites:
         t = site.op.result
         if t is not None and t.type.buffer.on_chip:
-            problem = _problem(len(t.type.shape) - t.type.par_axis)
+            problem = _problem(len(t.type.shape) - t.type.par_axis, target.max_tile_rank)
             if problem:
                 bad.add(t)
                 what = "result" if OPS[site.op.name].result != "declared" else "tensor"
@@ -44,7 +43,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
             found.append(d.diagnostic(site.op, RULE, msg))
     for site, name, a in prog.accesses():
         if a.tensor.type.buffer.on_chip and a.tensor not in bad:
-            problem = _problem(len(a.shape))
+            problem = _problem(len(a.shape), target.max_tile_rank)
             if problem:
                 found.append(d.diagnostic(site.op, RULE, f"{d.operand(name, a)} {problem}"))
     return found
