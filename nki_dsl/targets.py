@@ -130,6 +130,11 @@ class Target:
     def __repr__(self) -> str:
         return f"<Target {self.name}>"
 
+    def __hash__(self) -> int:
+        # Targets key the jit and simulator caches on every call: hash the name (equal targets share it) rather
+        # than all fields; equality still compares every field.
+        return hash(self.name)
+
     @property
     def psum_bank_fp32(self) -> int:
         """fp32 elements per partition in one PSUM bank (512, tile_size.psum_fmax; §1.2 TC#2)."""

@@ -1,9 +1,12 @@
 """The enumerations and target queries of legacy ``nki.isa``: engines, accumulator commands, DMA modes and the
-NeuronCore generation."""
+NeuronCore generation of the target being traced for."""
 
 from __future__ import annotations
 
 from enum import Enum, IntEnum
+
+from nki_dsl.targets import DEFAULT_TARGET, get_target
+from nki_dsl.trace.builder import current, is_tracing
 
 
 class Engine(IntEnum):
@@ -79,10 +82,11 @@ scalar_engine = Engine.scalar
 gpsimd_engine = Engine.gpsimd
 unknown_engine = Engine.unknown
 
-TARGET_VERSIONS = {"trn1": NcVersion.gen2, "inf2": NcVersion.gen2, "trn2": NcVersion.gen3, "trn3": NcVersion.gen4}
-DEFAULT_TARGET = "trn2"
-
 
 def get_nc_version() -> NcVersion:
-    """The NeuronCore generation kernels are traced for. Tracing targets the default trn2 (gen3)."""
-    return TARGET_VERSIONS[DEFAULT_TARGET]
+    """The NeuronCore generation of the target the kernel is being traced for (``Target.nc_version``; reference/nki.md
+    §2.7 "Multi-core, target, enums"); reading it ties the trace to targets of that generation. Called outside a
+    kernel: the generation of the target user-facing calls run on when they name none (trn2, gen3)."""
+    if not is_tracing():
+        return NcVersion(get_target(DEFAULT_TARGET).nc_version)
+    return NcVersion(current("nisa.get_nc_version").target_fact("nc_version"))

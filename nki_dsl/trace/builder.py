@@ -1,4 +1,5 @@
-"""The trace-time builder: the kernel being recorded, its open loop regions and fresh names.
+"""The trace-time builder: the kernel being recorded, its open loop regions, fresh names, and the target facts the
+kernel body consulted.
 
 One builder is active while a kernel body runs; ``nl``/``nisa`` calls find it through ``current()``. Calling
 them with no active builder is an API misuse and says so.
@@ -15,6 +16,7 @@ from contextlib import contextmanager
 from nki_dsl.errors import NkiApiError, NkiTraceError, SourceLoc
 from nki_dsl.ir.nodes import Kernel, Loop, Op, Stmt, Tensor
 from nki_dsl.ir.types import TensorType
+from nki_dsl.targets import Target
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _active: contextvars.ContextVar[Builder | None] = contextvars.ContextVar("nki_builder", default=None)
@@ -72,8 +74,10 @@ def caller_loc() -> SourceLoc:
 
 
 class Builder:
-    def __init__(self, name: str, source_file: str, grid: tuple[int, ...]):
+    def __init__(self, name: str, source_file: str, grid: tuple[int, ...], target: Target):
         self.kernel = Kernel(name=name, params=[], body=[], outputs=[], grid=grid, source_file=source_file)
+        self._target = target
+        self.facts: dict[str, object] = {}  # Target attribute -> the value the body read (see ``target_fact``)
         self._regions: list[list[Stmt]] = [self.kernel.body]
         self._loops: list[Loop] = []
         self._names: set[str] = set()
@@ -87,6 +91,15 @@ class Builder:
             yield self
         finally:
             _active.reset(token)
+
+    # -- the target ------------------------------------------------------------------------------------------
+    def target_fact(self, field: str):
+        """Attribute ``field`` of the target being traced for, recorded: a trace that read target facts is reused
+        only for targets with the same values (``nisa.get_nc_version``, ``nl.tile_size``), any other trace for
+        every target."""
+        value = getattr(self._target, field)
+        self.facts[field] = value
+        return value
 
     # -- names -----------------------------------------------------------------------------------------------
     def fresh_name(self, hint: str = "") -> str:

@@ -1,7 +1,9 @@
 """``@nki.jit``: a kernel that traces on first call per argument spec, verifies, compiles and runs.
 
-``kernel(a, b)`` launches one instance; ``kernel[2, 2](a, b)`` an SPMD grid. The compile cache is keyed by
-(source hash, argument specs and constants, grid, backend).
+``kernel(a, b)`` launches one instance; ``kernel[2, 2](a, b)`` an SPMD grid. Traces are cached by (source hash,
+argument specs and constants, grid) whatever the target: a kernel body that consulted the target
+(``nisa.get_nc_version()``, ``nl.tile_size``) records which facts it read, and its trace is reused only for targets
+with the same values. Verification, lowering and compiled executables are per target (``(trace key, Target)``).
 
 Called while another kernel is being traced, a kernel is a sub-kernel (legacy NKI decorates those
 ``@nki.jit(mode='trace')``, reference/nki.md §2.1; the current compiler "inline[s] calls" during specialisation,
@@ -14,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+from dataclasses import dataclass, field
 
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
@@ -36,6 +39,19 @@ def _source_hash(fn) -> str:
     except (OSError, TypeError):
         text = repr(fn.__code__.co_code) + repr(fn.__code__.co_consts)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class _Trace:
+    """One trace of a specialisation: valid for every target whose attributes equal ``facts`` (all targets when
+    the body read none), verified so far for the targets in ``verified``."""
+
+    kernel: Kernel
+    facts: dict
+    verified: set = field(default_factory=set)
+
+    def fits(self, target: Target) -> bool:
+        return all(getattr(target, name) == value for name, value in self.facts.items())
 
 
 def _normalize_grid(grid) -> tuple[int, ...]:
@@ -63,7 +79,8 @@ class JitKernel:
         self.fn = fn
         self.options = options
         self.source_hash = _source_hash(fn)
-        self._traced: dict[tuple, Kernel] = {}
+        self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, argument key, grid) -> its traces
+        self.trace_count = 0  # bodies run so far (tests check that targets share traces)
         self._compiled: dict[tuple, object] = {}
         self._profiles: dict[tuple, object] = {}  # specialisation key (target included) -> simulator Profile
         functools.update_wrapper(self, fn)
@@ -88,25 +105,33 @@ class JitKernel:
         return f"<nki.jit kernel {self.fn.__name__}>"
 
     def specialize(self, grid, args, kwargs, target: Target) -> tuple[Kernel, dict, tuple]:
-        """Trace (or fetch from the cache) and verify the kernel for these arguments."""
+        """Trace (or fetch from the cache) and verify the kernel for these arguments on ``target``; the key returned
+        (which the compile and profile caches use) ends with the target."""
         from nki_dsl.verify import check  # verify imports the op table; kept off the import path of nki_dsl
 
         bound, arrays = bind(self.fn, args, kwargs)
-        key = (self.source_hash, bound.key, grid, target)
-        kernel = self._traced.get(key)
-        if kernel is None:
-            try:
-                kernel = trace_kernel(self.fn, bound, grid)
-            except TypeError as e:  # a kernel line called an nl/nisa function with arguments it does not take
-                error = api_call_error(e)
-                if error is None:
-                    raise
-                raise error from None
-            check(kernel, target)
+        key = (self.source_hash, bound.key, grid)
+        traces = self._traced.setdefault(key, [])
+        entry = next((t for t in traces if t.fits(target)), None)
+        if entry is None:
+            entry = _Trace(*self._trace(bound, grid, target))
+            traces.append(entry)
+        if target not in entry.verified:  # hardware rules (SBUF capacity, ...) depend on the target
+            check(entry.kernel, target)
             for hook in TRACE_HOOKS:
-                hook(kernel, target)
-            self._traced[key] = kernel
-        return kernel, arrays, key
+                hook(entry.kernel, target)
+            entry.verified.add(target)
+        return entry.kernel, arrays, (*key, target)
+
+    def _trace(self, bound, grid, target: Target) -> tuple[Kernel, dict]:
+        self.trace_count += 1
+        try:
+            return trace_kernel(self.fn, bound, grid, target)
+        except TypeError as e:  # a kernel line called an nl/nisa function with arguments it does not take
+            error = api_call_error(e)
+            if error is None:
+                raise
+            raise error from None
 
     def executable(self, kernel: Kernel, key: tuple, backend: str):
         exe = self._compiled.get((key, backend))

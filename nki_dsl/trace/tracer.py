@@ -7,14 +7,17 @@ import inspect
 from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.nodes import Kernel, Tensor
 from nki_dsl.ir.types import Buffer, TensorType
+from nki_dsl.targets import Target
 from nki_dsl.trace.builder import Builder
 from nki_dsl.trace.specs import ArgSpec, BoundArgs
 from nki_dsl.trace.tensor import NkiTensor
 
 
-def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...]) -> Kernel:
+def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...], target: Target) -> tuple[Kernel, dict]:
+    """The kernel's IR and the target facts its body read (``Builder.target_fact``): the IR holds for every target
+    with those values."""
     source_file = inspect.getsourcefile(fn) or fn.__code__.co_filename
-    builder = Builder(fn.__name__, source_file, grid)
+    builder = Builder(fn.__name__, source_file, grid, target)
     call_args = {}
     for name, value in args.items:
         if isinstance(value, ArgSpec):
@@ -28,7 +31,7 @@ def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...]) -> Kernel:
         returned = fn(**call_args)
     builder.check_open_loops()
     builder.kernel.outputs = _outputs(fn, returned)
-    return builder.kernel
+    return builder.kernel, builder.facts
 
 
 def _outputs(fn, returned) -> list[Tensor]:
