@@ -36,7 +36,6 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.ir.nodes import Access, Imm, Loop, Op, Tensor
 from nki_dsl.ir.ops import OPS
-from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
 from nki_dsl.ir.ops.language import BINARY_NL, REDUCTIONS, UNARY_NL
 from nki_dsl.ir.types import Buffer
 from nki_dsl.passes import lower_math, select
@@ -83,7 +82,7 @@ def matmul(op: Op, ctx: RewriteContext) -> list:
 def transpose(op: Op, ctx: RewriteContext) -> list:
     # A mask (over the result's axes) carries over to the transpose and to the copy out of PSUM.
     x, r = op.operands["x"], op.result
-    if max(x.shape) <= VECTOR_TRANSPOSE_MAX:
+    if max(x.shape) <= ctx.target.vector_transpose_max:  # lowering is per target: its limit, not a copy
         return [ctx.op("nisa.nc_transpose", op, {"data": x}, {"engine": "vector"}, r)]
     out = []
     if x.tensor.type.buffer == Buffer.PSUM:  # the Tensor engine reads SBUF only
