@@ -1,9 +1,11 @@
 """``nki.simulate`` and ``nki.benchmark``: a kernel's modelled timing on the engine simulator, with its outputs
 (``simulate``) or from shapes alone (``benchmark``).
 
-Both normalise their arguments once through the kernel's ``specialize`` (the trace cache, keyed by source hash,
-argument specs and constants, grid and target), and the kernel caches the simulator's Profile per specialisation,
-so asking again for the same shapes costs a dictionary lookup (plus a NumPy run when there is data).
+Both resolve the target name once into a ``Target`` and normalise their arguments once through the kernel's
+``specialize`` (the trace cache, keyed by source hash, argument specs and constants and grid; a trace is shared by
+every target unless the kernel consulted the target), and the kernel caches the simulator's Profile per
+specialisation and target, so asking again for the same shapes costs a dictionary lookup (plus a NumPy run when
+there is data).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """The per-target constants agree with the facts reference/nki.md derives from them (§3.1, §3.4)."""
 
+import dataclasses
+
 import pytest
 
 from nki_dsl.errors import NkiApiError
-from nki_dsl.targets import TARGETS, get_target
+from nki_dsl.targets import TARGETS, get_target, shared_fact
 
 NAMES = sorted(TARGETS)
 
@@ -63,3 +65,25 @@ def test_unknown_target_names_the_valid_ones():
     assert get_target(TARGETS["trn1"]) is TARGETS["trn1"]
     with pytest.raises(ValueError, match="no clock"):
         get_target("trn2").clock_ghz("sync")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_tile_limits_are_nkis_tile_size(name):
+    # §1.2 TC#1-#3 and the tile_size list: pmax 128, psum_fmax 512, gemm_stationary_fmax 128, gemm_moving_fmax 512,
+    # bn_stats_fmax 512, 8 PSUM banks; an access pattern has a partition axis and up to four free axes
+    t = get_target(name)
+    limits = (t.partitions, t.psum_bank_fp32, t.gemm_stationary_fmax, t.gemm_moving_fmax, t.bn_stats_fmax, t.psum_banks)
+    assert limits == (128, 512, 128, 512, 512, 8)
+    assert t.max_tile_rank == 5 and t.vector_transpose_max == 32
+
+
+def test_shared_facts_are_those_every_target_agrees_on():
+    assert shared_fact("partitions") == 128 and shared_fact("bn_stats_fmax") == 512
+    with pytest.raises(ValueError, match="sbuf_bytes_per_partition differs between targets"):
+        shared_fact("sbuf_bytes_per_partition")
+
+
+def test_equal_targets_are_one_cache_key():
+    t = get_target("trn2")
+    assert {t: 1}[dataclasses.replace(t)] == 1
+    assert dataclasses.replace(t, partitions=64) != t and repr(t) == "<Target trn2>"
