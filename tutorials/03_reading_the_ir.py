@@ -49,7 +49,7 @@ def main():
     print("parse(print(ir)) prints identically: True")
 
     # The NumPy reference backend turns the IR into plain Python over NumPy arrays; here is what runs.
-    print(nki.emit(softmax_rows, x, target="numpy"))
+    print(nki.emit(softmax_rows, x, backend="numpy"))
 
     y = softmax_rows(x)
     e = np.exp(x - x.max(axis=1, keepdims=True))

@@ -18,9 +18,17 @@ EXPECTED = np.log1p(np.exp(X.astype(np.float64)))  # the kernel rounds twice in 
 
 
 def test_emit_returns_the_numpy_source_that_runs():
-    source = nki.emit(nki.jit(_softplus), X, target="numpy")
+    source = nki.emit(nki.jit(_softplus), X, backend="numpy")
     compile(source, "<emitted>", "exec")
     assert "np.exp(" in source and "np.log(" in source
+    assert nki.emit(nki.jit(_softplus), X) == source  # numpy is the default backend
+
+
+def test_emit_target_is_the_deprecated_spelling_of_backend():
+    kernel = nki.jit(_softplus)
+    with pytest.warns(DeprecationWarning, match="backend="):
+        old = nki.emit(kernel, X, target="simulator")
+    assert old == nki.emit(kernel, X, backend="simulator") != nki.emit(kernel, X, backend="numpy")
 
 
 def test_simulate_kernel_runs_on_the_numpy_reference():
