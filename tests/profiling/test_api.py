@@ -84,3 +84,17 @@ def test_the_nki_decorators_keep_working(decorator):
 def test_benchmark_of_a_plain_function_asks_for_jit():
     with pytest.raises(nki.NkiApiError, match="decorate it with @nki.jit"):
         nki.benchmark(_double, nki.spec((128, 64), "float32"))
+
+
+def test_the_profile_cache_is_the_simulators_and_dies_with_its_kernel():
+    import gc
+
+    from nki_dsl import profiling
+
+    kernel = nki.jit(_double)
+    nki.benchmark(kernel, nki.spec((128, 64), "float32"))
+    assert kernel in profiling._PROFILES and not hasattr(kernel, "_profiles")  # not kept by JitKernel itself
+    count = len(profiling._PROFILES)
+    del kernel
+    gc.collect()
+    assert len(profiling._PROFILES) == count - 1
