@@ -27,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import nki_dsl as nki  # noqa: E402
 import nki_dsl.language as nl  # noqa: E402
 from benchmarks.reference_kernels import matmul_tiled  # noqa: E402
-from nki_dsl.backends.simulator import profile  # noqa: E402
 
 BEFORE_INSTRUCTIONS_PER_S = 64_984  # blocked kernel at 5f77dd7, same machine (see the docstring)
 
@@ -63,13 +62,13 @@ def matmul_blocked(lhsT, rhs, BM=4, BN=2):
 def run(M: int, K: int, N: int, target: str = "trn2", kernel=matmul_blocked, repeat: int = 1):
     """``(Profile, simulation seconds (median of ``repeat``), first call end to end in seconds)``."""
     start = time.perf_counter()
-    ir = nki.trace(kernel, nki.spec((K, M), "bfloat16"), nki.spec((K, N), "bfloat16"), target=target).ir
-    prof = profile(ir, target)  # lowers, allocates and generates the stream once (cached per kernel)
+    traced = nki.trace(kernel, nki.spec((K, M), "bfloat16"), nki.spec((K, N), "bfloat16"), target=target)
+    prof = traced.profile(target)  # lowers, allocates and generates the stream once (cached per kernel)
     first = time.perf_counter() - start
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        prof = profile(ir, target)
+        prof = traced.profile(target)
         times.append(time.perf_counter() - t0)
     return prof, statistics.median(times), first
 

@@ -19,6 +19,7 @@ from nki_dsl.api import (
     benchmark,
     emit,
     parse_ir,
+    parse_ir_unverified,
     profile,
     simulate_kernel,
     trace,
@@ -26,11 +27,13 @@ from nki_dsl.api import (
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.profiling import simulate
+from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "parse_ir", "IRBudget", "TracedKernel", "backend_names",
+    "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
+    "Target", "get_target",
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",

@@ -40,6 +40,12 @@ class TracedKernel:
         parsed from a Hub bundle)."""
         return backends.load(backend).compile_kernel(self.ir, target=target)
 
+    def profile(self, target: str = "trn2"):
+        """The modelled Profile of this kernel on ``target``'s engine simulator, timing only (shapes and dtypes
+        are all it needs). Simulated on every call, unlike ``nki.benchmark``, which keeps one Profile per
+        specialisation: for measuring the simulator itself."""
+        return backends.load("simulator").profile(self.ir, target)
+
     def __str__(self) -> str:
         return self.text
 
@@ -124,6 +130,15 @@ def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
 
 profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
+
+
+def parse_ir_unverified(text: str, *, budget: IRBudget | None = None, path: str = "<nkir>") -> Kernel:
+    """Parse IR text within ``budget`` and return the IR (what ``TracedKernel.ir`` holds) WITHOUT verifying it: for
+    tools that measure or inspect the parser alone. Parsed IR is untrusted input: never run what this returns;
+    ``nki.parse_ir`` (parse, then verify) is the way from text to a kernel that runs."""
+    from nki_dsl.ir.parser import parse_kernel
+
+    return parse_kernel(text, path, IRBudget() if budget is None else budget)
 
 
 def parse_ir(text: str, target: str = "trn2", *, budget: IRBudget | None = None, path: str = "<nkir>") -> TracedKernel:
