@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import nki_dsl as nki
-from tests.profiling.kernels import add, matmul
+from kernels.matmul import matmul_tiled as matmul
+from tests.profiling.kernels import add
 
 RNG = np.random.default_rng(3)
 LHST = RNG.standard_normal((256, 256)).astype(np.float32)
