@@ -1,6 +1,7 @@
 """The library's matmul package (kernels/matmul): every kernel against float64 NumPy, the launcher's choice and
-refusals, and which kernel each published specialisation is."""
+refusals, which kernel each published specialisation is, and the NKI tutorial kernels that trace to its steps."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from kernels.matmul import (
     matmul_tiled,
     plan_matmul,
 )
+from tests.kernels.nki_style import matmul as nki_style
 
 PACKAGE = Path(__file__).parents[2] / "kernels" / "matmul"
 RNG = np.random.default_rng(11)
@@ -64,3 +66,21 @@ def test_the_manifest_publishes_both_kernels():
     bundle = build_bundle(PACKAGE, benchmarks=False)
     heads = [bundle.files[s.ir].decode().split("(")[0] for s in bundle.manifest.entry_points["matmul"].specialisations]
     assert heads == ["kernel matmul_tiled", "kernel matmul_tiled", "kernel matmul_blocked"]
+
+
+def _body(traced) -> str:
+    """IR text without the header, the source path, constants and source lines: what the kernel computes."""
+    lines = re.sub(r" loc\(\d+\)", "", traced.text).splitlines()[1:]
+    return "\n".join(ln for ln in lines if not ln.strip().startswith(("source", "const")))
+
+
+TUTORIAL_TWINS = [(nki_style.nki_matmul_hoist_load_, matmul_hoisted),
+                  (nki_style.nki_matmul_block_free_dimension_, matmul_block_free)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("aws", "library"), TUTORIAL_TWINS)
+def test_the_nki_tutorial_kernels_trace_to_the_library_kernels(aws, library):
+    """The NKI-style conformance kernels are AWS's tutorial code (mgrid ``.p/.x`` indexing, named block constants);
+    written that way they must trace to exactly the IR of the library's step they correspond to."""
+    specs = (nki.spec((512, 512), "bfloat16"), nki.spec((512, 2048), "bfloat16"))
+    assert _body(nki.trace(aws, *specs)) == _body(nki.trace(library, *specs))
