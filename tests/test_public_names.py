@@ -136,19 +136,35 @@ def test_only_public_nki_dsl_names(folder):
     assert not found, "private nki_dsl names used outside the core:\n" + "\n".join(found)
 
 
-def test_hub_client_uses_no_private_huggingface_hub_module():
-    found = []
-    for path in (ROOT / "hub_client").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = []
-            if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            for m in modules:
-                if m.startswith("huggingface_hub") and any(part.startswith("_") for part in m.split(".")):
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {m}")
-    assert not found, "\n".join(found)
+def hf_private_uses(path: Path, root: Path = ROOT) -> list[str]:
+    """Private huggingface_hub modules or attributes one file uses (``huggingface_hub.utils._http``, or ``_GLOBAL_...``
+    read through a name bound to a huggingface_hub module): private state changes without notice on an upgrade."""
+    found, aliases = [], set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+            aliases |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.startswith("huggingface_hub")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("huggingface_hub"):
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            aliases |= {a.asname or a.name for a in node.names}
+        for m in modules:
+            if m.startswith("huggingface_hub") and any(part.startswith("_") for part in m.split(".")):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {m}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            base = node.value
+            while isinstance(base, ast.Attribute):
+                base = base.value
+            if isinstance(base, ast.Name) and base.id in aliases:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {base.id}...{node.attr}")
+    return found
+
+
+def test_hub_client_uses_no_private_huggingface_hub_state():
+    found = [v for path in sorted((ROOT / "hub_client").rglob("*.py")) for v in hf_private_uses(path)]
+    assert not found, "private huggingface_hub names used by hub_client:\n" + "\n".join(found)
 
 
 def test_the_scan_sees_private_names(tmp_path):
@@ -169,3 +185,18 @@ def test_the_scan_sees_private_names(tmp_path):
     path.write_text(source)
     found = violations(path, tmp_path)
     assert [v.split(":")[1] for v in found] == ["10", "10", "4", "5", "6", "8"], found
+
+
+def test_the_huggingface_hub_scan_sees_private_state(tmp_path):
+    path = tmp_path / "sample.py"
+    path.write_text(
+        "import huggingface_hub\n"
+        "from huggingface_hub import get_session, set_client_factory\n"
+        "from huggingface_hub.utils import _http\n"  # 3: a private module
+        "from huggingface_hub.utils._http import hf_request_event_hook\n"  # 4
+        "def f():\n"
+        "    get_session(), set_client_factory(None)\n"
+        "    return huggingface_hub.utils._http._GLOBAL_CLIENT_FACTORY, _http._GLOBAL_CLIENT\n"  # 7: three reads
+    )
+    found = hf_private_uses(path, tmp_path)
+    assert sorted(int(v.split(":")[1]) for v in found) == [3, 4, 4, 7, 7, 7], found
