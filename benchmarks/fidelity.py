@@ -33,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import nki_dsl as nki  # noqa: E402
 import nki_dsl.isa as nisa  # noqa: E402
 import nki_dsl.language as nl  # noqa: E402
-from nki_dsl.targets import get_target  # noqa: E402
 
 
 # -- micro-kernels ------------------------------------------------------------------------------------------------
@@ -86,7 +85,7 @@ def matmul_cycles(target: str, dtype: str) -> float:
     prof = nki.benchmark(resident_matmuls, nki.spec((128, 128), dtype), nki.spec((128, 512), dtype), target=target)
     s = prof.schedule
     ks = _rows_of(prof, "nisa.nc_matmul")
-    return (s.end[ks[-1]] - s.start[ks[0]]) / len(ks) * get_target(target).tensor_ghz
+    return (s.end[ks[-1]] - s.start[ks[0]]) / len(ks) * nki.get_target(target).tensor_ghz
 
 
 def dependent_scalar_cycles(target: str) -> float:
@@ -94,7 +93,7 @@ def dependent_scalar_cycles(target: str) -> float:
     prof = nki.benchmark(exp_chain, nki.spec((128, 1), "float32"), target=target)
     s = prof.schedule
     ks = _rows_of(prof, "nisa.activation")[1:]  # from the second on: each depends on the one before
-    return (s.start[ks[-1]] - s.start[ks[0]]) / (len(ks) - 1) * get_target(target).scalar_ghz
+    return (s.start[ks[-1]] - s.start[ks[0]]) / (len(ks) - 1) * nki.get_target(target).scalar_ghz
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def micro_rows() -> list[Row]:
     rows.append(Row("DMA, 32 KiB on one engine (trn2, 8 x 4 KiB)", ns, 1416.0, "ns",
                     "§3.4 'the first DMA engine takes 1416 ns to load 32 KiB'",
                     note="8 descriptors of 4 KiB + 256 B overhead each, then the completion semaphore"))  # fmt: skip
-    t = get_target("trn2")
+    t = nki.get_target("trn2")
     knee, near, full = t.dma_overhead_bound_bytes, t.dma_near_peak_bytes, t.dma_full_efficiency_bytes  # 256, 2K, 4K
     eff = {}
     for b in (128, knee, 512, near, full, 8192):
@@ -215,7 +214,7 @@ def main() -> int:
               f"{r.unit}; {r.source}{band}{'; ' + r.note if r.note else ''}")  # fmt: skip
         ok &= r.holds
     if not args.skip_progression:
-        t = get_target("trn1")
+        t = nki.get_target("trn1")
         ideal = 2 * 4096 * 8192 * 8192 / t.tensor_peak_flops_per_ns / 1e6
         print(f"\nNKI matmul tutorial progression, [4096, 8192] x [8192, 8192] bf16 on trn1 "
               f"(Tensor-engine floor {ideal:.2f} ms)")  # fmt: skip

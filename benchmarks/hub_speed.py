@@ -12,7 +12,10 @@ Prints the median of --repeat runs of:
   verification receipt, nothing in memory. Each line times the call after ``import kernels``; the imports are
   printed on their own line (a once-per-process cost of any Python library, not of a call):
   - get_kernel(version=1) online: two requests revalidate it (refs: a new release is seen at once; the org
-    overview: a revoked trusted publisher is noticed at once);
+    overview: a revoked trusted publisher is noticed at once). It includes building huggingface_hub's default
+    HTTP client, whose verified TLS context loads the CA bundle even for a plain-http registry (~30 ms):
+    hub_client uses huggingface_hub's client as configured and no longer swaps its private client factory
+    for a lazy-TLS one, so this line is over the 20 ms target;
   - get_kernel(revision=<commit>): a commit never changes, so no request at all;
   - get_locked_kernel / load_kernel: the lock pins commit and digest; no request, huggingface_hub not imported.
 """

@@ -1,5 +1,6 @@
-"""The five kernels the NumPy-reference benchmark times, each beside the same math in plain NumPy. The ViT
-attention is the library's (``kernels/vit_attn``, (batch, heads, seq, head_dim) layout), not a copy."""
+"""The five kernels the NumPy-reference benchmark times, each beside the same math in plain NumPy. The tiled matmul
+and the ViT attention are the library's (``kernels/matmul``, ``kernels/vit_attn`` in the (batch, heads, seq,
+head_dim) layout), not copies."""
 
 from __future__ import annotations
 
@@ -7,24 +8,8 @@ import numpy as np
 
 import nki_dsl as nki
 import nki_dsl.language as nl
+from kernels.matmul import matmul_tiled
 from kernels.vit_attn.kernel import attention_kernel as vit_attention
-
-
-@nki.jit
-def matmul_tiled(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    TK, TM, TN = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // TM):
-        for n in nl.affine_range(N // TN):
-            acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // TK):
-                a = nl.load(lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
-                b = nl.load(rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
-                acc += nl.matmul(a, b, transpose_x=True)
-            nl.store(result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=nl.copy(acc, dtype=result.dtype))
-    return result
 
 
 @nki.jit

@@ -2,10 +2,11 @@
 
     python benchmarks/simulator_overhead.py [--repeat 10]
 
-Per kernel: the steady-state time of ``simulate(kernel IR, arrays)`` (the NumPy run of the lowered IR plus the
-timing simulation; lowering, allocation and stream generation are cached per kernel and target, so they are in the
-first call only) and of the NumPy backend running the traced IR, as medians of interleaved calls so both see the
-same machine state; their ratio; the instruction count; and the simulator's first call.
+Per kernel: the steady-state time of the simulator backend running the traced kernel (``run(arrays)``: the NumPy
+run of the lowered IR plus the timing simulation; lowering, allocation and stream generation are cached per kernel
+and target, so they are in the first call only) and of the NumPy backend running the traced IR, as medians of
+interleaved calls so both see the same machine state; their ratio; the instruction count; and the simulator's
+first call.
 """
 
 from __future__ import annotations
@@ -20,14 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
+import nki_dsl as nki  # noqa: E402
 from benchmarks.numpy_ref_speed import median_times  # noqa: E402  (also pins BLAS to one thread)
 from benchmarks.reference_kernels import cases  # noqa: E402
-from nki_dsl import backends  # noqa: E402
-from nki_dsl.backends.simulator import simulate  # noqa: E402
-from nki_dsl.targets import get_target  # noqa: E402
-from nki_dsl.trace.jit import as_launch  # noqa: E402
-
-TRN2 = get_target("trn2")
 
 
 def main() -> int:
@@ -38,18 +34,20 @@ def main() -> int:
           f"{'first simulate (ms)':>20}")  # fmt: skip
     ratios = []
     for name, kernel, _, kargs in cases(np.random.default_rng(0)):
-        launch = as_launch(kernel)
-        ir, arrays, _ = launch.jit.specialize(launch.grid, kargs, {}, TRN2)
+        traced = nki.trace(kernel, *kargs)
+        arrays = dict(zip(traced.param_names, (a for a in kargs if isinstance(a, np.ndarray)), strict=True))
+        simulator = traced.compile(backend="simulator")  # run() simulates every call: numbers and timing
         start = time.perf_counter()
-        outputs, prof = simulate(ir, arrays, TRN2)
+        outputs = simulator.run(arrays)
         first = time.perf_counter() - start
-        numpy = backends.load("numpy").compile_kernel(ir)
+        prof = simulator.profile
+        numpy = traced.compile(backend="numpy")
         want = numpy.run(arrays)
         for w, g in zip(*((x if isinstance(x, tuple) else (x,)) for x in (want, outputs)), strict=True):
             if not np.array_equal(w, g):
                 print(f"{name}: simulator outputs differ from the NumPy reference")
                 return 1
-        t_sim, t_np = median_times([partial(simulate, ir, arrays, TRN2), partial(numpy.run, arrays)], args.repeat)
+        t_sim, t_np = median_times([partial(simulator.run, arrays), partial(numpy.run, arrays)], args.repeat)
         ratios.append(t_sim / t_np)
         print(f"{name:26} {t_sim * 1e3:14.2f} {t_np * 1e3:11.2f} {t_sim / t_np:7.2f} {prof.instructions:13,} "
               f"{first * 1e3:20.1f}")  # fmt: skip

@@ -25,52 +25,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nki_dsl as nki  # noqa: E402
-import nki_dsl.language as nl  # noqa: E402
-from benchmarks.reference_kernels import matmul_tiled  # noqa: E402
-from nki_dsl.backends.simulator import profile  # noqa: E402
+from kernels.matmul import matmul_block_free, matmul_tiled  # noqa: E402
 
 BEFORE_INSTRUCTIONS_PER_S = 64_984  # blocked kernel at 5f77dd7, same machine (see the docstring)
 
 
-@nki.jit
-def matmul_blocked(lhsT, rhs, BM=4, BN=2):
-    """Each [K, BM*128] strip of lhsT is loaded once and reused for every N block; each [K, BN*512] strip of rhs
-    is reused by the BM stationary tiles of an M block."""
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    KT = K // 128
-    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // (128 * BM)):
-        lhs = nl.ndarray((BM, KT, nl.par_dim(128), 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for bm in nl.affine_range(BM):
-            for k in nl.affine_range(KT):
-                lhs[bm, k] = nl.load(lhsT[k * 128:(k + 1) * 128, (m * BM + bm) * 128:(m * BM + bm + 1) * 128])
-        for n in nl.affine_range(N // (512 * BN)):
-            rhs_t = nl.ndarray((BN, KT, nl.par_dim(128), 512), dtype=rhs.dtype, buffer=nl.sbuf)
-            for bn in nl.affine_range(BN):
-                for k in nl.affine_range(KT):
-                    rhs_t[bn, k] = nl.load(rhs[k * 128:(k + 1) * 128, (n * BN + bn) * 512:(n * BN + bn + 1) * 512])
-            for bm in nl.affine_range(BM):
-                for bn in nl.affine_range(BN):
-                    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(KT):
-                        acc += nl.matmul(lhs[bm, k], rhs_t[bn, k], transpose_x=True)
-                    nl.store(out[(m * BM + bm) * 128:(m * BM + bm + 1) * 128,
-                                 (n * BN + bn) * 512:(n * BN + bn + 1) * 512], value=nl.copy(acc, dtype=out.dtype))
-    return out
+# The blocked kernel: tutorial 4's step 3 with BM=4 blocks of stationary tiles. Each [K, BM*128] strip of lhsT is
+# loaded once and reused for every N block; each [K, BN*512] strip of rhs by the BM stationary tiles of an M block.
+BLOCKED = {"BM": 4, "BN": 2}
 
 
-def run(M: int, K: int, N: int, target: str = "trn2", kernel=matmul_blocked, repeat: int = 1):
+def run(M: int, K: int, N: int, target: str = "trn2", kernel=matmul_block_free, repeat: int = 1, consts=BLOCKED):
     """``(Profile, simulation seconds (median of ``repeat``), first call end to end in seconds)``."""
     start = time.perf_counter()
-    target = nki.get_target(target)
-    ir = nki.trace(kernel, nki.spec((K, M), "bfloat16"), nki.spec((K, N), "bfloat16"), target=target).ir
-    prof = profile(ir, target)  # lowers, allocates and generates the stream once (cached per kernel)
+    traced = nki.trace(kernel, nki.spec((K, M), "bfloat16"), nki.spec((K, N), "bfloat16"), target=target, **consts)
+    prof = traced.profile(target)  # lowers, allocates and generates the stream once (cached per kernel)
     first = time.perf_counter() - start
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        prof = profile(ir, target)
+        prof = traced.profile(target)
         times.append(time.perf_counter() - t0)
     return prof, statistics.median(times), first
 
@@ -82,8 +56,8 @@ def main() -> int:
     args = parser.parse_args()
     M, K, N = (1024, 2048, 2048) if args.small else (4096, 8192, 8192)
     print(f"bf16 matmul [{M}, {K}] x [{K}, {N}] on trn2, timing only")
-    for name, kernel in (("blocked", matmul_blocked), ("naive tiled", matmul_tiled)):
-        prof, sim_s, first_s = run(M, K, N, kernel=kernel, repeat=args.repeat)
+    for name, kernel, consts in (("blocked", matmul_block_free, BLOCKED), ("naive tiled", matmul_tiled, {})):
+        prof, sim_s, first_s = run(M, K, N, kernel=kernel, repeat=args.repeat, consts=consts)
         print(f"{name:12} {prof.instructions:>9,} instructions  simulate {sim_s:.2f} s "
               f"({prof.instructions / sim_s:,.0f} instructions/s); first call end to end {first_s:.2f} s")
         print(f"{'':12} modelled latency {prof.latency_us:,.1f} us, Tensor-engine utilisation "

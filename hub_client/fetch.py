@@ -51,10 +51,6 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
         # never changes); checking here first keeps huggingface_hub unimported for cache-only loads.
         return cached
     from huggingface_hub import hf_hub_download
-
-    from hub_client import session
-
-    session.install()
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     where = f"{repo_id}@{commit[:12]}"

@@ -52,7 +52,4 @@ class HubSettings:
     def api(self):
         from huggingface_hub import HfApi
 
-        from hub_client import session
-
-        session.install()
         return HfApi(endpoint=self.endpoint, token=self.token)

@@ -10,8 +10,9 @@ By default only the published IR specialisations run (parsed and verified; no re
 publisher whose Hub organisation is marked ``trustedKernelPublisher`` is trusted without it. The first fetch of a
 release records its commit and manifest digest; a release later found rewritten is refused
 (``ReleaseChangedError``). Every Hub failure is a ``KernelHubError`` naming the repo, the revision and what to do.
-``kernels/vit_attn``, ``kernels/linear``, ``kernels/layernorm``, ``kernels/softmax`` and ``kernels/rmsnorm`` are
-first-party kernel packages published by ``kernels publish``; ``kernels/eager`` is the eager baseline set.
+``kernels/vit_attn``, ``kernels/linear``, ``kernels/layernorm``, ``kernels/softmax``, ``kernels/rmsnorm`` and
+``kernels/matmul`` are first-party kernel packages published by ``kernels publish``; ``kernels/eager`` is the eager
+baseline set. Tests, tutorials and benchmarks import kernels from these packages, never a copy.
 """
 
 from hub_client.api import get_kernel, get_local_kernel, get_locked_kernel, has_kernel, load_kernel

@@ -19,6 +19,7 @@ from nki_dsl.api import (
     benchmark,
     emit,
     parse_ir,
+    parse_ir_unverified,
     profile,
     simulate_kernel,
     trace,
@@ -31,8 +32,9 @@ from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
 
 __all__ = [
-    "jit", "trace", "emit", "parse_ir", "IRBudget", "TracedKernel", "backend_names",
-    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "Target", "get_target",
+    "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
+    "Target", "get_target",
+    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
     "language", "isa", "typing", "compiler",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

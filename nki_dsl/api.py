@@ -1,15 +1,15 @@
 """The user-facing entry points beyond ``@nki.jit``: ``trace``, ``emit``, ``simulate_kernel``, ``parse_ir`` and the
 NKI decorators ``benchmark`` / ``profile`` / ``baremetal``, which run the kernel on the NumPy reference.
 
-``nki.benchmark`` is two things, told apart by how it is called: with a kernel and its arguments
-(``nki.benchmark(kernel, nki.spec(...), ..., target="trn1")``) it returns the kernel's modelled Profile
-(timing only, ``profiling.benchmark_profile``); bare or with options only (``@nki.benchmark``,
-``@nki.benchmark(warmup=10, iters=100)``) it is NKI's decorator. ``nki.profile`` stays the NKI decorator only:
-NKI's ``profile`` writes a device profile as a side effect of a run, which ``nki.simulate`` already returns."""
+``nki.benchmark`` keeps both of its meanings under one rule that looks only at the call, never at the kernel's
+signature (see its docstring): NKI's decorator, or the kernel's modelled Profile. ``nki.profile`` stays the NKI
+decorator only: NKI's ``profile`` writes a device profile as a side effect of a run, which ``nki.simulate``
+already returns."""
 
 from __future__ import annotations
 
 import functools
+import warnings
 
 from nki_dsl import backends
 from nki_dsl.ir.budget import IRBudget
@@ -41,6 +41,12 @@ class TracedKernel:
         parsed from a Hub bundle)."""
         return backends.load(backend).compile_kernel(self.ir, get_target(target))
 
+    def profile(self, target: str | Target = DEFAULT_TARGET):
+        """The modelled Profile of this kernel on ``target``'s engine simulator, timing only (shapes and dtypes
+        are all it needs). Simulated on every call, unlike ``nki.benchmark``, which keeps one Profile per
+        specialisation: for measuring the simulator itself."""
+        return backends.load("simulator").profile(self.ir, get_target(target))
+
     def __str__(self) -> str:
         return self.text
 
@@ -60,12 +66,19 @@ def trace(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs) -> Tra
     return TracedKernel(ir)
 
 
-def emit(kernel, *args, target: str = "numpy", **kwargs) -> str:
-    """The source a backend generates for ``kernel`` (``target="numpy"``: Python calling NumPy)."""
+def emit(kernel, *args, backend: str = "numpy", **kwargs) -> str:
+    """The source ``backend`` generates for ``kernel`` (``backend="numpy"``: Python calling NumPy).
+
+    ``target=`` is the old spelling of ``backend=`` (a backend is not a hardware target): it still works and
+    warns with a DeprecationWarning."""
+    if "target" in kwargs:
+        warnings.warn("nki.emit(target=...) names a backend: write nki.emit(..., backend=...)", DeprecationWarning,
+                      stacklevel=2)  # fmt: skip
+        backend = kwargs.pop("target")
     launch = as_launch(kernel)
-    device = get_target(DEFAULT_TARGET)  # ``target`` names the backend here; the simulator models the default
+    device = get_target(DEFAULT_TARGET)  # emitted source is the same for every target; lower for the default
     ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, device)
-    return backends.load(target).emit_source(ir, device)
+    return backends.load(backend).emit_source(ir, device)
 
 
 def simulate_kernel(kernel, *args, **kwargs):
@@ -90,30 +103,43 @@ def _running_decorator(name: str):
 _benchmark_decorator = _running_decorator("benchmark")
 
 
+# The keywords of NKI's own decorator, ``nki.benchmark(kernel=None, warmup=10, iters=100, save_neff_name,
+# save_trace_name, additional_compile_opt)`` (reference/nki.md §2.1).
+BENCHMARK_DECORATOR_OPTIONS = frozenset(
+    {"warmup", "iters", "save_neff_name", "save_trace_name", "additional_compile_opt"}
+)
+
+
 def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
-    """``nki.benchmark(kernel, *specs_or_arrays, target="trn2", **kwargs) -> Profile``: modelled timing from
-    shapes and dtypes alone. Used as ``@nki.benchmark`` or ``@nki.benchmark(warmup=..., iters=...)``: NKI's
-    decorator (the kernel runs on the NumPy reference)."""
-    if kernel is not None and (args or target is not None or _names_kernel_arguments(kernel, kwargs)):
+    """NKI's ``@nki.benchmark`` decorator, or ``nki.benchmark(kernel, *specs_or_arrays, target="trn2", **kwargs)
+    -> Profile``: the kernel's modelled timing from shapes and dtypes alone (``nki.spec(shape, dtype)`` or arrays,
+    whose values are ignored).
+
+    The rule, which looks at the call only: it is the decorator when it gets no kernel arguments, that is no
+    positional argument after the kernel, no ``target=`` and only NKI's decorator keywords (``warmup``, ``iters``,
+    ``save_neff_name``, ``save_trace_name``, ``additional_compile_opt``): ``@nki.benchmark``,
+    ``@nki.benchmark(warmup=10, iters=100)``, ``nki.benchmark(fn, iters=5)``. The decorated kernel runs on the
+    NumPy reference and the options are recorded. Every other call is the profiler. So a kernel with no
+    parameters is profiled with ``nki.benchmark(kernel, target=...)``, and a kernel parameter that shares a name
+    with a decorator keyword is passed positionally or beside ``target=``."""
+    if kernel is not None and (args or target is not None or not set(kwargs) <= BENCHMARK_DECORATOR_OPTIONS):
         from nki_dsl.profiling import benchmark_profile
 
         return benchmark_profile(kernel, *args, target=target or DEFAULT_TARGET, **kwargs)
     return _benchmark_decorator(kernel, **kwargs)
 
 
-def _names_kernel_arguments(kernel, kwargs) -> bool:
-    """Do ``kwargs`` name parameters of the kernel (a call to profile) rather than decorator options?"""
-    import inspect
-
-    fn = getattr(getattr(kernel, "jit", kernel), "fn", kernel)
-    try:
-        return bool(set(kwargs) & set(inspect.signature(fn).parameters))
-    except (TypeError, ValueError):
-        return False
-
-
 profile = _running_decorator("profile")
 baremetal = _running_decorator("baremetal")
+
+
+def parse_ir_unverified(text: str, *, budget: IRBudget | None = None, path: str = "<nkir>") -> Kernel:
+    """Parse IR text within ``budget`` and return the IR (what ``TracedKernel.ir`` holds) WITHOUT verifying it: for
+    tools that measure or inspect the parser alone. Parsed IR is untrusted input: never run what this returns;
+    ``nki.parse_ir`` (parse, then verify) is the way from text to a kernel that runs."""
+    from nki_dsl.ir.parser import parse_kernel
+
+    return parse_kernel(text, path, IRBudget() if budget is None else budget)
 
 
 def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudget | None = None,

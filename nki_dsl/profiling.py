@@ -3,17 +3,37 @@
 
 Both resolve the target name once into a ``Target`` and normalise their arguments once through the kernel's
 ``specialize`` (the trace cache, keyed by source hash, argument specs and constants and grid; a trace is shared by
-every target unless the kernel consulted the target), and the kernel caches the simulator's Profile per
-specialisation and target, so asking again for the same shapes costs a dictionary lookup (plus a NumPy run when
-there is data).
+every target unless the kernel consulted the target). The simulator's reuse policy lives here, not in the kernel: a
+Profile depends on shapes, dtypes, grid and target only, so the simulator runs once per specialisation key and
+asking again for the same shapes costs a dictionary lookup (plus a NumPy run when there is data).
 """
 
 from __future__ import annotations
 
+import weakref
+
+from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
-from nki_dsl.trace.jit import as_launch
+from nki_dsl.trace.jit import JitKernel, as_launch
 from nki_dsl.trace.specs import ArgSpec
+
+# kernel -> {specialisation key (target included): simulator Profile}; an entry lives as long as its kernel.
+_PROFILES: weakref.WeakKeyDictionary[JitKernel, dict] = weakref.WeakKeyDictionary()
+
+
+def _simulated(jit: JitKernel, ir, key: tuple, arrays: dict | None):
+    """``(outputs, Profile)`` of specialisation ``key`` on the engine simulator for the target in the key
+    (``outputs`` None when ``arrays`` is None: timing only). Later calls with data take the outputs from the NumPy
+    reference, which is what the simulator's numbers mode returns (bit-identical by construction)."""
+    profiles = _PROFILES.setdefault(jit, {})
+    profile = profiles.get(key)
+    if profile is not None:
+        outputs = None if arrays is None else jit.executable(ir, key, "numpy").run(arrays)
+        return outputs, profile
+    outputs, profile = backends.load("simulator").simulate(ir, arrays, key[-1])  # the key ends with the target
+    profiles[key] = profile
+    return outputs, profile
 
 
 def simulate(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
@@ -28,7 +48,7 @@ def simulate(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
         raise NkiApiError(f"nki.simulate computes outputs, so it needs arrays; got nki.spec {specs[0]} "
                           f"(for timing from shapes alone use nki.benchmark)")  # fmt: skip
     ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, target)
-    return launch.jit.simulated(ir, key, arrays)
+    return _simulated(launch.jit, ir, key, arrays)
 
 
 def benchmark_profile(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
@@ -36,4 +56,4 @@ def benchmark_profile(kernel, *args, target: str | Target = DEFAULT_TARGET, **kw
     (or arrays, whose values are ignored), so shapes too large to compute on a CPU still simulate."""
     launch = as_launch(kernel)
     ir, _, key = launch.jit.specialize(launch.grid, args, kwargs, get_target(target))
-    return launch.jit.simulated(ir, key, None)[1]
+    return _simulated(launch.jit, ir, key, None)[1]

@@ -3,6 +3,11 @@
 The Tensor engine multiplies a *stationary* tile [K <= 128, M <= 128] by a *moving* tile [K <= 128, N <= 512],
 contracting along the partition dimension K of both, and writes fp32 results into PSUM. So to compute
 ``lhsT.T @ rhs`` we pass the left operand already transposed ([K, M]) and accumulate over K tiles in PSUM.
+
+The kernel is the kernel library's ``matmul_tiled``: read it in ``kernels/matmul/kernel.py`` (about twenty
+lines: an ``nl.zeros`` PSUM accumulator declared outside the K loop, ``acc += nl.matmul(..., transpose_x=True)``
+inside it, and an ``nl.copy`` out of PSUM before the store). Its ``tile_m`` parameter is the stationary tile's
+width, which this lesson sets too wide on purpose at the end.
 Run it: ``python tutorials/02_tiled_matmul.py``.
 """
 
@@ -10,28 +15,7 @@ import numpy as np
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-
-
-@nki.jit
-def matmul_tiled(lhsT, rhs, tile_m=nl.tile_size.gemm_stationary_fmax):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    TILE_K = nl.tile_size.pmax  # 128 partitions to contract over
-    TILE_N = nl.tile_size.gemm_moving_fmax  # 512: one PSUM bank of fp32
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-
-    for m in nl.affine_range(M // tile_m):
-        for n in nl.affine_range(N // TILE_N):
-            # Declared outside the k loop: `+=` below is an associative accumulation, which affine_range allows.
-            acc = nl.zeros((tile_m, TILE_N), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // TILE_K):
-                lhsT_tile = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, m * tile_m:(m + 1) * tile_m])
-                rhs_tile = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
-                acc += nl.matmul(lhsT_tile, rhs_tile, transpose_x=True)
-            # PSUM cannot be stored directly by the engines' convention: copy to SBUF, converting to the output dtype.
-            nl.store(result[m * tile_m:(m + 1) * tile_m, n * TILE_N:(n + 1) * TILE_N],
-                     value=nl.copy(acc, dtype=result.dtype))  # fmt: skip
-    return result
+from kernels.matmul import matmul_tiled
 
 
 def main():

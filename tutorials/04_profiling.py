@@ -8,7 +8,7 @@ alone from shapes and dtypes, so it works for sizes far too large to compute on 
 Each step below changes one thing and asks the simulator what it bought. The kernels compute
 ``lhsT.T @ rhs`` with ``lhsT`` [K, M] and ``rhs`` [K, N] (the contraction runs along the partitions of both).
 Run it: ``python tutorials/04_profiling.py``; the same figures come from the command line with
-``nki profile tutorials/04_profiling.py:matmul_blocked --arg lhsT=4096x2048:bfloat16 --arg rhs=4096x4096:bfloat16
+``nki profile kernels/matmul/kernel.py:matmul_blocked --arg lhsT=4096x2048:bfloat16 --arg rhs=4096x4096:bfloat16
 --timing-only --trace matmul.json`` (open the trace in https://ui.perfetto.dev).
 
 How far to trust a modelled number. The simulator is a cost model built only from what reference/nki.md documents
@@ -40,89 +40,21 @@ Perfetto trace show the same split).
 import numpy as np
 
 import nki_dsl as nki
-import nki_dsl.language as nl
+from kernels.matmul import matmul_block_free, matmul_blocked, matmul_hoisted, matmul_tiled
 
-TILE_K = nl.tile_size.pmax  # 128: the partitions the Tensor engine contracts over
-TILE_M = nl.tile_size.gemm_stationary_fmax  # 128: the stationary tile's free size (PE columns)
-TILE_N = nl.tile_size.gemm_moving_fmax  # 512: the moving tile's free size (one PSUM bank of fp32)
-
-
-# -- step 1: naive tiled ------------------------------------------------------------------------------------------
+# The four kernels are the kernel library's (kernels/matmul/kernel.py); each changes one thing:
+#
+# -- step 1: naive tiled (matmul_tiled) --------------------------------------------------------------------------------
 # Every (m, n) output tile reloads its K strip of both operands: lhsT is read N / 512 times, rhs M / 128 times,
 # and each lhsT load is a [128, 128] tile, only 256 bytes per partition for bf16 (DMA transfers that small are
 # dominated by their fixed cost, reference/nki.md §3.4).
-@nki.jit
-def matmul_naive(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // TILE_M):
-        for n in nl.affine_range(N // TILE_N):
-            acc = nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // TILE_K):
-                a = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
-                b = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
-                acc += nl.matmul(a, b, transpose_x=True)
-            nl.store(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
-                     value=nl.copy(acc, dtype=result.dtype))  # fmt: skip
-    return result
-
-
-# -- step 2: hoist the lhsT loads out of the n loop ---------------------------------------------------------------
+# -- step 2: hoist the lhsT loads out of the n loop (matmul_hoisted) ---------------------------------------------------
 # The K strip of lhsT for one m is loaded once into a block tensor (K / 128 tiles of [128, 128], the partition
 # axis marked with nl.par_dim) and reused by every n: lhsT traffic drops by a factor N / 512.
-@nki.jit
-def matmul_hoisted(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // TILE_M):
-        lhsT_strip = nl.ndarray((K // TILE_K, nl.par_dim(TILE_K), TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(K // TILE_K):
-            lhsT_strip[k] = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
-        for n in nl.affine_range(N // TILE_N):
-            rhs_strip = nl.ndarray((K // TILE_K, nl.par_dim(TILE_K), TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-            for k in nl.affine_range(K // TILE_K):
-                rhs_strip[k] = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
-            acc = nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // TILE_K):
-                acc += nl.matmul(lhsT_strip[k], rhs_strip[k], transpose_x=True)
-            nl.store(result[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
-                     value=nl.copy(acc, dtype=result.dtype))  # fmt: skip
-    return result
-
-
-# -- step 3: block the free dimensions ----------------------------------------------------------------------------
+# -- step 3: block the free dimensions (matmul_block_free) -------------------------------------------------------------
 # A block of BM x BN output tiles shares its loaded strips: each lhsT byte now feeds BN matmuls per load and each
 # rhs byte BM, so the rhs traffic (the larger one) drops by BM.
-@nki.jit
-def matmul_block_free(lhsT, rhs, BM=2, BN=2):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // (BM * TILE_M)):
-        lhsT_strips = nl.ndarray((BM, K // TILE_K, nl.par_dim(TILE_K), TILE_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for bm in nl.affine_range(BM):
-            for k in nl.affine_range(K // TILE_K):
-                col = (m * BM + bm) * TILE_M
-                lhsT_strips[bm, k] = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_M])
-        for n in nl.affine_range(N // (BN * TILE_N)):
-            rhs_strips = nl.ndarray((BN, K // TILE_K, nl.par_dim(TILE_K), TILE_N), dtype=rhs.dtype, buffer=nl.sbuf)
-            for bn in nl.affine_range(BN):
-                for k in nl.affine_range(K // TILE_K):
-                    col = (n * BN + bn) * TILE_N
-                    rhs_strips[bn, k] = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, col:col + TILE_N])
-            for bm in nl.affine_range(BM):
-                for bn in nl.affine_range(BN):
-                    acc = nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(K // TILE_K):
-                        acc += nl.matmul(lhsT_strips[bm, k], rhs_strips[bn, k], transpose_x=True)
-                    row, col = (m * BM + bm) * TILE_M, (n * BN + bn) * TILE_N
-                    nl.store(result[row:row + TILE_M, col:col + TILE_N], value=nl.copy(acc, dtype=result.dtype))
-    return result
-
-
-# -- step 4: blocked, with wide loads -----------------------------------------------------------------------------
+# -- step 4: blocked, with wide loads (matmul_blocked) -----------------------------------------------------------------
 # Every DMA now moves a whole block row: lhsT blocks of [128, BM * 128] and rhs blocks of [128, BN * 512] land in
 # par_dim block tensors in one transfer each (KiBs per partition instead of 256 bytes, so the fixed cost per
 # transfer is amortised), and the blocks are larger, so each loaded byte feeds more matmuls. The matmuls read
@@ -130,33 +62,10 @@ def matmul_block_free(lhsT, rhs, BM=2, BN=2):
 # K is not blocked: a block's whole K strips must fit SBUF, which at K = 8192 (192 KiB per partition) no longer
 # fits a trn1 core. NKI's fully optimised tutorial kernel blocks K as well and accumulates the partial products
 # of each K block into SBUF-resident result tiles, trading Vector-engine additions for a bounded working set.
-@nki.jit
-def matmul_blocked(lhsT, rhs, BM=4, BN=2):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    BLOCK_M, BLOCK_N = BM * TILE_M, BN * TILE_N
-    for m in nl.affine_range(M // BLOCK_M):
-        lhsT_block = nl.ndarray((K // TILE_K, nl.par_dim(TILE_K), BLOCK_M), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(K // TILE_K):
-            lhsT_block[k] = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, m * BLOCK_M:(m + 1) * BLOCK_M])
-        for n in nl.affine_range(N // BLOCK_N):
-            rhs_block = nl.ndarray((K // TILE_K, nl.par_dim(TILE_K), BLOCK_N), dtype=rhs.dtype, buffer=nl.sbuf)
-            for k in nl.affine_range(K // TILE_K):
-                rhs_block[k] = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, n * BLOCK_N:(n + 1) * BLOCK_N])
-            for bm in nl.affine_range(BM):
-                for bn in nl.affine_range(BN):
-                    acc = nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(K // TILE_K):
-                        acc += nl.matmul(lhsT_block[k, :, bm * TILE_M:(bm + 1) * TILE_M],
-                                         rhs_block[k, :, bn * TILE_N:(bn + 1) * TILE_N], transpose_x=True)  # fmt: skip
-                    row, col = m * BLOCK_M + bm * TILE_M, n * BLOCK_N + bn * TILE_N
-                    nl.store(result[row:row + TILE_M, col:col + TILE_N], value=nl.copy(acc, dtype=result.dtype))
-    return result
 
 
 STEPS = [
-    ("1 naive tiled", matmul_naive),
+    ("1 naive tiled", matmul_tiled),
     ("2 hoisted lhsT loads", matmul_hoisted),
     ("3 blocked free dimensions", matmul_block_free),
     ("4 blocked, wide loads", matmul_blocked),

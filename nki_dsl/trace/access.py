@@ -9,8 +9,8 @@ composes with the view's own index map.
 from __future__ import annotations
 
 from nki_dsl.errors import NkiTraceError, SourceLoc
-from nki_dsl.ir.affine import Affine, var_kind
-from nki_dsl.ir.nodes import Access, Tensor
+from nki_dsl.ir.affine import Affine
+from nki_dsl.ir.nodes import Access
 from nki_dsl.trace.index import DynSlice, IndexValue, as_index, broadcast_shapes
 
 
@@ -107,11 +107,3 @@ def _advanced(entries, loc) -> tuple[list[Affine], tuple[int, ...]]:
             raise NkiTraceError(f"cannot index a tensor with {e!r}", loc)
     shape = broadcast_shapes(*(v.shape for v in values))
     return [v.aligned(len(shape)) for v in values], shape
-
-
-def tensor_access(tensor: Tensor, key, loc: SourceLoc) -> Access:
-    return index_access(tensor.full_access(), key, loc)
-
-
-def axis_vars(exprs) -> set[str]:
-    return {v for e in exprs for v in e.vars() if var_kind(v) == "axis"}

@@ -82,7 +82,6 @@ class JitKernel:
         self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, argument key, grid) -> its traces
         self.trace_count = 0  # bodies run so far (tests check that targets share traces)
         self._compiled: dict[tuple, object] = {}
-        self._profiles: dict[tuple, object] = {}  # specialisation key (target included) -> simulator Profile
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid) -> Launch:
@@ -134,25 +133,12 @@ class JitKernel:
             raise error from None
 
     def executable(self, kernel: Kernel, key: tuple, backend: str):
+        """The compiled ``kernel`` (specialisation ``key``) on ``backend``, compiled once per (key, backend)."""
         exe = self._compiled.get((key, backend))
         if exe is None:
             exe = backends.load(backend).compile_kernel(kernel, key[-1])  # key ends with the Target
             self._compiled[(key, backend)] = exe
         return exe
-
-    def simulated(self, kernel: Kernel, key: tuple, arrays: dict | None = None):
-        """``(outputs, Profile)`` of specialisation ``key`` on the engine simulator for the target in the key
-        (``outputs`` None when ``arrays`` is None: timing only). A Profile depends on shapes, dtypes, grid and
-        target only, so the simulator runs once per key; later calls with data take the outputs from the NumPy
-        reference, which is what the simulator's numbers mode returns (bit-identical by construction)."""
-        target = key[-1]
-        profile = self._profiles.get(key)
-        if profile is not None:
-            outputs = None if arrays is None else self.executable(kernel, key, "numpy").run(arrays)
-            return outputs, profile
-        outputs, profile = backends.load("simulator").simulate(kernel, arrays, target)
-        self._profiles[key] = profile
-        return outputs, profile
 
 
 class Launch:

@@ -214,13 +214,3 @@ def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
         # the result's axes.
         aligned = aligned.rename({"d0": "d1", "d1": "d0"})
     return aligned
-
-
-def result_of(value) -> NkiTensor:
-    """Narrow ``build_op``'s optional result for ops that always produce one."""
-    assert value is not None
-    return value
-
-
-def builder_loc():
-    return caller_loc()

@@ -35,7 +35,7 @@ def test_ir_is_verified_relocated_and_round_trips(softmax_bundle):
         assert nki.parse_ir(text).text == text
 
 
-@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM], ids=["softmax", "rmsnorm"])
+@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM, SOFTMAX.parent / "matmul"], ids=["softmax", "rmsnorm", "matmul"])
 def test_test_vectors_reproduce_from_the_ir(package):
     bundle = build_bundle(package, benchmarks=False)
     checked = 0

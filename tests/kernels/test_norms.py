@@ -8,14 +8,15 @@ tutorial kernels round intermediate tiles (squares, sums, normalised rows) to th
 import numpy as np
 import pytest
 
+from kernels.rmsnorm.kernel import rmsnorm_kernel
 from tests.kernels import formulas as ref
 from tests.kernels.nki_style import layernorm, rmsnorm
 
 FP32_TOL = (1e-5, 1e-5)
 BF16_TOL = (3e-2, 3e-2)
-RMS = [rmsnorm.nki_rmsnorm_kernel, rmsnorm.nki_rmsnorm_builtin, rmsnorm.nki_rmsnorm_isa]
+RMS = [rmsnorm.nki_rmsnorm_kernel, rmsnorm_kernel, rmsnorm.nki_rmsnorm_isa]  # rmsnorm_kernel: nl.rms_norm
 LN = [layernorm.nki_layernorm_kernel_v1, layernorm.nki_layernorm_kernel_var, layernorm.nki_layernorm_kernel_v2]
-EPS = {"nki_rmsnorm_kernel": 0.0, "nki_rmsnorm_builtin": 1e-6, "nki_rmsnorm_isa": 0.0}
+EPS = {"nki_rmsnorm_kernel": 0.0, "rmsnorm_kernel": 1e-6, "nki_rmsnorm_isa": 0.0}
 
 
 def _rms_inputs(rows, cols, dtype=ref.F32):

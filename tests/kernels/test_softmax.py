@@ -1,13 +1,15 @@
-"""Row softmax kernels (tests/kernels/nki_style/softmax.py) against the NumPy formula, including a row count
-that is not a multiple of 128 (masked last tile) and low-precision inputs."""
+"""Row softmax kernels (the library's kernels/softmax and the NKI-style variants in
+tests/kernels/nki_style/softmax.py) against the NumPy formula, including a row count that is not a multiple of 128
+(masked last tile) and low-precision inputs."""
 
 import numpy as np
 import pytest
 
+from kernels.softmax.kernel import softmax_kernel
 from tests.kernels import formulas as ref
 from tests.kernels.nki_style import softmax
 
-KERNELS = [softmax.softmax_kernel, softmax.softmax_builtin_kernel, softmax.softmax_online_kernel,
+KERNELS = [softmax_kernel, softmax.softmax_builtin_kernel, softmax.softmax_online_kernel,
            softmax.softmax_isa_kernel]  # fmt: skip
 # Low precision: inputs and the output (and, in softmax_kernel, the tutorial's intermediate tiles) are rounded
 # to 8 (bf16) / 11 (fp16) mantissa bits, a few roundings of 2^-8 / 2^-11 relative each; probabilities far below

@@ -6,7 +6,7 @@ from nki_dsl.cli import main
 
 
 def test_asm_lists_engine_instructions_with_addresses_and_buffers(capsys):
-    code = main(["asm", "benchmarks/reference_kernels.py:matmul_tiled", "--arg", "lhsT=256x128:float32",
+    code = main(["asm", "kernels/matmul/kernel.py:matmul_tiled", "--arg", "lhsT=256x128:float32",
                  "--arg", "rhs=256x512:float32", "--target", "trn1"])
     out = capsys.readouterr().out
     assert code == 0

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import nki_dsl as nki
-from tests.profiling.kernels import add, matmul
+from kernels.matmul import matmul_tiled as matmul
+from tests.profiling.kernels import add
 
 RNG = np.random.default_rng(3)
 LHST = RNG.standard_normal((256, 256)).astype(np.float32)
@@ -84,3 +85,17 @@ def test_the_nki_decorators_keep_working(decorator):
 def test_benchmark_of_a_plain_function_asks_for_jit():
     with pytest.raises(nki.NkiApiError, match="decorate it with @nki.jit"):
         nki.benchmark(_double, nki.spec((128, 64), "float32"))
+
+
+def test_the_profile_cache_is_the_simulators_and_dies_with_its_kernel():
+    import gc
+
+    from nki_dsl import profiling
+
+    kernel = nki.jit(_double)
+    nki.benchmark(kernel, nki.spec((128, 64), "float32"))
+    assert kernel in profiling._PROFILES and not hasattr(kernel, "_profiles")  # not kept by JitKernel itself
+    count = len(profiling._PROFILES)
+    del kernel
+    gc.collect()
+    assert len(profiling._PROFILES) == count - 1

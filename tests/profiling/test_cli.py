@@ -10,19 +10,20 @@ import nki_dsl as nki
 from nki_dsl.cli import main
 
 KERNELS = "tests/profiling/kernels.py"
+MATMUL = "kernels/matmul/kernel.py:matmul_tiled"  # the library's tiled matmul
 MATMUL_ARGS = ["--arg", "lhsT=256x256:float32", "--arg", "rhs=256x1024:float32"]
 
 
 def test_profile_prints_the_summary_and_writes_a_chrome_trace(capsys, tmp_path):
     trace = tmp_path / "matmul.json"
-    code = main(["profile", f"{KERNELS}:matmul", *MATMUL_ARGS, "--target", "trn2", "--trace", str(trace)])
+    code = main(["profile", MATMUL, *MATMUL_ARGS, "--target", "trn2", "--trace", str(trace)])
     out = capsys.readouterr().out
     assert code == 0
     assert "outputs (random inputs, seed 0): float32[256, 1024]" in out
     for figure in ("busy %", "tensor", "vector", "FLOPs", "bytes moved", "Tensor-engine utilisation",
                    "arithmetic intensity", "critical path"):  # fmt: skip
         assert figure in out, figure
-    assert re.search(r"matmul on trn2: [\d.]+ us modelled", out)
+    assert re.search(r"matmul_tiled on trn2: [\d.]+ us modelled", out)
     events = json.loads(trace.read_text())["traceEvents"]
     tracks = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert "tensor" in tracks and any(t.startswith("dma") for t in tracks)
@@ -33,9 +34,9 @@ def test_profile_prints_the_summary_and_writes_a_chrome_trace(capsys, tmp_path):
 
 
 def matmul_kernel():
-    from tests.profiling.kernels import matmul
+    from kernels.matmul import matmul_tiled
 
-    return matmul
+    return matmul_tiled
 
 
 def test_profile_timing_only_takes_shapes_too_large_to_run(capsys):
@@ -47,7 +48,7 @@ def test_profile_timing_only_takes_shapes_too_large_to_run(capsys):
 
 
 def test_profile_reports_a_kernel_error(capsys):
-    code = main(["profile", f"{KERNELS}:matmul", "--arg", "lhsT=256x256:float32", "--arg", "rhs=128x1024:float32"])
+    code = main(["profile", MATMUL, "--arg", "lhsT=256x256:float32", "--arg", "rhs=128x1024:float32"])
     assert code == 1
     assert "error" in capsys.readouterr().out
 
@@ -70,7 +71,7 @@ def _instructions_run(listing: str) -> int:
 
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_asm_lists_the_program_the_simulator_runs(capsys, target):
-    assert main(["asm", f"{KERNELS}:matmul", *MATMUL_ARGS, "--target", target]) == 0
+    assert main(["asm", MATMUL, *MATMUL_ARGS, "--target", target]) == 0
     listing = capsys.readouterr().out
     prof = nki.benchmark(matmul_kernel(), nki.spec((256, 256), "float32"), nki.spec((256, 1024), "float32"),
                          target=target)  # fmt: skip

@@ -198,7 +198,7 @@ def test_dma_transpose_streams_at_its_documented_fraction():
 
 
 def test_psum_accumulation_is_one_instruction_per_matmul_writing_the_accumulator():
-    from benchmarks.reference_kernels import matmul_tiled
+    from kernels.matmul import matmul_tiled
 
     prof = simulate(matmul_tiled, np.ones((256, 256), np.float32), np.ones((256, 512), np.float32))[1]
     # lhsT [K=256, M=256], rhs [256, N=512] in 128 x 512 output tiles: per output tile, 2 K steps of (2 loads + 1

@@ -18,9 +18,17 @@ EXPECTED = np.log1p(np.exp(X.astype(np.float64)))  # the kernel rounds twice in 
 
 
 def test_emit_returns_the_numpy_source_that_runs():
-    source = nki.emit(nki.jit(_softplus), X, target="numpy")
+    source = nki.emit(nki.jit(_softplus), X, backend="numpy")
     compile(source, "<emitted>", "exec")
     assert "np.exp(" in source and "np.log(" in source
+    assert nki.emit(nki.jit(_softplus), X) == source  # numpy is the default backend
+
+
+def test_emit_target_is_the_deprecated_spelling_of_backend():
+    kernel = nki.jit(_softplus)
+    with pytest.warns(DeprecationWarning, match="backend="):
+        old = nki.emit(kernel, X, target="simulator")
+    assert old == nki.emit(kernel, X, backend="simulator") != nki.emit(kernel, X, backend="numpy")
 
 
 def test_simulate_kernel_runs_on_the_numpy_reference():
@@ -54,3 +62,18 @@ def test_parsed_ir_compiles_on_each_backend_without_its_python():
     assert parsed.param_names == ["x"] and {"numpy", "simulator"} <= set(nki.backend_names())
     for backend in nki.backend_names():
         np.testing.assert_allclose(parsed.compile(backend, target="trn1").run({"x": X}), EXPECTED, rtol=1e-5)
+
+
+def test_public_tool_entry_points():
+    """The public names the benchmarks time the simulator and the parser with."""
+    kernel = nki.jit(_softplus)
+    traced = nki.trace(kernel, X)
+    first, again = traced.profile("trn1"), traced.profile("trn1")
+    assert first is not again and first.latency_us == again.latency_us  # simulated every call, same model
+    assert first.target is nki.get_target("trn1") and isinstance(first.target, nki.Target)
+    ir = nki.parse_ir_unverified(traced.text)
+    assert nki.TracedKernel(ir).text == traced.text
+    tall = traced.text.replace("f32[128, 32]", "f32[256, 32]")
+    assert nki.parse_ir_unverified(tall).params[0].type.shape == (256, 32)  # parsed, not verified
+    with pytest.raises(nki.NkiVerificationError):
+        nki.parse_ir(tall)

@@ -1,8 +1,8 @@
-"""RMSNorm, in the style of the legacy NKI rmsnorm tutorial: ``out = a / sqrt(mean(a^2)) * g`` along rows.
+"""RMSNorm, in the style of the legacy NKI rmsnorm tutorial: ``out = a / sqrt(mean(a^2)) * g`` along rows. The
+``nl.rms_norm`` version is the library's (``kernels/rmsnorm``).
 
 * ``nki_rmsnorm_kernel``: the tutorial's structure (1-row weight tile broadcast across partitions, reduction
   without keepdims, masks on the ragged last tile, in-place ``out_tile[...] = ...``).
-* ``nki_rmsnorm_builtin``: ``nl.rms_norm``, with an epsilon.
 * ``nki_rmsnorm_isa``: ``nisa.activation`` squares and reduces in one instruction, ``nisa.tensor_scalar``
   scales by the per-row factor.
 """
@@ -39,21 +39,6 @@ def nki_rmsnorm_kernel(a_tensor, g_tensor):
         g_bcast = g_tile.broadcast_to((128, g_tensor.shape[0]))
         out_tile[...] = nl.multiply(out_tile, g_bcast, mask=(i * 128 + ix < num_rows))
         nl.store(out_tensor[i * 128 + ix, iy], value=out_tile, mask=(i * 128 + ix < num_rows))
-    return out_tensor
-
-
-@nki.jit
-def nki_rmsnorm_builtin(a_tensor, g_tensor, epsilon=1e-6):
-    out_tensor = nl.ndarray(a_tensor.shape, dtype=a_tensor.dtype, buffer=nl.shared_hbm)
-    num_rows, n = a_tensor.shape
-    ix = nl.arange(128)[:, None]
-    iy = nl.arange(n)[None, :]
-    g_tile = nl.load(g_tensor.reshape((1, n)))
-    for i in nl.affine_range(math.ceil(num_rows / 128)):
-        rows = i * 128 + ix
-        a_tile = nl.load(a_tensor[rows, iy], mask=(rows < num_rows))
-        out_tile = nl.rms_norm(a_tile, g_tile, axis=1, n=n, epsilon=epsilon, mask=(rows < num_rows))
-        nl.store(out_tensor[rows, iy], value=out_tile, mask=(rows < num_rows))
     return out_tensor
 
 

@@ -1,7 +1,7 @@
 """Row softmax, in the style of the legacy NKI tutorials: rows on partitions, the reduction along the free axis.
 
-* ``softmax_kernel``: rows tiled by 128 with a mask on the ragged last tile; max, exp, sum and a reciprocal.
-* ``softmax_builtin_kernel``: the same with ``nl.softmax``.
+* ``softmax_builtin_kernel``: rows tiled by 128 with a mask on the ragged last tile, as the library's
+  ``kernels/softmax`` (max, exp, sum and a reciprocal), but with ``nl.softmax``.
 * ``softmax_online_kernel``: rows too long for one tile; column blocks in a ``sequential_range`` keep a running
   max and a running sum in SBUF (the online-softmax recurrence), then a second pass normalises.
 * ``softmax_isa_kernel``: ``nisa.tensor_reduce`` and ``nisa.activation`` with a per-partition bias.
@@ -14,23 +14,6 @@ import numpy as np
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
-
-
-@nki.jit
-def softmax_kernel(in_tensor):
-    out_tensor = nl.ndarray(in_tensor.shape, dtype=in_tensor.dtype, buffer=nl.shared_hbm)
-    num_rows, num_cols = in_tensor.shape
-    i_p = nl.arange(nl.tile_size.pmax)[:, None]
-    i_f = nl.arange(num_cols)[None, :]
-    for i in nl.affine_range(math.ceil(num_rows / nl.tile_size.pmax)):
-        rows = i * nl.tile_size.pmax + i_p
-        x = nl.load(in_tensor[rows, i_f], mask=(rows < num_rows))
-        row_max = nl.max(x, axis=[1], keepdims=True, mask=(rows < num_rows))
-        e = nl.exp(nl.subtract(x, row_max, mask=(rows < num_rows)), mask=(rows < num_rows))
-        row_sum = nl.sum(e, axis=[1], keepdims=True, mask=(rows < num_rows))
-        y = nl.multiply(e, nl.reciprocal(row_sum), dtype=in_tensor.dtype)
-        nl.store(out_tensor[rows, i_f], value=y, mask=(rows < num_rows))
-    return out_tensor
 
 
 @nki.jit

@@ -1,0 +1,30 @@
+"""The user-facing matmul: checks the operands, picks the kernel (the blocked one when the shapes fill its blocks,
+the tiled one otherwise) and runs it.
+
+``plan_matmul`` is what the Hub bundle builder traces for each declared specialisation; it passes the caller's
+arrays to the kernel unchanged and in order, so a loader without this Python can match a call to the published IR.
+"""
+
+from .kernel import TILE_K, TILE_M, TILE_N, matmul_blocked, matmul_tiled
+
+BLOCK_M, BLOCK_N = 4 * TILE_M, 2 * TILE_N  # matmul_blocked's default blocks (BM=4, BN=2)
+# matmul_blocked keeps a block's whole K strips in SBUF: tutorial 4's K = 8192 (192 KiB per partition in bf16) no
+# longer fits a trn1 core, 4096 does; deeper K takes the tiled kernel.
+MAX_BLOCKED_K = 4096
+
+
+def plan_matmul(lhsT, rhs):
+    if len(lhsT.shape) != 2 or len(rhs.shape) != 2 or lhsT.shape[0] != rhs.shape[0]:
+        raise ValueError(f"matmul takes lhsT (K, M) and rhs (K, N), got {tuple(lhsT.shape)} and {tuple(rhs.shape)}")
+    (k, m), n = lhsT.shape, rhs.shape[1]
+    if k % TILE_K or m % TILE_M or n % TILE_N:
+        raise ValueError(f"matmul: K, M and N must be multiples of {TILE_K}, {TILE_M} and {TILE_N}, got {k}, {m}, {n}")
+    if m % BLOCK_M == 0 and n % BLOCK_N == 0 and k <= MAX_BLOCKED_K:
+        return matmul_blocked, (lhsT, rhs), {}
+    return matmul_tiled, (lhsT, rhs), {}
+
+
+def matmul(lhsT, rhs, *, backend: str = "numpy"):
+    """``lhsT.T @ rhs``, accumulated in fp32, returned in ``lhsT``'s dtype."""
+    launch, args, kwargs = plan_matmul(lhsT, rhs)
+    return launch(*args, backend=backend, **kwargs)
