@@ -123,3 +123,59 @@ def test_reading_an_accumulator_inside_its_loop_is_rejected(rejected):
     (diag,) = rejected(kernel, ROWS_256).diagnostics
     assert diag.rule == "affine-dependence" and diag.op == "nl.store"
     assert "the partial sum depends on the iteration order" in diag.message
+
+
+# Dependence is decided on the index maps (verify/iteration_overlap.py): can two different iterations of the affine
+# loop touch one element? Textually different indices may be disjoint, textually equal ones may overlap.
+
+BLOCKS = np.arange(2 * 128 * 512, dtype=np.float32).reshape(2, 128, 512)
+
+
+def test_different_tilings_of_one_iterations_block_are_accepted_and_run(traced):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((2, 128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((128, 2, 512), dtype=nl.float32, buffer=nl.sbuf)
+        for g in nl.affine_range(2):
+            for j in nl.affine_range(2):
+                buf[:, g, nl.ds(256 * j, 256)] = nl.load(a[g, :, nl.ds(256 * j, 256)])
+            for m in nl.affine_range(4):  # reads block g at another tiling: never what iteration g' != g writes
+                nl.store(out[g, :, nl.ds(128 * m, 128)], value=buf[:, g, nl.ds(128 * m, 128)])
+        return out
+
+    traced(kernel, BLOCKS)
+    assert np.array_equal(kernel(BLOCKS), BLOCKS)
+
+
+def test_reading_an_accumulator_after_its_inner_loop_in_an_outer_loop_that_indexes_it_is_accepted(traced):
+    @nki.jit
+    def kernel(a, b):
+        out = nl.ndarray((2, 128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 2, 256), nl.float32, buffer=nl.psum)  # both blocks in one 2 KiB bank
+        for g in nl.affine_range(2):
+            for k in nl.affine_range(2):
+                acc[:, g, :] += nl.matmul(nl.load(a[g, nl.ds(128 * k, 128), :]),
+                                          nl.load(b[g, nl.ds(128 * k, 128), :]), transpose_x=True)  # fmt: skip
+            nl.store(out[g], value=nl.copy(acc[:, g, :]))  # this iteration's own sum, complete
+        return out
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 256, 128)).astype(np.float32)
+    b = rng.standard_normal((2, 256, 256)).astype(np.float32)
+    traced(kernel, a, b)
+    want = np.einsum("gkm,gkn->gmn", a.astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(kernel(a, b), want, rtol=1e-4, atol=1e-3)
+
+
+def test_a_read_of_what_the_neighbouring_iteration_writes_is_rejected_even_at_the_same_index(rejected):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        buf = nl.zeros((128, 640), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):  # windows of 256 columns, 128 apart: iteration i + 1 overwrites half of i's
+            buf[:, nl.ds(128 * i, 256)] = nl.exp(buf[:, nl.ds(128 * i, 256)])
+        nl.store(out, value=buf[:, 0:512])
+        return out
+
+    (diag,) = rejected(kernel, ROWS_256[:128]).diagnostics
+    assert diag.rule == "affine-dependence" and "one iteration reads what another writes" in diag.message

@@ -72,3 +72,31 @@ def test_a_program_id_overrun_names_the_launch_grid(rejected):
     (diag,) = rejected(kernel[2], ROWS_256[0:128]).diagnostics
     assert "index range [0, 191] exceeds dimension size of 128" in diag.message
     assert "with pid0 in [0, 1] from the launch grid" in diag.message
+
+
+def _blocks_under_a_two_variable_mask(rows: int):
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((rows, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+        for g in nl.affine_range(2):
+            for i in nl.affine_range(4):  # 8 blocks of 128 rows, interleaved over g; the mask keeps whole blocks
+                i_p = (2 * i + g) * 128 + nl.arange(128)[:, None]
+                x = nl.load(a[i_p, nl.arange(512)[None, :]], mask=((2 * i + g) * 128 < rows))
+                nl.store(out[i_p, nl.arange(512)[None, :]], value=x, mask=((2 * i + g) * 128 < rows))
+        return out
+
+    return kernel
+
+
+def test_a_mask_over_two_loop_variables_bounds_the_index_it_constrains(traced):
+    a = np.arange(768 * 512, dtype=np.float32).reshape(768, 512)
+    kernel = _blocks_under_a_two_variable_mask(768)
+    traced(kernel, a)
+    assert np.array_equal(kernel(a), a)
+
+
+def test_a_two_variable_mask_that_lets_a_ragged_block_through_is_refused_with_the_exact_range(rejected):
+    # Blocks starting below 700 pass the mask; the one starting at 640 runs to row 767.
+    diags = rejected(_blocks_under_a_two_variable_mask(700), np.zeros((700, 512), np.float32)).diagnostics
+    assert {d.rule for d in diags} == {"out-of-bounds"}
+    assert "index range [0, 767] exceeds dimension size of 700" in diags[0].message

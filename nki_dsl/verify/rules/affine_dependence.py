@@ -4,8 +4,14 @@ from one iteration to the next. Three ways to break that, for a tensor declared 
 
 * a plain write whose index does not use L's index: every iteration writes the same elements (and when L also
   reads the tensor, ``t[...] = t + x``, each iteration reads what the one before wrote);
-* a plain write and a read inside L at different indices: one iteration reads what another writes;
-* a read inside L of a tensor L accumulates into: the partial sum depends on the iteration order.
+* a plain write and a read inside L that two different iterations of L may aim at one element: one iteration
+  reads what another writes;
+* a read inside L of elements another iteration of L accumulates into: the partial sum depends on the order.
+
+"May aim at one element" is decided on the affine index maps (``verify/iteration_overlap.py``), not by comparing
+index text: ``buf[g, :, ds(256*j, 256)]`` written and ``buf[g, :, ds(128*m, 128)]`` read in ``affine_range(g)`` are
+disjoint across iterations of g, and reading ``acc[g]`` after the inner loop that accumulates into it is reading
+this iteration's own sum.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from nki_dsl.ir.nodes import Access, Kernel, Loop
 from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
+from nki_dsl.verify.iteration_overlap import Side, meet_in_different_iterations
 from nki_dsl.verify.program import Program, Site, common_depth, program
 
 RULE = "affine-dependence"
@@ -57,11 +64,21 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         read = next((r for lp in loops for r in reads.get((lp, ref[2].tensor), ())), None)
         found.append(_carried(ref, read, loops) if read else _same_elements(ref, loops))
     for key, ws in writes.items():
-        found += _read_write(key[0], ws, reads.get(key, []))
+        found += _read_write(key[0], ws, reads.get(key, []), kernel.grid)
     for key, acc in accums.items():
-        if key in reads:
-            found.append(_read_accumulating(key[0], acc[0], reads[key][0]))
+        clash = _first_meeting(key[0], acc, reads.get(key, []), kernel.grid)
+        if clash is not None:
+            found.append(_read_accumulating(key[0], *clash))
     return found
+
+
+def _first_meeting(loop: Loop, ws: list[Ref], rs: list[Ref], grid) -> tuple[Ref, Ref] | None:
+    """The first (write, read) pair that two different iterations of ``loop`` may aim at one element."""
+    for w in ws:
+        for r in rs:
+            if meet_in_different_iterations(loop, Side(w[2], w[0].loops), Side(r[2], r[0].loops), grid):
+                return w, r
+    return None
 
 
 def _loops_outside_definition(prog: Program, site: Site, a: Access) -> list[Loop]:
@@ -93,17 +110,16 @@ def _carried(ref: Ref, read: Ref, loops: list[Loop]) -> Diagnostic:
     return d.diagnostic(site.op, RULE, msg)
 
 
-def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref]) -> list[Diagnostic]:
-    for wsite, wname, w in ws:
-        if loop.var not in w.vars():
-            continue  # already reported as a write to the same elements
-        for rsite, _, r in rs:
-            if r.index != w.index or r.shape != w.shape:
-                msg = (f"{d.operand(wname, w)} writes at {_index(w)} while line {rsite.op.loc.line} reads "
-                       f"{d.ref(r.tensor)} at {_index(r)} in the same {d.loop(loop)}: one iteration reads what "
-                       f"another writes; use nl.sequential_range")  # fmt: skip
-                return [d.diagnostic(wsite.op, RULE, msg)]
-    return []
+def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref], grid) -> list[Diagnostic]:
+    # A write that ignores the loop's index is already reported as a write to the same elements.
+    clash = _first_meeting(loop, [w for w in ws if loop.var in w[2].vars()], rs, grid)
+    if clash is None:
+        return []
+    (wsite, wname, w), (rsite, _, r) = clash
+    msg = (f"{d.operand(wname, w)} writes at {_index(w)} while line {rsite.op.loc.line} reads "
+           f"{d.ref(r.tensor)} at {_index(r)} in the same {d.loop(loop)}: one iteration reads what "
+           f"another writes; use nl.sequential_range")  # fmt: skip
+    return [d.diagnostic(wsite.op, RULE, msg)]
 
 
 def _read_accumulating(loop: Loop, acc: Ref, read: Ref) -> Diagnostic:

@@ -20,6 +20,7 @@ from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
+from nki_dsl.verify.integer_sets import at_least, maximum
 from nki_dsl.verify.operands import iteration_shape
 from nki_dsl.verify.program import Site, program
 
@@ -65,6 +66,12 @@ def _check_access(site: Site, name: str, a: Access, base: Ranges) -> list[Diagno
         lo, hi = _bounds(expr, ranges, constraints)
         if lo > hi or (lo >= 0 and hi <= size - 1):
             continue
+        exact = _exact_range(expr, site.loops, ranges, constraints)
+        if exact is None:
+            continue  # no element passes the mask
+        lo, hi = exact
+        if lo >= 0 and hi <= size - 1:
+            continue
         where = f"exceeds dimension size of {size}" if hi > size - 1 else "goes below 0"
         fix = "fix the loop bounds or " if any(var_kind(v) == "loop" for v in expr.vars()) else ""
         msg = (f"out-of-bound access for tensor {d.typed(a.tensor)} on dimension {dim}: index range [{lo}, {hi}] "
@@ -72,6 +79,27 @@ def _check_access(site: Site, name: str, a: Access, base: Ranges) -> list[Diagno
                f"({d.operand(name, a)}); {fix}restrict the op to the valid elements with mask=")  # fmt: skip
         out.append(d.diagnostic(op, RULE, msg))
     return out
+
+
+def _exact_range(expr: Affine, loops: tuple[Loop, ...], ranges: Ranges,
+                 constraints: list[Affine]) -> tuple[int, int] | None:  # fmt: skip
+    """``expr``'s least and greatest value over the points the mask lets through, loop indices taking only the
+    values their steps reach; None when the mask lets no point through."""
+    env: dict[str, Affine | int] = {}
+    box = dict(ranges)
+    for lp in loops:
+        if lp.step != 1 and lp.var in box:
+            k = f"{lp.var}.k"
+            box[k] = (0, lp.trip_count - 1)
+            env[lp.var] = Affine.var(k, lp.step) + lp.start
+    e = expr.substitute(env)
+    box = {v: r for v, r in box.items() if v not in env}
+    # A constraint on a variable without a range here cannot be related to the index: leaving it out only widens.
+    wanted = [at_least(c.substitute(env)) for c in constraints if c.substitute(env).vars() <= box.keys()]
+    hi = maximum(e, wanted, box)
+    if hi is None:
+        return None
+    return -maximum(-e, wanted, box), hi
 
 
 def _scalar_vars(expr: Affine, loops: tuple[Loop, ...], ranges: Ranges) -> str:
