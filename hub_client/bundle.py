@@ -224,7 +224,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:
-    """The shipped vectors, re-run from the shipped bytes exactly as ``kernels verify --run`` will run them."""
+    """The shipped vectors, re-run from the shipped bytes exactly as ``nki-kernels verify --run`` will run them."""
     from hub_client.vectors import run_vectors
 
     failed = [r for r in run_vectors(manifest, files.__getitem__, target=TARGET) if r.failed]
