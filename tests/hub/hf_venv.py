@@ -46,21 +46,21 @@ def _python(root: Path) -> Path:
     return root / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
 
 
-def _has_hf_kernels(python: Path) -> bool:
-    probe = f"import importlib.metadata as m; assert m.version('kernels') == '{HF_KERNELS}'"
+def _has(python: Path, package: str, version: str) -> bool:
+    probe = f"import importlib.metadata as m; assert m.version({package!r}) == {version!r}"
     return python.is_file() and subprocess.run([str(python), "-c", probe], capture_output=True, cwd="/").returncode == 0
 
 
-def ensure_venv(root: Path) -> Path:
-    """The venv's python, creating the venv and installing kernels==0.17.2 into it if needed."""
+def ensure_venv(root: Path, package: str = "kernels", version: str = HF_KERNELS) -> Path:
+    """The venv's python, creating the venv and installing ``package==version`` into it if needed."""
     python = _python(root)
-    if _has_hf_kernels(python):
+    if _has(python, package, version):
         return python
     venv.EnvBuilder(clear=True, with_pip=True).create(root)
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", f"kernels=={HF_KERNELS}"],
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", f"{package}=={version}"],
                              capture_output=True, text=True, cwd="/")  # fmt: skip
-    if install.returncode != 0 or not _has_hf_kernels(python):
-        raise RuntimeError(f"could not install kernels=={HF_KERNELS} into {root}:\n{install.stderr[-2000:]}")
+    if install.returncode != 0 or not _has(python, package, version):
+        raise RuntimeError(f"could not install {package}=={version} into {root}:\n{install.stderr[-2000:]}")
     return python
 
 
