@@ -24,7 +24,7 @@ def rmsnorm_kernel(x, g, epsilon=1e-6):
         squares = nl.ndarray((pmax, n), dtype=nl.float32, buffer=nl.sbuf)
         sum_sq = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation_reduce(dst=squares[0:rows, :], op=nl.square, data=tile[0:rows, :], reduce_op=nl.add,
-                               reduce_res=sum_sq[0:rows, :])  # fmt: skip
+                               reduce_res=sum_sq[0:rows, :], bias=None, scale=1.0)  # fmt: skip
         # mean(x^2) + epsilon, then its reciprocal square root: one scale per row
         rstd = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.tensor_scalar(dst=rstd[0:rows, :], data=sum_sq[0:rows, :], op0=nl.multiply, operand0=1.0 / n,
