@@ -16,14 +16,16 @@ from hub_client.bundle import build_bundle
 from hub_client.errors import BundleError
 from hub_client.hf_variant import PREFIX
 from hub_client.package import read_package
-from tests.hub.conftest import RMSNORM, SOFTMAX
+from tests.hub.conftest import RMSNORM, ROOT, SOFTMAX
+
+LAYERNORM = ROOT / "kernels" / "layernorm"
 
 
 def _variant(bundle) -> dict[str, bytes]:
     return {p.removeprefix(PREFIX): d for p, d in bundle.files.items() if p.startswith(PREFIX)}
 
 
-@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM], ids=["softmax", "rmsnorm"])
+@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM, LAYERNORM], ids=["softmax", "rmsnorm", "layernorm"])
 def test_release_carries_the_neuron_variant_with_hf_metadata(package):
     bundle = build_bundle(package, benchmarks=False)
     files = _variant(bundle)
@@ -42,7 +44,7 @@ def test_release_carries_the_neuron_variant_with_hf_metadata(package):
     assert bundle.manifest.ir_files()
 
 
-@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM], ids=["softmax", "rmsnorm"])
+@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM, LAYERNORM], ids=["softmax", "rmsnorm", "layernorm"])
 def test_variant_python_imports_the_real_nki_only(package):
     """The variant runs under HF kernels on a Trainium machine: it imports AWS's ``nki`` (current API) and its own
     sibling modules, never this project's packages."""
