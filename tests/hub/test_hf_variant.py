@@ -18,7 +18,7 @@ from hub_client.hf_variant import PREFIX, variant_files
 from hub_client.package import read_package
 from tests.hub.conftest import RMSNORM, ROOT, SOFTMAX
 
-LAYERNORM, VIT_ATTN = ROOT / "kernels" / "layernorm", ROOT / "kernels" / "vit_attn"
+LAYERNORM, VIT_ATTN, LINEAR = (ROOT / "kernels" / name for name in ("layernorm", "vit_attn", "linear"))
 
 
 def _variant(bundle) -> dict[str, bytes]:
@@ -44,8 +44,8 @@ def test_release_carries_the_neuron_variant_with_hf_metadata(package):
     assert bundle.manifest.ir_files()
 
 
-@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM, LAYERNORM, VIT_ATTN], ids=["softmax", "rmsnorm", "layernorm",
-                                                                          "vit_attn"])  # fmt: skip
+@pytest.mark.parametrize("package", [SOFTMAX, RMSNORM, LAYERNORM, VIT_ATTN, LINEAR],
+                         ids=["softmax", "rmsnorm", "layernorm", "vit_attn", "linear"])  # fmt: skip
 def test_variant_python_imports_the_real_nki_only(package):
     """The variant runs under HF kernels on a Trainium machine: it imports AWS's ``nki`` (current API) and its own
     sibling modules, never this project's packages."""
@@ -82,3 +82,10 @@ def test_neuron_section_is_checked(tmp_path):
     (copy / "kernel.toml").write_text(toml.replace('"neuron/softmax.py"', '"kernel.py"'))
     with pytest.raises(BundleError, match=r"not an existing file under neuron/"):
         read_package(copy)
+
+
+def test_every_first_party_kernel_package_publishes_the_variant():
+    packages = sorted(p.parent for p in (ROOT / "kernels").glob("*/kernel.toml"))
+    assert len(packages) == 5
+    for package in packages:
+        assert "neuron/__init__.py" in read_package(package).neuron_files, package.name
