@@ -66,3 +66,24 @@ def test_an_untagged_branch_head_is_loaded_as_hf_does_and_said(published):
     assert k.info.commit == info.oid and k.info.version == "1.1.0"  # the manifest is v1.1.0's, the commit new
     x = np.ones((128, 512), np.float32)
     np.testing.assert_allclose(k.softmax(x), np.full_like(x, 1 / 512), rtol=1e-6)
+
+
+def test_user_agent_reaches_the_hub_requests(published, monkeypatch):
+    import huggingface_hub
+
+    from hub_client import api
+
+    seen = []
+    original = huggingface_hub.hf_hub_download
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("user_agent"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", recording)
+    api.clear_memo()
+    kernels.get_kernel("acme/softmax", version=1, user_agent={"app": "demo/1"})
+    assert seen and all(ua == {"app": "demo/1"} for ua in seen)  # every file download carries it
+    assert api._settings({"app": "demo/1"}).api().user_agent == {"app": "demo/1"}  # and the refs/trust calls
+    with pytest.raises(TypeError, match="user_agent must be a string or a dict"):
+        kernels.get_kernel("acme/softmax", version=1, user_agent=1)
