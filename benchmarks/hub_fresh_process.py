@@ -13,6 +13,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
+
+# The source checkout's `kernels` facade (an installed nki-dsl ships only `hub_client` under a name of its own, so as
+# not to replace HF kernels' `kernels/__init__.py`): the same first path entry as `python -m` from the repo root.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(mode: str, repo: str, arg: str | None = None) -> dict:

@@ -34,6 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+# The source checkout's `kernels` facade and first-party packages (an installed nki-dsl does not ship
+# kernels/__init__.py, so as not to replace HF kernels' own), as `python -m` from the repo root would find them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 SOFTMAX = Path(__file__).parents[1] / "kernels" / "softmax"
 FRESH = Path(__file__).with_name("hub_fresh_process.py")
 

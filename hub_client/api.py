@@ -5,12 +5,13 @@ Environment is read once per call (``HubSettings.from_env``); everything below t
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-from hub_client import execute, publishers, releases, resolve, versions
+from hub_client import backends, publishers, releases, resolve, versions
 from hub_client.errors import (
     BundleError,
     DigestMismatchError,
@@ -47,9 +48,11 @@ def is_trusted(repo_id: str, trust_remote_code) -> bool:
     raise TypeError(f"trust_remote_code must be a bool or a list of repo ids, got {type(trust_remote_code).__name__}")
 
 
-def _check_backend(backend: str | None) -> None:
-    if backend is not None and backend not in execute.available_backends():
-        raise ValueError(f"unknown backend {backend!r}; available: {', '.join(execute.available_backends())}")
+def _settings(user_agent=None) -> HubSettings:
+    if user_agent is not None and not isinstance(user_agent, str | dict):
+        raise TypeError(f"user_agent must be a string or a dict, got {type(user_agent).__name__}")
+    settings = HubSettings.from_env()
+    return settings if user_agent is None else dataclasses.replace(settings, user_agent=user_agent)
 
 
 def _needed(trusted: bool):
@@ -112,11 +115,14 @@ def _load_release(settings, repo_id, commit, label, tag_version, *, trusted_by, 
     return loaded
 
 
-def get_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None, backend: str | None = None,
-               trust_remote_code: bool | list[str] = False, local_files_only: bool = False,
-               progress=None) -> LoadedKernel:  # fmt: skip
-    _check_backend(backend)
-    settings = HubSettings.from_env()
+def get_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, backend: str | None = None,
+               user_agent: str | dict | None = None, trust_remote_code: bool | list[str] = False,
+               check_arch: bool = True, local_files_only: bool = False, progress=None) -> LoadedKernel:  # fmt: skip
+    """HF kernels' ``get_kernel`` signature (``check_arch`` is accepted: IR has no compiled architecture to check),
+    plus ``local_files_only`` and ``progress``. ``version=N`` is the head of branch ``vN``; ``backend`` takes this
+    project's names or HF's (``backends``)."""
+    backend = backends.project_backend(backend)
+    settings = _settings(user_agent)
     is_trusted(repo_id, trust_remote_code)  # a malformed allow-list is refused before any request
     memo_key = (settings.endpoint, settings.cache_dir, repo_id, resolve.request_key(version, revision),
                 _allow_key(trust_remote_code))  # fmt: skip
@@ -143,11 +149,13 @@ def _allow_key(trust_remote_code) -> object:
     return trust_remote_code if isinstance(trust_remote_code, bool) else tuple(sorted(trust_remote_code))
 
 
-def has_kernel(repo_id: str, *, version: int | None = None, revision: str | None = None,
-               backend: str | None = None) -> bool:  # fmt: skip
+def has_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None, backend: str | None = None,
+               trust_remote_code: bool | list[str] = False, check_arch: bool = True) -> bool:  # fmt: skip
     """Whether the release resolves and its manifest is available and well formed (nothing is executed). A release
-    rewritten since this cache first fetched it is not an absence: ReleaseChangedError is raised, as by get_kernel."""
-    _check_backend(backend)
+    rewritten since this cache first fetched it is not an absence: ReleaseChangedError is raised, as by get_kernel.
+    HF's signature; ``trust_remote_code`` is checked for form (nothing runs, so it changes nothing)."""
+    backends.project_backend(backend)
+    is_trusted(repo_id, trust_remote_code)
     settings = HubSettings.from_env()
     try:
         resolved, local, _ = _resolve(settings, repo_id, version, revision, False)
@@ -171,14 +179,17 @@ def get_locked_kernel(
     repo_id: str,
     *,
     lockfile=None,
-    backend: str | None = None,
     trust_remote_code: bool | list[str] = False,
+    user_agent: str | dict | None = None,
+    backend: str | None = None,
     local_files_only: bool = False,
 ) -> LoadedKernel:
-    """The release ``kernels.lock`` pins (commit and manifest digest); downloads it if needed."""
-    _check_backend(backend)
+    """The release ``kernels.lock`` pins (commit, and the manifest digest when the lock's sidecar has it: a lock HF
+    wrote pins the commit only, and every file is still checked against that commit's manifest); downloads it if
+    needed."""
+    backend = backends.project_backend(backend)
     entry = _lock_entry(repo_id, lockfile)
-    settings = HubSettings.from_env()
+    settings = _settings(user_agent)
     local = settings.offline or local_files_only
     trusted_by = _trust(settings, repo_id, trust_remote_code, online=not local, revalidate=False)
     return _load_release(settings, repo_id, entry.commit, entry.tag or entry.commit, None, trusted_by=trusted_by,
@@ -203,10 +214,13 @@ def _verify_dir(root: Path, manifest: Manifest, rels: list[str]) -> None:
             raise DigestMismatchError(rel, manifest.files[rel], actual, str(root), removed=False)
 
 
-def get_local_kernel(path, *, backend: str | None = None, trust_remote_code: bool = False) -> LoadedKernel:
+def get_local_kernel(repo_path, *, backend: str | None = None, trust_remote_code: bool = False,
+                     user_agent: str | dict | None = None) -> LoadedKernel:  # fmt: skip
     """A kernel from a local bundle directory (``manifest.json``) or a kernel package (``kernel.toml``, built into
-    a bundle first). The same checks and trust rules as a download apply."""
-    _check_backend(backend)
+    a bundle first). The same checks and trust rules as a download apply. HF's signature (``user_agent`` is
+    accepted; nothing is requested)."""
+    backend = backends.project_backend(backend)
+    path = repo_path
     root = Path(path).resolve()
     if not (root / MANIFEST).is_file():
         if not (root / "kernel.toml").is_file():
@@ -219,3 +233,23 @@ def get_local_kernel(path, *, backend: str | None = None, trust_remote_code: boo
     _verify_dir(root, manifest, _needed(trusted)(manifest))
     return load(root, manifest, repo_id=f"local:{manifest.name}", revision=str(root), commit=None, trusted=trusted,
                 backend=backend)  # fmt: skip
+
+
+def install_kernel(repo_id: str, *, revision: str | None = None, version: int | None = None,
+                   backend: str | None = None, local_files_only: bool = False, user_agent: str | dict | None = None,
+                   trust_remote_code: bool | list[str] = False) -> Path:  # fmt: skip
+    """HF's ``install_kernel``: download a release into the cache without loading it, and return where it is (the
+    snapshot directory; HF returns its variant directory). Every file is checked against the manifest, the release
+    against the first-use record, as by ``get_kernel``; the published Python is fetched only if it may run."""
+    backends.project_backend(backend)
+    settings = _settings(user_agent)
+    is_trusted(repo_id, trust_remote_code)
+    resolved, local, asked = _resolve(settings, repo_id, version, revision, local_files_only)
+    trusted_by = _trust(settings, repo_id, trust_remote_code, online=not local, revalidate=not local)
+    first = _first_use(settings, repo_id, resolved.commit, resolved.version)
+    fetched = fetch(settings, repo_id, resolved.commit, _needed(trusted_by is not None), local_only=local,
+                    on_manifest=first.check)  # fmt: skip
+    first.record(fetched.manifest)
+    if asked:
+        resolve.record(settings, resolved, version, revision)
+    return fetched.snapshot

@@ -8,6 +8,8 @@
     benchmarks/modelled.json      modelled latency per specialisation on the simulator (when nki_dsl has one)
     benchmarks/comparison.json    with a [benchmarks] baseline in kernel.toml: per specialisation and target, the
                                   kernel's and the baseline's modelled latency (us), the speed-up, the binding engine
+    build/torch-neuron/           with [neuron] files in kernel.toml: the HF kernels variant (``hf_variant``), the
+                                  kernel against AWS's current ``nki`` for HF kernels on a Trainium machine
 
 Deterministic: the same package and version give the same bytes (no timestamps, no absolute paths, inputs from
 seeds derived from the specialisation id). Building checks each specialisation three ways before it is shipped:
@@ -26,6 +28,7 @@ import numpy as np
 import nki_dsl as nki
 from hub_client import execute
 from hub_client.errors import BundleError
+from hub_client.hf_variant import variant_files
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
 from hub_client.package import KernelPackage, Specialisation, check_version, read_package
@@ -194,6 +197,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
         entries[ep.name] = {"plan": ep.plan, "specialisations": records}
     for name in pkg.python_files:
         files[f"src/{pkg.name}/{name}"] = (pkg.root / name).read_bytes()
+    files.update(variant_files(pkg))  # build/torch-neuron/: what HF kernels loads on a Trainium machine
     if (pkg.root / "README.md").is_file():
         files["README.md"] = (pkg.root / "README.md").read_bytes()
     if simulate:
@@ -220,7 +224,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:
-    """The shipped vectors, re-run from the shipped bytes exactly as ``kernels verify --run`` will run them."""
+    """The shipped vectors, re-run from the shipped bytes exactly as ``nki-kernels verify --run`` will run them."""
     from hub_client.vectors import run_vectors
 
     failed = [r for r in run_vectors(manifest, files.__getitem__, target=TARGET) if r.failed]

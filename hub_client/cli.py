@@ -1,4 +1,5 @@
-"""The ``kernels`` command: publish, versions, lock, download, verify, forget, serve.
+"""The ``nki-kernels`` command: publish, versions, lock, download, verify, forget, serve. (Not ``kernels``: Hugging
+Face kernels installs a command of that name, and one would silently replace the other.)
 
 Exit status 0 on success, 1 on a refused or failed operation (the message says why), 2 on bad usage. Errors are
 printed as a styled ``error:`` prefix followed by the message as literal text: a message is never parsed as rich
@@ -135,7 +136,7 @@ def cmd_forget(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernels", description="Publish and fetch NKI kernels on a Hugging Face Hub.")
+    p = argparse.ArgumentParser(prog="nki-kernels", description="Publish and fetch NKI kernels on a Hugging Face Hub.")
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("publish", help="build a kernel package's bundle, commit it on v<major>, tag it")
     s.add_argument("dir")

@@ -58,6 +58,7 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
         return Path(hf_hub_download(
             repo_id, rel, repo_type=settings.repo_type, revision=commit, cache_dir=settings.cache_dir,
             endpoint=settings.endpoint, token=settings.token, local_files_only=local_only,
+            user_agent=settings.user_agent,
         ))  # fmt: skip
     except transport_errors() as e:  # cut in the middle of a body
         raise DownloadError(f"downloading {rel!r} of {where} from {settings.endpoint} failed: {e}. Nothing partial "
@@ -66,7 +67,7 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
         if local_only:
             raise OfflineError(
                 f"offline: {where} file {rel!r} is not in the cache at {settings.cache_dir}; run the same call once "
-                f"online, or `kernels download` a lock file that pins this release"
+                f"online, or `nki-kernels download` a lock file that pins this release"
             ) from None
         raise DownloadError(f"downloading {rel!r} of {where} from {settings.endpoint} failed: the Hub does not "
                             f"answer and the file is not cached; retry when the connection is back") from None
@@ -149,7 +150,7 @@ def fetch(
 
 
 def verify_cached(settings: HubSettings, repo_id: str, commit: str) -> tuple[Manifest, list[str]]:
-    """Re-hash every cached file of a release (``kernels verify``); returns the manifest and the files checked.
+    """Re-hash every cached file of a release (``nki-kernels verify``); returns the manifest and the files checked.
     Raises DigestMismatchError (and purges the bad copy) on the first bad one."""
     snapshot = settings.snapshot_dir(repo_id, commit)
     if not (snapshot / MANIFEST).is_file():

@@ -78,7 +78,7 @@ def translate(e: BaseException, settings: HubSettings, repo_id: str, revision: s
             f"or set HF_TOKEN to a token that can read it"
         )
     if isinstance(e, RevisionNotFoundError):
-        return NotFoundError(f"{where}: no such revision; `kernels versions {repo_id}` lists the releases")
+        return NotFoundError(f"{where}: no such revision; `nki-kernels versions {repo_id}` lists the releases")
     if isinstance(e, EntryNotFoundError):
         return NotFoundError(f"{where}: a file is missing{said}; the release is incomplete, ask its publisher")
     if status in (401, 403):
@@ -90,7 +90,7 @@ def translate(e: BaseException, settings: HubSettings, repo_id: str, revision: s
     if status == 412 or (status == 409 and "publish" in doing):
         return PublishRefusedError(
             f"{where}: cannot {doing}: another publisher changed the repo first ({status}{said}); nothing of this "
-            f"publish was kept. Run `kernels versions {repo_id}` to see what won, then publish a newer version"
+            f"publish was kept. Run `nki-kernels versions {repo_id}` to see what won, then publish a newer version"
         )
     if status in (429, 503):
         retry = getattr(e.response, "headers", {}).get("Retry-After")

@@ -81,6 +81,9 @@ class KernelPackage:
     # targets they are modelled on (see ``bundle``).
     baseline: str | None = None
     benchmark_targets: tuple[str, ...] = ("trn2",)
+    # [neuron]: the kernel written against AWS's current ``nki`` package, shipped as the HF kernels variant
+    # ``build/torch-neuron/`` (see ``hf_variant``); paths inside the package, all under ``neuron/``.
+    neuron_files: tuple[str, ...] = ()
 
     @property
     def major(self) -> int:
@@ -142,4 +145,20 @@ def read_package(root: str | Path) -> KernelPackage:
     return KernelPackage(
         root, name, check_version(meta.get("version", "")), meta.get("license", "unknown"),
         meta.get("description", ""), files, tuple(entries), tolerance, baseline, tuple(targets),
+        _neuron_files(root, toml, data.get("neuron")),
     )  # fmt: skip
+
+
+def _neuron_files(root: Path, toml: Path, section: object) -> tuple[str, ...]:
+    if section is None:
+        return ()
+    files = section.get("files") if isinstance(section, dict) else None
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise BundleError(f'{toml}: [neuron] files must be a list of paths such as "neuron/__init__.py"')
+    files = tuple(check_bundle_path(f) for f in files)
+    if "neuron/__init__.py" not in files:
+        raise BundleError(f"{toml}: [neuron] files must list neuron/__init__.py (what HF kernels imports)")
+    for f in files:
+        if not f.startswith("neuron/") or not (root / f).is_file():
+            raise BundleError(f"{toml}: [neuron] lists {f!r}, which is not an existing file under neuron/")
+    return files

@@ -16,11 +16,12 @@ def lock_project(project_dir: str | Path, settings: HubSettings | None = None) -
     settings = settings or HubSettings.from_env()
     entries = []
     for repo_id, major in dependencies(project_dir).items():
-        resolved = resolve.resolve_online(settings, repo_id, major, None)
-        first = releases.FirstUse(settings, repo_id, resolved.label, resolved.commit)
+        resolved = resolve.resolve_online(settings, repo_id, major, None)  # the head of v<major>, as HF locks it
+        tag = versions.tag_name(resolved.version) if resolved.version else None
+        first = releases.FirstUse(settings, repo_id, tag, resolved.commit)
         fetched = fetch(settings, repo_id, resolved.commit, lambda m: [], local_only=False, on_manifest=first.check)
         first.record(fetched.manifest)
-        entries.append(Locked(repo_id, major, resolved.commit, resolved.label, fetched.manifest.digest))
+        entries.append(Locked(repo_id, major, resolved.commit, tag, fetched.manifest.digest))
     write_lock(Path(project_dir) / LOCK_NAME, entries)
     return entries
 
@@ -28,7 +29,7 @@ def lock_project(project_dir: str | Path, settings: HubSettings | None = None) -
 def download_project(project_dir: str | Path, settings: HubSettings | None = None, progress=None) -> dict[str, Fetched]:
     """Fetch every file of every locked release into the cache, each checked against the locked digests, and record
     what the lock resolves so the calls it covers work offline: ``get_kernel(version=N)`` and
-    ``get_kernel(revision=<tag>)`` for the locked major and tag, and ``kernels verify --version N``."""
+    ``get_kernel(revision=<tag>)`` for the locked major and tag, and ``nki-kernels verify --version N``."""
     settings = settings or HubSettings.from_env()
     out = {}
     for repo_id, e in read_lock(Path(project_dir) / LOCK_NAME).items():
@@ -41,7 +42,8 @@ def download_project(project_dir: str | Path, settings: HubSettings | None = Non
 
 
 def _record_locked(settings: HubSettings, e: Locked, version: str) -> None:
-    if e.tag is None or versions.parse_tag(e.tag) is None or e.tag != versions.tag_name(version):
+    if e.tag is None or e.digest is None or e.version is None or versions.parse_tag(e.tag) is None or (
+            e.tag != versions.tag_name(version)):  # fmt: skip
         return  # the lock names no release tag (or one its manifest contradicts): only the commit pin applies
     resolved = resolve.Resolved(e.repo_id, e.commit, e.tag, version)
     recorded = resolve.read_recorded(settings, e.repo_id).get(resolve.request_key(e.version, None))

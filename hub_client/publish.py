@@ -7,7 +7,7 @@ second commit is refused by the Hub (412) instead of silently stacking; tag crea
 way the loser gets a PublishRefusedError, as does every other Hub failure its own ``KernelHubError`` subclass.
 
 A publish that committed but did not tag (a crash, a cut connection) leaves the branch head holding the version
-untagged, which blocks that version; ``resume=True`` (``kernels publish --resume``) finishes it: it checks the head
+untagged, which blocks that version; ``resume=True`` (``nki-kernels publish --resume``) finishes it: it checks the head
 commit holds exactly this bundle (the manifest's sha256, and every other file's git blob id against the bundle's
 bytes, with nothing extra) and only then creates the tag.
 """
@@ -137,8 +137,8 @@ def _publish(bundle: Bundle, repo_id: str, settings: HubSettings, *, private: bo
         raise PublishRefusedError(
             f"{repo_id}: {branch} head {head[:12]} already holds version {manifest.version}, untagged (another "
             f"publish of it is in progress, or one stopped before tagging). If it was yours and it stopped, "
-            f"`kernels publish DIR --repo {repo_id} --version {manifest.version} --resume` tags it after checking it "
-            f"holds exactly this bundle"
+            f"`nki-kernels publish DIR --repo {repo_id} --version {manifest.version} --resume` tags it after checking "
+            f"it holds exactly this bundle"
         )
     stale = [p for p in api.list_repo_files(repo_id, repo_type=settings.repo_type, revision=head)
              if p not in bundle.files and p != ".gitattributes"]  # fmt: skip

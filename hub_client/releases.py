@@ -9,7 +9,7 @@ addressed, so one commit with two manifests means a lying server.
 
 Writes are read-modify-write under a file lock and atomic, like the rest of the cache, so concurrent first
 fetches agree (the second finds the first's record and is checked against it). A lock file pins commit and digest
-explicitly and is not subject to this record; ``kernels forget REPO TAG`` removes one record when a publisher
+explicitly and is not subject to this record; ``nki-kernels forget REPO TAG`` removes one record when a publisher
 confirms a re-release.
 """
 
@@ -68,7 +68,7 @@ def _refusal(settings, repo_id, tag: str, old: dict, commit: str, digest: str) -
         f"  now:           commit {commit}, manifest sha256:{digest}\n"
         f"Releases are immutable, so the release was rewritten on the server, or this is not the server it was. "
         f"Nothing of it was used. To keep what you had, pin it: get_kernel({repo_id!r}, revision={old['commit']!r}) "
-        f"or a kernels.lock. If the publisher confirms the re-release, run `kernels forget {repo_id} {tag}` and "
+        f"or a kernels.lock. If the publisher confirms the re-release, run `nki-kernels forget {repo_id} {tag}` and "
         f"retry.",
         repo_id=repo_id, tag=tag, recorded=dict(old), found={"commit": commit, "digest": digest},
     )  # fmt: skip

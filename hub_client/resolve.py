@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass
 
 from hub_client import versions
@@ -57,15 +58,42 @@ def resolve_online(settings: HubSettings, repo_id: str, version: int | None, rev
     branches, tags = refs(settings, repo_id, f"version {version}" if version is not None else revision)
     by_commit = {c: n for n, c in tags.items() if versions.parse_tag(n)}
     if version is not None:
-        found = versions.newest(tags, version)
-        if found is None:
-            raise NotFoundError(f"{repo_id} has no release of version {version}; {_describe(tags, branches)}")
-        return Resolved(repo_id, found[1], found[0], found[0][1:])
-    commit = branches.get(revision) or tags.get(revision) or (revision if COMMIT.match(revision) else None)
+        return _branch_head(repo_id, version, branches, tags, by_commit)
+    commit = _named(revision, branches, tags)
     if commit is None:
         raise NotFoundError(f"{repo_id} has no branch, tag or commit {revision!r}; {_describe(tags, branches)}")
     tag = by_commit.get(commit)
     return Resolved(repo_id, commit, revision, tag[1:] if tag else None)
+
+
+def _named(revision: str, branches: dict[str, str], tags: dict[str, str]) -> str | None:
+    """A branch, then a tag, then a full commit id, as the Hub resolves them; ``refs/heads/<b>`` and
+    ``refs/tags/<t>`` (the ``ref`` of list_repo_refs, which HF kernels passes back) name only that ref."""
+    if revision.startswith("refs/heads/"):
+        return branches.get(revision.removeprefix("refs/heads/"))
+    if revision.startswith("refs/tags/"):
+        return tags.get(revision.removeprefix("refs/tags/"))
+    return branches.get(revision) or tags.get(revision) or (revision if COMMIT.match(revision) else None)
+
+
+def _branch_head(repo_id, version: int, branches, tags, by_commit) -> Resolved:
+    """``version=N`` is the head of branch ``vN``, as HF kernels resolves it. Publishes are linear (each commits on
+    the branch, then tags that commit), so the head is the newest release ``vN.x.y``; a head without a tag is a
+    publish that has not tagged yet (or stopped before it), which is said, not hidden."""
+    branch = versions.branch_name(version)
+    commit = branches.get(branch)
+    if commit is None:
+        raise NotFoundError(f"{repo_id} has no version {version} (no branch {branch}); {_describe(tags, branches)}")
+    tag = by_commit.get(commit)
+    if tag is None:
+        newest = versions.newest(tags, version)
+        warnings.warn(
+            f"{repo_id} {branch} head {commit[:12]} is not a tagged release (a publish in progress, or one that "
+            f"stopped before tagging); loading it as HF kernels does"
+            + (f". The newest release is {newest[0]}: pin it with revision={newest[0]!r}" if newest else ""),
+            stacklevel=4,
+        )
+    return Resolved(repo_id, commit, tag or branch, tag[1:] if tag else None)
 
 
 def _refs_path(settings: HubSettings, repo_id: str):
@@ -112,5 +140,5 @@ def resolve_offline(settings: HubSettings, repo_id: str, version: int | None, re
     raise OfflineError(
         f"offline: {repo_id} {what} is not in the cache at {settings.cache_dir} "
         f"({'cached requests: ' + ', '.join(known) if known else 'nothing of this repo is cached'}); "
-        f"run the same call once online, or `kernels download` a lock file, then retry"
+        f"run the same call once online, or `nki-kernels download` a lock file, then retry"
     )

@@ -23,6 +23,7 @@ class HubSettings:
     token: str | None
     offline: bool
     repo_type: str = REPO_TYPE
+    user_agent: str | dict | None = None  # HF kernels' user_agent=: added to every Hub request's User-Agent
 
     @classmethod
     def from_env(cls, *, token: str | None = None, endpoint: str | None = None) -> HubSettings:
@@ -52,4 +53,4 @@ class HubSettings:
     def api(self):
         from huggingface_hub import HfApi
 
-        return HfApi(endpoint=self.endpoint, token=self.token)
+        return HfApi(endpoint=self.endpoint, token=self.token, user_agent=self.user_agent)

@@ -2,7 +2,7 @@
 the stored expected outputs within the stored tolerance.
 
 One comparison serves both ends: ``build_bundle`` runs it over the bundle it is about to return (a bundle whose
-vectors disagree with its own IR is never produced), and ``kernels verify --run`` runs it over a cached release
+vectors disagree with its own IR is never produced), and ``nki-kernels verify --run`` runs it over a cached release
 (the digests prove the bytes are the published ones; this proves the published IR still computes what its
 publisher recorded, on this machine's nki_dsl). The inputs are untrusted data: ``.npz`` is read without pickle and
 checked against the declared shapes and dtypes before anything runs.

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, quote
 
 from . import names, revisions
 from .auth import ANONYMOUS, require_read
-from .errors import HubError, entry_not_found
+from .errors import HubError, bad_request, entry_not_found
 from .protocol import Request, Response
 from .registry import Registry, RepoHandle
 
@@ -66,6 +67,65 @@ def tree(registry: Registry, request: Request) -> Response:
         elif entry.type == "tree":
             entries.append({"type": "directory", "oid": entry.oid, "path": entry.path})
     return Response.json(entries)
+
+
+MAX_PATHS_INFO = 1000  # paths one paths-info request may ask about (a bounded amount of work per request)
+COMMITS_PER_PAGE = 50  # the Hub's page size for commit listings; the next page is named in a Link header
+
+
+def _entry(entry) -> dict:
+    if entry.type == "blob":
+        return {"type": "file", "oid": entry.oid, "size": entry.size, "path": entry.path}
+    return {"type": "directory", "oid": entry.oid, "path": entry.path}
+
+
+def _requested_paths(request: Request) -> list[str]:
+    """The ``paths`` of a paths-info body: a form (what huggingface_hub sends) or a JSON object."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        paths = request.json().get("paths", [])
+    else:
+        request.body.seek(0)
+        raw = request.body.read(MAX_PATHS_INFO * 1024 + 1)  # the body is already bounded by Limits.max_json_body
+        try:
+            form = parse_qsl(raw.decode("utf-8", errors="strict"), keep_blank_values=True, strict_parsing=False,
+                             max_num_fields=MAX_PATHS_INFO + 1)  # fmt: skip
+        except (UnicodeDecodeError, ValueError):
+            raise bad_request("paths-info body must be a form or a JSON object with a list of paths") from None
+        paths = [value for key, value in form if key == "paths"]
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise bad_request("paths-info: paths must be a list of strings")
+    if len(paths) > MAX_PATHS_INFO:
+        raise bad_request(f"paths-info: at most {MAX_PATHS_INFO} paths per request")
+    return [names.path_in_repo(p) for p in paths]
+
+
+def paths_info(registry: Registry, request: Request) -> Response:
+    """The tree entry of each requested path at a revision (``get_paths_info``); paths that do not exist are left
+    out, as the Hub does."""
+    repo = open_readable(registry, request)
+    commit = revisions.resolve(repo, request.params["revision"])
+    paths = _requested_paths(request)
+    found = repo.git.objects_at(commit, paths)
+    return Response.json([_entry(e) for e in found if e is not None], headers={"X-Repo-Commit": commit})
+
+
+def list_commits(registry: Registry, request: Request) -> Response:
+    """Commits reachable from a revision, newest first (``list_repo_commits``), one page per request."""
+    repo = open_readable(registry, request)
+    commit = revisions.resolve(repo, request.params["revision"])
+    page = request.query.get("p", "0")
+    if not page.isdigit() or len(page) > 6:
+        raise bad_request(f"Invalid page {page!r}")
+    page = int(page)
+    items = repo.git.log(commit, page * COMMITS_PER_PAGE, COMMITS_PER_PAGE + 1)
+    body = [{"id": c["id"], "title": c["title"], "message": c["message"], "date": c["date"],
+             "authors": [{"user": c["author"]}]} for c in items[:COMMITS_PER_PAGE]]  # fmt: skip
+    headers = {}
+    if len(items) > COMMITS_PER_PAGE:
+        revision = quote(request.params["revision"], safe="")
+        url = f"{request.base_url}/api/{names.REPO_TYPES[repo.type]}/{repo.repo_id}/commits/{revision}"
+        headers["Link"] = f'<{url}?p={page + 1}>; rel="next"'
+    return Response.json(body, headers=headers)
 
 
 def resolve_file(registry: Registry, request: Request) -> Response:

@@ -1,4 +1,4 @@
-"""The registry's command line, shared by ``kernels serve`` and ``python -m hub_client.server``: one set of
+"""The registry's command line, shared by ``nki-kernels serve`` and ``python -m hub_client.server``: one set of
 options (root, address, tokens, trusted publishers, the request limits) and one way to run in the foreground."""
 
 from __future__ import annotations

@@ -191,6 +191,21 @@ class GitRepo:
         seconds = int(self.git("show", "-s", "--format=%ct", commit).decode().strip())
         return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
+    def log(self, commit: str, skip: int, count: int) -> list[dict]:
+        """``count`` commits reachable from ``commit``, newest first, after skipping ``skip``: (id, author, UTC
+        date, title, message) as the Hub's commit listing reports them."""
+        fields = "--format=%H%x00%an%x00%ct%x00%s%x00%B%x1e"
+        out = self.git("log", fields, f"--skip={int(skip)}", f"--max-count={int(count)}", commit, "--")
+        commits = []
+        for record in out.decode(errors="replace").split("\x1e"):
+            record = record.strip("\n")
+            if not record:
+                continue
+            oid, author, seconds, title, message = record.split("\x00", 4)
+            date = datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            commits.append({"id": oid, "author": author, "date": date, "title": title, "message": message.strip()})
+        return commits
+
     # -- writing objects --------------------------------------------------------------------------------------
 
     def write_blobs(self, contents: list[bytes], scratch: Path) -> list[str]:

@@ -8,17 +8,23 @@ from .registry import RepoHandle
 
 
 def resolve(repo: RepoHandle, revision: str) -> str:
-    """Branch first, then tag, then a full 40-hex commit id, as the Hub resolves them."""
+    """Branch first, then tag, then a full 40-hex commit id, as the Hub resolves them. A full ref name
+    (``refs/heads/v1``, ``refs/tags/v1.0.0``: what ``list_repo_refs`` reports as a ref's ``ref``, and what HF kernels
+    passes back as the revision) names that one ref."""
     if names.FULL_SHA.fullmatch(revision):
         if repo.git.has_commit(revision):
             return revision
         raise revision_not_found(repo.repo_id, revision)
-    names.ref_name(revision)
+    kind = next((k for k in _QUALIFIED if revision.startswith(k)), None)
+    names.ref_name(revision.removeprefix(kind) if kind else revision)
     refs = refcache.refs(repo.git)
-    for ref in (f"refs/heads/{revision}", f"refs/tags/{revision}"):
+    for ref in [revision] if kind else [f"refs/heads/{revision}", f"refs/tags/{revision}"]:
         if ref in refs:
             return refs[ref]
     raise revision_not_found(repo.repo_id, revision)
+
+
+_QUALIFIED = ("refs/heads/", "refs/tags/")
 
 
 def branch_head(repo: RepoHandle, branch: str) -> str:

@@ -36,16 +36,20 @@ def _route(methods: str, pattern: str, handler: Callable, write: bool = False, l
     return Route(tuple(methods.split("|")), re.compile(pattern), handler, write, large_body)
 
 
+# Every read route answers HEAD as well as GET (the same status and headers, no body): a caching mirror (olah) asks
+# HEAD /api/<type>s/<repo>/... before it proxies or serves from its cache.
 ROUTES = [
     _route("POST", r"/api/repos/create", api_write.create_repo, write=True),
     _route("DELETE", r"/api/repos/delete", api_write.delete_repo, write=True),
     _route("POST", r"/api/validate-yaml", api_account.validate_yaml),
-    _route("GET", r"/api/whoami-v2", api_account.whoami),
-    _route("GET", rf"/api/organizations/(?P<org>{_SEGMENT})/overview", api_read.organization_overview),
-    _route("GET", _API, api_read.repo_info),
-    _route("GET", rf"{_API}/revision/(?P<revision>{_SEGMENT})", api_read.repo_info),
-    _route("GET", rf"{_API}/refs", api_read.list_refs),
-    _route("GET", rf"{_API}/tree/(?P<revision>{_SEGMENT})(?:/(?P<path>.*))?", api_read.tree),
+    _route("GET|HEAD", r"/api/whoami-v2", api_account.whoami),
+    _route("GET|HEAD", rf"/api/organizations/(?P<org>{_SEGMENT})/overview", api_read.organization_overview),
+    _route("GET|HEAD", _API, api_read.repo_info),
+    _route("GET|HEAD", rf"{_API}/revision/(?P<revision>{_SEGMENT})", api_read.repo_info),
+    _route("GET|HEAD", rf"{_API}/refs", api_read.list_refs),
+    _route("GET|HEAD", rf"{_API}/tree/(?P<revision>{_SEGMENT})(?:/(?P<path>.*))?", api_read.tree),
+    _route("POST", rf"{_API}/paths-info/(?P<revision>{_SEGMENT})", api_read.paths_info),
+    _route("GET|HEAD", rf"{_API}/commits/(?P<revision>{_SEGMENT})", api_read.list_commits),
     _route("POST", rf"{_API}/preupload/(?P<revision>{_SEGMENT})", api_write.preupload, write=True),
     _route("POST", rf"{_API}/commit/(?P<revision>{_SEGMENT})", api_write.commit, write=True, large_body=True),
     _route("POST", rf"{_API}/branch/(?P<branch>{_SEGMENT})", api_write.create_branch, write=True),

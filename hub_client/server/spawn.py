@@ -1,6 +1,6 @@
 """Starting a registry (or any server) in a child process that cannot outlive the process that started it.
 
-Tests and benchmarks run `python -m hub_client.server` / `kernels serve` as users do, in their own process.
+Tests and benchmarks run `python -m hub_client.server` / `nki-kernels serve` as users do, in their own process.
 A test that fails, times out or is interrupted must not leave that server behind, re-parented to init. So:
 
 - the child runs in its own process group, and `stop()` (or, as a last resort, an `atexit` hook) kills the group;

@@ -38,13 +38,13 @@ def test_unknown_repo(registry, capsys):
 
 
 def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_path, monkeypatch):
-    """`kernels serve` as a user runs it: print the URL, take a real publish and load, exit 0 on SIGINT.
+    """`nki-kernels serve` as a user runs it: print the URL, take a real publish and load, exit 0 on SIGINT.
 
     The server runs through `spawn`: its own process group, killed by `stop` even if the test fails, and SIGINT
     reset to the default in the child, so the test also passes under a shell that ignores SIGINT (a background
     job), which would otherwise hand the server an ignored SIGINT and make Ctrl-C do nothing.
     """
-    exe = shutil.which("kernels", path=os.path.dirname(sys.executable))  # the [project.scripts] entry point
+    exe = shutil.which("nki-kernels", path=os.path.dirname(sys.executable))  # the [project.scripts] entry point
     cmd = [exe] if exe else [sys.executable, "-m", "hub_client.cli"]
     args = ["serve", "--root", str(tmp_path / "hub"), "--port", "0", "--token", "tok", "--trusted-publisher", "acme"]
     stderr = open(tmp_path / "serve.stderr", "w+")  # noqa: SIM115 - a file, not a pipe: it can never fill up

@@ -173,7 +173,7 @@ def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp
         kernels.load_kernel("acme/softmax", lockfile=lock)
     assert str(e.value) == (
         f"offline: acme/softmax@{p.commit[:12]} file 'manifest.json' is not in the cache at {settings().cache_dir}; "
-        f"run the same call once online, or `kernels download` a lock file that pins this release")
+        f"run the same call once online, or `nki-kernels download` a lock file that pins this release")
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
     with pytest.raises(kernels.DownloadError) as e:
         kernels.get_locked_kernel("acme/softmax", lockfile=lock)

@@ -103,8 +103,19 @@ def test_two_versions_load_side_by_side(tmp_path, softmax_bundles):
 
 
 def test_unknown_backend_is_refused_early(bundle_dir):
-    with pytest.raises(ValueError, match="available"):
-        kernels.get_local_kernel(bundle_dir, backend="cuda")
+    with pytest.raises(ValueError, match="unknown backend 'vulkan'; available: numpy"):
+        kernels.get_local_kernel(bundle_dir, backend="vulkan")
+
+
+def test_hf_backend_names(bundle_dir):
+    """HF kernels' device names: cpu is the NumPy reference; a device this project has no build for is refused,
+    naming what runs here."""
+    x = np.random.default_rng(1).standard_normal((128, 512)).astype(np.float32)
+    np.testing.assert_array_equal(kernels.get_local_kernel(bundle_dir, backend="cpu").softmax(x),
+                                  kernels.get_local_kernel(bundle_dir, backend="numpy").softmax(x))  # fmt: skip
+    for device in ("cuda", "rocm", "metal", "xpu", "tpu", "npu"):
+        with pytest.raises(ValueError, match=rf"backend '{device}': .*compiled {device} build.*'cpu' \(numpy\)"):
+            kernels.get_local_kernel(bundle_dir, backend=device)
 
 
 def test_simulator_backend_matches_numpy(bundle_dir):

@@ -8,7 +8,7 @@ import pytest
 import kernels
 from hub_client import api
 from hub_client.cli import main
-from hub_client.lockfile import Locked, read_lock, write_lock
+from hub_client.lockfile import Locked, digests_path, read_lock, write_lock
 from hub_client.publish import publish
 from tests.hub.conftest import settings
 
@@ -27,6 +27,7 @@ def test_lock_pins_the_newest_release_commit_and_digest(project, softmax_bundles
     assert main(["lock", str(project)]) == 0
     data = json.loads((project / "kernels.lock").read_text())
     assert data[0]["dependency"] == {"repo-id": "acme/softmax", "version": 1}
+    assert set(data[0]["lock"]) == {"commit"}  # HF's strict parser refuses any other field
     entry = read_lock(project / "kernels.lock")["acme/softmax"]
     assert entry.tag == "v1.1.0" and entry.digest == softmax_bundles["1.1.0"].manifest.digest
     assert "v1.1.0" in capsys.readouterr().out
@@ -45,9 +46,10 @@ def test_download_then_load_offline(project, monkeypatch):
 def test_locked_digest_mismatch_is_refused(project):
     assert main(["lock", str(project)]) == 0
     path = project / "kernels.lock"
-    data = json.loads(path.read_text())
-    data[0]["lock"]["digest"] = "sha256:" + "0" * 64
-    path.write_text(json.dumps(data))
+    sidecar = digests_path(path)
+    data = json.loads(sidecar.read_text())
+    data["locks"]["acme/softmax"]["manifest-sha256"] = "0" * 64
+    sidecar.write_text(json.dumps(data))
     with pytest.raises(kernels.DigestMismatchError, match="manifest.json"):
         kernels.get_locked_kernel("acme/softmax", lockfile=path)
 
@@ -122,7 +124,7 @@ def test_a_lock_digest_other_than_sha256_hex_is_refused(tmp_path, digest):
     entry = {"dependency": {"repo-id": "acme/softmax", "version": 1},
              "lock": {"commit": "c" * 40, "tag": "v1.0.0", "digest": digest}}  # fmt: skip
     path.write_text(json.dumps([entry]))
-    with pytest.raises(kernels.LockError, match="digest sha256:<64 hex>"):
+    with pytest.raises(kernels.LockError, match="digest must be sha256:<64 hex>"):
         read_lock(path)
     entry["lock"]["digest"] = "sha256:" + "a" * 64
     path.write_text(json.dumps([entry]))

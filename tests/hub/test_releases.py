@@ -172,7 +172,8 @@ def test_the_refusal_in_full(first_fetched, registry, softmax_bundle):
         f"  now:           commit {new}, manifest sha256:{d_new}\n"
         f"Releases are immutable, so the release was rewritten on the server, or this is not the server it was. "
         f"Nothing of it was used. To keep what you had, pin it: get_kernel('acme/softmax', revision='{old}') or a "
-        f"kernels.lock. If the publisher confirms the re-release, run `kernels forget acme/softmax v1.0.0` and retry."
+        f"kernels.lock. If the publisher confirms the re-release, run `nki-kernels forget acme/softmax v1.0.0` and "
+        f"retry."
     )
     assert (e.value.repo_id, e.value.tag) == ("acme/softmax", "v1.0.0")
 

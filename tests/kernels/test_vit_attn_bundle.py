@@ -59,3 +59,8 @@ def test_bundle_carries_the_comparison(tmp_path):
     # the small fp32 specialisations carry test vectors that the builder checked against the reference
     vectors = [s["test_vectors"] for ep in manifest["entry_points"].values() for s in ep["specialisations"]]
     assert sum(v is not None for v in vectors) == 2
+    # and HF kernels' variant: the attention against AWS's current nki, under HF's kebab-case name
+    meta = json.loads(bundle.files["build/torch-neuron/metadata.json"])
+    assert (meta["name"], meta["version"], meta["python-depends"]) == ("vit-attn", 1, ["nki"])
+    assert meta["id"].startswith("_vit_attn_neuron_") and set(meta["digest"]["files"]) == {"__init__.py",
+                                                                                         "attention.py"}
