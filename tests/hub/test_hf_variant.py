@@ -86,6 +86,6 @@ def test_neuron_section_is_checked(tmp_path):
 
 def test_every_first_party_kernel_package_publishes_the_variant():
     packages = sorted(p.parent for p in (ROOT / "kernels").glob("*/kernel.toml"))
-    assert len(packages) == 5
+    assert {p.name for p in packages} >= {"layernorm", "linear", "matmul", "rmsnorm", "softmax", "vit_attn"}
     for package in packages:
         assert "neuron/__init__.py" in read_package(package).neuron_files, package.name
