@@ -123,3 +123,18 @@ def test_an_op_built_without_a_defaulted_attribute_is_a_verifier_refusal():
     ops[0].attrs.clear()
     found = [str(d) for d in verify_kernel(kernel, nki.get_target("trn2"))]
     assert any("assign" in d and "attribute 'accumulate' is missing" in d for d in found), found
+
+
+def test_a_second_alu_op_without_its_operand_is_a_verifier_refusal():
+    # Found by the 1,000,000-input fuzz run (seed 1, input 167,330): op1 = subtract with no operand1 passed the
+    # verifier and the NumPy emitter raised a raw KeyError reading operand1.
+    text = BASE.replace("  nl.store(dst=%c, value=%t) loc(4)\n",
+                        "  %u = nisa.tensor_scalar(data=%t, operand0=1.0) {op0 = multiply, op1 = subtract} "
+                        ": f32[128, 512] sbuf loc(4)\n"
+                        "  nl.store(dst=%c, value=%u) loc(5)\n")  # fmt: skip
+    with pytest.raises(NkiVerificationError, match=r"k\.py:4.*operand 'operand1' is missing, and op1 = subtract"):
+        nki.parse_ir(text)
+    ok = nki.parse_ir(text.replace("op1 = subtract", "op1 = none"))
+    a = np.ones((128, 512), np.float32)
+    for backend in nki.backend_names():
+        assert np.array_equal(ok.compile(backend=backend).run({"a": a}), a)

@@ -21,7 +21,9 @@ REQUIRED = _Required()
 @dataclass(frozen=True)
 class OperandSpec:
     """``role``: ``in`` (read), ``out`` (written) or ``inout``. ``scalar`` allows a Python-number immediate,
-    ``tile`` allows a tensor access. ``buffers`` lists where a tile operand may live."""
+    ``tile`` allows a tensor access. ``buffers`` lists where a tile operand may live. ``optional_while``: an
+    optional operand that the op needs unless attribute ``name`` has ``value`` (``operand1`` of
+    ``nisa.tensor_scalar`` is read only when ``op1`` is not ``none``)."""
 
     name: str
     role: str = "in"
@@ -29,6 +31,16 @@ class OperandSpec:
     scalar: bool = False
     buffers: tuple[str, ...] = ON_CHIP
     optional: bool = False
+    optional_while: tuple[str, object] | None = None
+
+    def needed(self, attrs: dict[str, object]) -> bool:
+        """Whether an op with these attributes must carry this operand."""
+        if not self.optional:
+            return True
+        if self.optional_while is None:
+            return False
+        attr, value = self.optional_while
+        return attrs.get(attr, value) != value
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,9 @@ def _op_problems(op: Op, defined: set) -> list[str]:
         if value is None:
             if not o.optional:
                 out.append(f"operand '{o.name}' is missing")
+            elif o.needed(op.attrs):
+                attr = o.optional_while[0]
+                out.append(f"operand '{o.name}' is missing, and {attr} = {op.attrs[attr]} needs it")
         elif isinstance(value, Imm):
             if not o.scalar:
                 out.append(f"operand '{o.name}' must be a tile, not the number {value.value!r}")
