@@ -13,7 +13,7 @@ from math import gcd
 
 from nki_dsl.ir.affine import Affine
 
-MAX_NODES = 4096
+MAX_NODES = 2000  # a search budget, not a hardware number: each node halves one range
 
 Constraint = tuple[dict[str, int], int, bool]
 Ranges = dict[str, tuple[int, int]]
