@@ -29,7 +29,7 @@ from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget, refuse
 from nki_dsl.ir.fastread import FallbackError, Reader, TooManyTermsError
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tensor
-from nki_dsl.ir.ops import OPS, OpSpec
+from nki_dsl.ir.ops import OPS, AttrKind, OpSpec
 from nki_dsl.ir.printer import result_kind
 from nki_dsl.ir.strings import describe_char, unsafe_char
 from nki_dsl.ir.types import Buffer, TensorType
@@ -499,14 +499,14 @@ def _attr_mask(v):
 
 
 ATTR_PARSERS = {
-    "int": _attr_int,
-    "float": _attr_float,
-    "bool": _attr_bool,
-    "str": _attr_str,
-    "dtype": _attr_dtype,
-    "ints": _attr_ints,
-    "shape": _attr_shape,
-    "fn": _attr_fn,
-    "affine": _affine,
-    "mask": _attr_mask,
+    AttrKind.INT: _attr_int,
+    AttrKind.FLOAT: _attr_float,
+    AttrKind.BOOL: _attr_bool,
+    AttrKind.STR: _attr_str,
+    AttrKind.DTYPE: _attr_dtype,
+    AttrKind.INTS: _attr_ints,
+    AttrKind.SHAPE: _attr_shape,
+    AttrKind.FN: _attr_fn,
+    AttrKind.AFFINE: _affine,
+    AttrKind.MASK: _attr_mask,
 }

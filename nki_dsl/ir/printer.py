@@ -28,7 +28,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiError, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, format_affine, format_constraint, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Tensor
-from nki_dsl.ir.ops import OPS, OpSpec
+from nki_dsl.ir.ops import DECLARED, OPS, AttrKind, OpSpec
 from nki_dsl.ir.strings import describe_char, unsafe_char
 from nki_dsl.ir.types import Buffer, TensorType
 
@@ -51,7 +51,7 @@ class _FormatError(Exception):
 
 def result_kind(spec: OpSpec) -> str:
     """The kind of the tensor an op defines: allocations declare storage, other ops produce a fresh tile."""
-    return "alloc" if spec.result == "declared" else "tile"
+    return "alloc" if spec.result is DECLARED else "tile"
 
 
 def print_kernel(kernel: Kernel) -> str:
@@ -250,7 +250,7 @@ def _tuple(items: list[str]) -> str:
 # -- attribute values, by AttrSpec.kind --------------------------------------------------------------------------
 
 
-def format_attr(kind: str, value: object) -> str:
+def format_attr(kind: AttrKind, value: object) -> str:
     formatter = ATTR_FORMATS.get(kind)
     if formatter is None:
         raise _FormatError(f"attribute kind {kind!r} has no text form")
@@ -312,14 +312,14 @@ def _attr_mask(v) -> str:
 
 
 ATTR_FORMATS = {
-    "int": _attr_int,
-    "float": _attr_float,
-    "bool": _attr_bool,
-    "str": _string,
-    "dtype": _attr_dtype,
-    "ints": _attr_ints,
-    "shape": _attr_shape,
-    "fn": _attr_fn,
-    "affine": _affine,
-    "mask": _attr_mask,
+    AttrKind.INT: _attr_int,
+    AttrKind.FLOAT: _attr_float,
+    AttrKind.BOOL: _attr_bool,
+    AttrKind.STR: _string,
+    AttrKind.DTYPE: _attr_dtype,
+    AttrKind.INTS: _attr_ints,
+    AttrKind.SHAPE: _attr_shape,
+    AttrKind.FN: _attr_fn,
+    AttrKind.AFFINE: _affine,
+    AttrKind.MASK: _attr_mask,
 }

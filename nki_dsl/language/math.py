@@ -7,7 +7,7 @@ passed where an ISA instruction expects a function (``nisa.activation(op=nl.exp,
 
 from __future__ import annotations
 
-from nki_dsl.ir import functions
+from nki_dsl.ir.ops import OPS, Family
 from nki_dsl.trace.semantics import build_op
 
 
@@ -42,14 +42,13 @@ def _reduce(name: str, fn: str):
     return op
 
 
-for _fn in functions.UNARY:
-    if _fn != "copy":
-        globals()[_fn] = _unary(_fn)
-for _fn in functions.BINARY:
-    globals()[_fn] = _binary(_fn)
-for _name, _fn in {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "all": "logical_and",
-                   "mean": "mean", "var": "var"}.items():  # fmt: skip
-    globals()[_name] = _reduce(_name, _fn)
+# One function per unary, binary and reduce op of the table, named as the op without its ``nl.`` prefix.
+_MAKERS = {Family.UNARY: lambda name, fn: _unary(fn), Family.BINARY: lambda name, fn: _binary(fn),
+           Family.REDUCE: _reduce}  # fmt: skip
+for _spec in OPS.values():
+    if _spec.family in _MAKERS:
+        _name = _spec.name.removeprefix("nl.")
+        globals()[_name] = _MAKERS[_spec.family](_name, _spec.fn)
 
 
 def matmul(x, y, *, transpose_x=False, mask=None):

@@ -47,7 +47,7 @@ def alu(ctx: RewriteContext, like: Op, fn: str, x, y, result, mask="inherit") ->
 
 
 def binary(op: Op, ctx: RewriteContext) -> list:
-    return [alu(ctx, op, OPS[op.name].extra["fn"], op.operands["x"], op.operands["y"], op.result)]
+    return [alu(ctx, op, OPS[op.name].fn, op.operands["x"], op.operands["y"], op.result)]
 
 
 def _activation(ctx, like, fn, data, result) -> Op:
@@ -59,7 +59,7 @@ def _minus_one(a: Access) -> Imm:
 
 
 def unary(op: Op, ctx: RewriteContext) -> list:
-    fn = OPS[op.name].extra["fn"]
+    fn = OPS[op.name].fn
     x, r = op.operands["x"], op.result
     is_float = _dtype(x).is_float
     if fn in INTEGER_FORMS and not is_float:
@@ -157,7 +157,7 @@ INTEGER_FORMS = {"relu": _int_relu, "square": _int_square, "abs": _int_abs, "sig
 
 
 def reduce(op: Op, ctx: RewriteContext) -> list:
-    fn = OPS[op.name].extra["fn"]
+    fn = OPS[op.name].fn
     x, r = op.operands["x"], op.result
     if fn in REDUCE_FORMS:
         return REDUCE_FORMS[fn](op, ctx, x, r)

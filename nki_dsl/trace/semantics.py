@@ -13,7 +13,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Op
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS, Family, Role
 from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
@@ -51,8 +51,9 @@ def build_op(
 
     result = None
     if spec.result is not None:
-        rtype = result_type if spec.result == "declared" else _infer_type(name, spec, ir_operands, attrs, dtype, loc)
-        result = builder.new_tensor(rtype, "alloc" if spec.result == "declared" else "tile", hint)
+        declared = spec.result is DECLARED
+        rtype = result_type if declared else _infer_type(name, spec, ir_operands, attrs, dtype, loc)
+        result = builder.new_tensor(rtype, "alloc" if declared else "tile", hint)
     op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc, attrs))
     builder.emit(op)
     return NkiTensor(result, op.mask) if result is not None else None
@@ -92,19 +93,19 @@ def _align_ranks(spec, operands: dict, attrs: dict) -> dict:
       ``[128, 1, 1]``), because a tile's first axis is always its partition axis. Equal ranks broadcast as in
       NumPy.
     """
-    if spec.family == "reshape":
+    if spec.family is Family.RESHAPE:
         return operands
     out = {n: _pad_to(v, 2) if isinstance(v, Access) and len(v.shape) == 1 else v for n, v in operands.items()}
     tiles = {n: v for n, v in out.items() if isinstance(v, Access)}
     if spec.shape is shape_rules.broadcast and tiles:
         rank = max(len(v.shape) for v in tiles.values())
         return {n: _pad_to(v, rank) if n in tiles else v for n, v in out.items()}
-    if spec.family in ("assign", "store"):
+    if spec.family in (Family.ASSIGN, Family.STORE):
         dst = next((out[o.name] for o in spec.writes if isinstance(out.get(o.name), Access)), None)
-        srcs = [o.name for o in spec.operands if o.role == "in" and isinstance(out.get(o.name), Access)]
+        srcs = [o.name for o in spec.operands if o.role is Role.IN and isinstance(out.get(o.name), Access)]
         if dst is not None:
             return {n: _pad_to(v, len(dst.shape)) if n in srcs else v for n, v in out.items()}
-    if spec.family == "broadcast_to" and isinstance(out.get("x"), Access):
+    if spec.family is Family.BROADCAST_TO and isinstance(out.get("x"), Access):
         return {**out, "x": _pad_to(out["x"], len(attrs["shape"]))}
     return out
 
@@ -146,8 +147,7 @@ def _result_dtype(spec, operands) -> str:
     rule = spec.result_dtype
     if rule in dtypes.BY_NAME:
         return rule
-    names = spec.extra.get("promote", [o.name for o in spec.operands if o.role == "in"])
-    chosen = [operands[n] for n in names if n in operands]
+    chosen = [operands[n] for n in spec.promoted if n in operands]
     tile_dtypes = [v.tensor.type.dtype for v in chosen if isinstance(v, Access)]
     if rule == "first":
         return tile_dtypes[0] if tile_dtypes else "float32"
@@ -209,7 +209,7 @@ def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
     if len(mask.shape) > ndim:
         raise NkiTraceError(f"mask of rank {len(mask.shape)} is applied to an op of rank {ndim}", loc, op_name)
     aligned = mask.aligned(ndim)
-    if spec.extra.get("mask_axes") == "transposed":
+    if spec.permutes is not None and spec.permutes.mask_in_source_axes:
         # The kernel writes the mask with the indices of the source it transposes; the IR keeps every mask over
         # the result's axes.
         aligned = aligned.rename({"d0": "d1", "d1": "d0"})

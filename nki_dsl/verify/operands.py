@@ -6,13 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nki_dsl.ir.nodes import Access, Op
-from nki_dsl.ir.ops.spec import OpSpec
+from nki_dsl.ir.ops.spec import Family, OpSpec
 from nki_dsl.targets import Target
 
-ELEMENTWISE_FAMILIES = ("unary", "binary", "select", "copy", "assign", "store")
-WRITE_FAMILIES = ("assign", "store", "isa.dma_copy")  # a value written into a destination access (the NumPy
-# backend broadcasts it, so a DMA copies between equal shapes, up to size-1 dimensions)
-TRANSPOSE_FAMILIES = ("transpose", "load_transpose2d")
+ELEMENTWISE_FAMILIES = (Family.UNARY, Family.BINARY, Family.SELECT, Family.COPY, Family.ASSIGN, Family.STORE)
+# A value written into a destination access (the NumPy backend broadcasts it, so a DMA copies between equal
+# shapes, up to size-1 dimensions).
+WRITE_FAMILIES = (Family.ASSIGN, Family.STORE)
+WRITE_INSTRUCTIONS = ("nisa.dma_copy",)
+TRANSPOSE_FAMILIES = (Family.TRANSPOSE, Family.LOAD_TRANSPOSE2D)
 
 
 def tiles(op: Op) -> list[tuple[str, Access]]:
@@ -31,12 +33,12 @@ def iteration_shape(op: Op, spec: OpSpec) -> tuple[int, ...] | None:
 
 
 def is_elementwise(spec: OpSpec) -> bool:
-    return spec.family in ELEMENTWISE_FAMILIES or bool(spec.extra.get("elementwise"))
+    return spec.family in ELEMENTWISE_FAMILIES
 
 
 def write_pair(op: Op, spec: OpSpec) -> tuple[tuple[str, Access], tuple[str, Access]] | None:
     """For store/assign: ((dst name, dst), (value name, value)) when both are tiles."""
-    if spec.family not in WRITE_FAMILIES:
+    if spec.family not in WRITE_FAMILIES and spec.name not in WRITE_INSTRUCTIONS:
         return None
     dst = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role == "out"]
     src = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role == "in"]
@@ -91,7 +93,7 @@ def matmul_roles(op: Op, spec: OpSpec) -> MatmulRoles | None:
     """Roles of a 2-D matmul: ``x``/``y`` (``transpose_x`` says x is already [K, M]) or ``stationary``/``moving``."""
     if "stationary" in op.operands and "moving" in op.operands:
         s_name, m_name, transposed = "stationary", "moving", False
-    elif spec.family == "matmul" and "x" in op.operands and "y" in op.operands:
+    elif spec.family is Family.MATMUL and "x" in op.operands and "y" in op.operands:
         s_name, m_name, transposed = "x", "y", not bool(op.attrs.get("transpose_x", False))
     else:
         return None
@@ -104,7 +106,7 @@ def matmul_roles(op: Op, spec: OpSpec) -> MatmulRoles | None:
 
 def is_matmul(spec: OpSpec) -> bool:
     names = {o.name for o in spec.operands}
-    return spec.family == "matmul" or {"stationary", "moving"} <= names
+    return spec.family is Family.MATMUL or {"stationary", "moving"} <= names
 
 
 def matmul_limits_broken(op: Op, spec: OpSpec, t: Target) -> bool:

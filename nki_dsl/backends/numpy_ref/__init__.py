@@ -12,23 +12,21 @@ from nki_dsl.backends.numpy_ref import functions as fn_module
 from nki_dsl.backends.numpy_ref import runtime
 from nki_dsl.backends.numpy_ref.emitter import KERNEL_FN, Emitter
 from nki_dsl.backends.numpy_ref.lower_isa import ISA_HANDLERS
-from nki_dsl.backends.numpy_ref.lower_language import FAMILY_HANDLERS
+from nki_dsl.backends.numpy_ref.lower_language import LANGUAGE_HANDLERS
 from nki_dsl.errors import NkiError
+from nki_dsl.ir import ops
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.ir.ops import OPS
 from nki_dsl.targets import Target
 
-
-def _handlers() -> dict:
-    table = {}
-    for name, spec in OPS.items():
-        handler = ISA_HANDLERS.get(name) or FAMILY_HANDLERS.get(spec.family)
-        if handler is not None:
-            table[name] = handler
-    return table
-
-
-HANDLERS = _handlers()
+# One handler per op, by op name. The reference is the executable spec, so it must know every op: an op added to
+# the table without a handler fails here, when the backend is imported, not when a kernel first uses it.
+HANDLERS = {**LANGUAGE_HANDLERS, **ISA_HANDLERS}
+if set(HANDLERS) != ops.NAMES or set(LANGUAGE_HANDLERS) & set(ISA_HANDLERS):
+    raise RuntimeError(
+        f"the NumPy handlers and the op table disagree: no handler for {sorted(ops.NAMES - set(HANDLERS))}, "
+        f"handlers of unknown ops {sorted(set(HANDLERS) - ops.NAMES)}, "
+        f"listed twice {sorted(set(LANGUAGE_HANDLERS) & set(ISA_HANDLERS))}"
+    )
 
 
 def emit_source(kernel: Kernel, target: Target | None = None) -> str:

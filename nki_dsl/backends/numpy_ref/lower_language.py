@@ -1,4 +1,4 @@
-"""NumPy lowering of the ``nl`` ops and structural ops, one handler per op family."""
+"""NumPy lowering of the ``nl`` ops and structural ops, keyed by op name (ops of one family share a handler)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops.language import BINARY_NL, UNARY_NL
+from nki_dsl.ir.ops.language import REDUCTIONS as NL_REDUCTIONS
 from nki_dsl.ir.source_safe import NkiCodegenError
 
 TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
@@ -82,9 +85,7 @@ def binary(ctx: OpContext) -> Lowered:
 
 
 def reduce(ctx: OpContext) -> Lowered:
-    from nki_dsl.ir.ops import OPS
-
-    return Lowered(reduction(ctx, "x", OPS[ctx.op.name].extra["fn"]))
+    return Lowered(reduction(ctx, "x", OPS[ctx.op.name].fn))
 
 
 def reduction(ctx: OpContext, operand: str, fn: str) -> str:
@@ -158,10 +159,12 @@ def reshape(ctx: OpContext) -> Lowered:
     return Lowered()
 
 
-FAMILY_HANDLERS = {
-    "alloc": alloc, "fill": fill, "load": load, "load_transpose2d": load_transpose2d, "store": store,
-    "assign": assign, "copy": copy, "transpose": transpose, "broadcast_to": broadcast_to,
-    "expand_dims": expand_dims, "unary": unary, "binary": binary, "reduce": reduce, "matmul": matmul,
-    "select": select, "dropout": dropout, "random_seed": random_seed, "reshape": reshape,
-    "constant": constant,
+LANGUAGE_HANDLERS = {
+    "alloc": alloc, "nl.full": fill, "nl.load": load, "nl.load_transpose2d": load_transpose2d, "nl.store": store,
+    "assign": assign, "nl.copy": copy, "nl.transpose": transpose, "nl.broadcast_to": broadcast_to,
+    "nl.expand_dims": expand_dims, "nl.matmul": matmul, "nl.where": select, "nl.dropout": dropout,
+    "nl.random_seed": random_seed, "hbm.reshape": reshape, "nl.shared_constant": constant,
+    **{f"nl.{fn}": unary for fn in UNARY_NL},
+    **{f"nl.{fn}": binary for fn in BINARY_NL},
+    **{f"nl.{name}": reduce for name in NL_REDUCTIONS},
 }  # fmt: skip

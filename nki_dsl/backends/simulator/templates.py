@@ -204,7 +204,7 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
     t.contiguous = all(_contiguous(v) for v in accesses)
     on_chip = [v for v in accesses if v.tensor.type.buffer.on_chip]
     t.stride_factor = max((cost.stride_factor(target, minor_stride_bytes(v)) for v in on_chip), default=1.0)
-    t.fn = str(op.attrs.get("op", op.attrs.get("op0", spec.extra.get("fn", "none"))))
+    t.fn = str(op.attrs.get("op", op.attrs.get("op0", spec.fn or "none")))
     t.fn1 = str(op.attrs.get("op1", "none"))
     t.reduces = op.attrs.get("reduce_op", "none") not in ("none", None) or op.name == "nisa.activation_reduce"
     value = op.operands.get("value", op.operands.get("src"))

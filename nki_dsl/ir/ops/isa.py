@@ -11,8 +11,23 @@ import math
 
 from nki_dsl.ir import functions
 from nki_dsl.ir.ops import shapes as rules
-from nki_dsl.ir.ops.spec import ANY_BUFFER, REQUIRED, AttrSpec, OperandSpec, OpSpec
+from nki_dsl.ir.ops.spec import (
+    ANY_BUFFER,
+    REQUIRED,
+    TRANSPOSE_2D,
+    AttrKind,
+    AttrSpec,
+    Family,
+    OperandSpec,
+    OpSpec,
+    Permutation,
+    Role,
+)
+from nki_dsl.ir.types import Buffer
 from nki_dsl.targets import shared_fact
+
+INSTRUCTION = Family.INSTRUCTION
+SBUF = (Buffer.SBUF,)
 
 # Scalar-engine activation functions (reference/nki.md §2.3, "Activation functions").
 ACTIVATIONS = (
@@ -41,11 +56,11 @@ DOUBLE_ROWS = 2  # double_row: the first free axis of both operands, folded into
 
 
 def _engine_attr(*engines: str) -> AttrSpec:
-    return AttrSpec("engine", "str", engines[0], choices=engines)
+    return AttrSpec("engine", AttrKind.STR, engines[0], choices=engines)
 
 
 def _fn(name: str, choices: tuple[str, ...], default=None) -> AttrSpec:
-    return AttrSpec(name, "fn", REQUIRED if default is None else default, choices=choices)
+    return AttrSpec(name, AttrKind.FN, REQUIRED if default is None else default, choices=choices)
 
 
 def _per_partition(shapes: dict, data: str, names: tuple[str, ...]) -> None:
@@ -192,103 +207,104 @@ PER_PARTITION = dict(scalar=True)  # an immediate, or a [P, 1] tile broadcast al
 
 ISA_OPS: list[OpSpec] = [
     # -- Tensor engine -------------------------------------------------------------------------------------------
-    OpSpec("nisa.nc_matmul", "isa.nc_matmul",
-           (OperandSpec("stationary", buffers=("sbuf",)), OperandSpec("moving", buffers=("sbuf",))),
-           (AttrSpec("is_stationary_onezero", "bool", False), AttrSpec("is_moving_onezero", "bool", False),
-            AttrSpec("is_transpose", "bool", False), AttrSpec("tile_position", "ints", ()),
-            AttrSpec("tile_size", "ints", ()), AttrSpec("perf_mode", "str", "none", choices=MATMUL_PERF_MODES)),
-           result="psum", result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
+    OpSpec("nisa.nc_matmul", INSTRUCTION,
+           (OperandSpec("stationary", buffers=SBUF), OperandSpec("moving", buffers=SBUF)),
+           (AttrSpec("is_stationary_onezero", AttrKind.BOOL, False),
+            AttrSpec("is_moving_onezero", AttrKind.BOOL, False), AttrSpec("is_transpose", AttrKind.BOOL, False),
+            AttrSpec("tile_position", AttrKind.INTS, ()), AttrSpec("tile_size", AttrKind.INTS, ()),
+            AttrSpec("perf_mode", AttrKind.STR, "none", choices=MATMUL_PERF_MODES)),
+           result=Buffer.PSUM, result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
            doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
-    OpSpec("nisa.nc_transpose", "isa.nc_transpose", (DATA,), (_engine_attr("tensor", "vector"),),
-           result="psum", result_dtype="first", shape=_nc_transpose_shape, engine="tensor",
-           result_by_attr=("engine", (("tensor", "psum"), ("vector", "sbuf"))), extra={"permutes": (1, 0)},
+    OpSpec("nisa.nc_transpose", INSTRUCTION, (DATA,), (_engine_attr("tensor", "vector"),),
+           result=Buffer.PSUM, result_dtype="first", shape=_nc_transpose_shape, engine="tensor",
+           result_by_attr=("engine", (("tensor", Buffer.PSUM), ("vector", Buffer.SBUF))), permutes=TRANSPOSE_2D,
            doc="2-D transpose: Tensor engine into PSUM (<=128x128) or Vector engine into SBUF (<=32x32)"),
     # -- Scalar engine -------------------------------------------------------------------------------------------
-    OpSpec("nisa.activation", "isa.activation",
+    OpSpec("nisa.activation", INSTRUCTION,
            (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
-            OperandSpec("reduce_res", role="inout", optional=True)),  # read under reduce_cmd=reduce
+            OperandSpec("reduce_res", role=Role.INOUT, optional=True)),  # read under reduce_cmd=reduce
            (_fn("op", ACTIVATIONS), _fn("reduce_op", ("none",) + ACCUMULATE_OPS, "none"),
-            AttrSpec("reduce_cmd", "str", "idle", choices=REDUCE_CMDS)),
-           result_dtype="first", shape=_activation_shape, engine="scalar", extra={"promote": ["data"]},
+            AttrSpec("reduce_cmd", AttrKind.STR, "idle", choices=REDUCE_CMDS)),
+           result_dtype="first", shape=_activation_shape, engine="scalar", promote=("data",),
            doc="op(data * scale + bias); with reduce_op, reduce_res receives the free-axis reduction"),
-    OpSpec("nisa.activation_reduce", "isa.activation",
+    OpSpec("nisa.activation_reduce", INSTRUCTION,
            (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
-            OperandSpec("reduce_res", role="out")),
+            OperandSpec("reduce_res", role=Role.OUT)),
            (_fn("op", ACTIVATIONS), _fn("reduce_op", ACCUMULATE_OPS)),
-           result_dtype="first", shape=_activation_shape, engine="scalar", extra={"promote": ["data"]},
+           result_dtype="first", shape=_activation_shape, engine="scalar", promote=("data",),
            doc="activation plus the free-axis reduction of its output into reduce_res"),
     # -- Vector engine: elementwise ------------------------------------------------------------------------------
-    OpSpec("nisa.tensor_tensor", "isa.tensor_tensor", (OperandSpec("data1"), OperandSpec("data2")),
+    OpSpec("nisa.tensor_tensor", INSTRUCTION, (OperandSpec("data1"), OperandSpec("data2")),
            (_fn("op", ALU_OPS), _engine_attr("vector", "gpsimd")),
            shape=rules.broadcast, engine="vector", doc="data1 op data2"),
-    OpSpec("nisa.tensor_scalar", "isa.tensor_scalar",
+    OpSpec("nisa.tensor_scalar", INSTRUCTION,
            (DATA, OperandSpec("operand0", **PER_PARTITION),
             OperandSpec("operand1", optional=True, optional_while=("op1", "none"), **PER_PARTITION)),
-           (_fn("op0", ALU_OPS), AttrSpec("reverse0", "bool", False), _fn("op1", ("none",) + ALU_OPS, "none"),
-            AttrSpec("reverse1", "bool", False), _engine_attr("vector", "scalar", "gpsimd")),
-           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", extra={"promote": ["data"]},
+           (_fn("op0", ALU_OPS), AttrSpec("reverse0", AttrKind.BOOL, False), _fn("op1", ("none",) + ALU_OPS, "none"),
+            AttrSpec("reverse1", AttrKind.BOOL, False), _engine_attr("vector", "scalar", "gpsimd")),
+           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", promote=("data",),
            doc="(data op0 operand0) op1 operand1, operands immediates or [P, 1] tiles; reverse swaps an op's operands"),
-    OpSpec("nisa.tensor_scalar_reduce", "isa.tensor_scalar_reduce",
-           (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("reduce_res", role="out")),
-           (_fn("op0", ALU_OPS), AttrSpec("reverse0", "bool", False), _fn("reduce_op", ACCUMULATE_OPS)),
-           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", extra={"promote": ["data"]},
+    OpSpec("nisa.tensor_scalar_reduce", INSTRUCTION,
+           (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("reduce_res", role=Role.OUT)),
+           (_fn("op0", ALU_OPS), AttrSpec("reverse0", AttrKind.BOOL, False), _fn("reduce_op", ACCUMULATE_OPS)),
+           result_dtype="first", shape=_tensor_scalar_shape, engine="vector", promote=("data",),
            doc="data op0 operand0, and its free-axis reduction into reduce_res"),
-    OpSpec("nisa.scalar_tensor_tensor", "isa.scalar_tensor_tensor",
+    OpSpec("nisa.scalar_tensor_tensor", INSTRUCTION,
            (DATA, OperandSpec("operand0", **PER_PARTITION), OperandSpec("operand1")),
-           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", "bool", False),
-            AttrSpec("reverse1", "bool", False)),
-           shape=_scalar_tensor_tensor_shape, engine="vector", extra={"promote": ["data", "operand1"]},
+           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", AttrKind.BOOL, False),
+            AttrSpec("reverse1", AttrKind.BOOL, False)),
+           shape=_scalar_tensor_tensor_shape, engine="vector", promote=("data", "operand1"),
            doc="(data op0 operand0) op1 operand1, operand0 an immediate or [P, 1] tile, operand1 a tile"),
-    OpSpec("nisa.tensor_tensor_scan", "isa.tensor_tensor_scan",
+    OpSpec("nisa.tensor_tensor_scan", INSTRUCTION,
            (OperandSpec("data0"), OperandSpec("data1"), OperandSpec("initial", **PER_PARTITION)),
-           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", "bool", False),
-            AttrSpec("reverse1", "bool", False)),
-           shape=_scan_shape, engine="vector", extra={"promote": ["data0", "data1"]},
+           (_fn("op0", ALU_OPS), _fn("op1", ALU_OPS), AttrSpec("reverse0", AttrKind.BOOL, False),
+            AttrSpec("reverse1", AttrKind.BOOL, False)),
+           shape=_scan_shape, engine="vector", promote=("data0", "data1"),
            doc="r[:, j] = (data0[:, j] op0 r[:, j-1]) op1 data1[:, j], r[:, -1] = initial, along the free axes"),
-    OpSpec("nisa.tensor_copy", "isa.tensor_copy", (OperandSpec("src"),), (_engine_attr("vector", "scalar", "gpsimd"),),
+    OpSpec("nisa.tensor_copy", INSTRUCTION, (OperandSpec("src"),), (_engine_attr("vector", "scalar", "gpsimd"),),
            result_dtype="first", shape=rules.same_as("src"), engine="vector", doc="a copy of src (SBUF/PSUM -> SBUF)"),
-    OpSpec("nisa.tensor_copy_predicated", "isa.tensor_copy_predicated",
-           (OperandSpec("dst", role="inout"), OperandSpec("src"), OperandSpec("predicate")),
-           (AttrSpec("reverse_pred", "bool", False),), result=None, shape=_predicated_shape, engine="vector",
+    OpSpec("nisa.tensor_copy_predicated", INSTRUCTION,
+           (OperandSpec("dst", role=Role.INOUT), OperandSpec("src"), OperandSpec("predicate")),
+           (AttrSpec("reverse_pred", AttrKind.BOOL, False),), result=None, shape=_predicated_shape, engine="vector",
            doc="dst = src where predicate is nonzero (zero with reverse_pred); other elements of dst are kept"),
-    OpSpec("nisa.dropout", "isa.dropout", (DATA, OperandSpec("prob", scalar=True)), result_dtype="first",
+    OpSpec("nisa.dropout", INSTRUCTION, (DATA, OperandSpec("prob", scalar=True)), result_dtype="first",
            shape=_dropout_shape, engine="vector", float_only=True,
            doc="data with each element zeroed with probability prob (an immediate or a tile broadcast to data)"),
-    OpSpec("nisa.reciprocal", "isa.reciprocal", (DATA,), result_dtype="first", shape=rules.same_as("data"),
+    OpSpec("nisa.reciprocal", INSTRUCTION, (DATA,), result_dtype="first", shape=rules.same_as("data"),
            engine="vector", doc="1 / data"),
-    OpSpec("nisa.memset", "isa.memset", (OperandSpec("value", tile=False, scalar=True),),
-           (AttrSpec("shape", "shape"), _engine_attr("vector", "gpsimd")),
+    OpSpec("nisa.memset", INSTRUCTION, (OperandSpec("value", tile=False, scalar=True),),
+           (AttrSpec("shape", AttrKind.SHAPE), _engine_attr("vector", "gpsimd")),
            result_dtype="float32", shape=rules.from_attr("shape"), engine="vector", doc="a tile filled with value"),
     # -- Vector engine: reductions and statistics ----------------------------------------------------------------
-    OpSpec("nisa.tensor_reduce", "isa.tensor_reduce", (DATA,),
-           (_fn("op", REDUCE_OPS), AttrSpec("axis", "ints"), AttrSpec("negate", "bool", False),
-            AttrSpec("keepdims", "bool", False)),
+    OpSpec("nisa.tensor_reduce", INSTRUCTION, (DATA,),
+           (_fn("op", REDUCE_OPS), AttrSpec("axis", AttrKind.INTS), AttrSpec("negate", AttrKind.BOOL, False),
+            AttrSpec("keepdims", AttrKind.BOOL, False)),
            result_dtype="first", shape=_tensor_reduce_shape, engine="vector",
            doc="op-reduction of data along free axes; negated when negate"),
-    OpSpec("nisa.bn_stats", "isa.bn_stats", (DATA,), result_dtype="first", shape=_bn_stats_shape, engine="vector",
+    OpSpec("nisa.bn_stats", INSTRUCTION, (DATA,), result_dtype="first", shape=_bn_stats_shape, engine="vector",
            doc="per partition: count, mean, count*var of the even elements, then of the odd elements"),
-    OpSpec("nisa.bn_aggr", "isa.bn_aggr", (DATA,), result_dtype="first", shape=_bn_aggr_shape, engine="vector",
+    OpSpec("nisa.bn_aggr", INSTRUCTION, (DATA,), result_dtype="first", shape=_bn_aggr_shape, engine="vector",
            doc="mean and population variance per partition from concatenated (count, mean, count*var) groups"),
     # -- GpSimd engine -------------------------------------------------------------------------------------------
-    OpSpec("nisa.tensor_partition_reduce", "isa.tensor_partition_reduce", (DATA,), (_fn("op", REDUCE_OPS),),
+    OpSpec("nisa.tensor_partition_reduce", INSTRUCTION, (DATA,), (_fn("op", REDUCE_OPS),),
            result_dtype="first", shape=_partition_reduce_shape, engine="gpsimd",
            doc="op-reduction across partitions -> [1, F]"),
-    OpSpec("nisa.iota", "isa.iota", (), (AttrSpec("expr", "affine"), AttrSpec("shape", "shape")),
+    OpSpec("nisa.iota", INSTRUCTION, (), (AttrSpec("expr", AttrKind.AFFINE), AttrSpec("shape", AttrKind.SHAPE)),
            result_dtype="int32", shape=rules.from_attr("shape"), engine="gpsimd",
            doc="a tile holding the integer values of an index expression over its axes d0..dn"),
-    OpSpec("nisa.affine_select", "isa.affine_select",
+    OpSpec("nisa.affine_select", INSTRUCTION,
            (OperandSpec("on_true_tile"), OperandSpec("on_false_value", tile=False, scalar=True)),
-           (AttrSpec("pred", "mask"),), result_dtype="first", shape=_affine_select_shape, engine="gpsimd",
-           extra={"promote": ["on_true_tile"]},
+           (AttrSpec("pred", AttrKind.MASK),), result_dtype="first", shape=_affine_select_shape, engine="gpsimd",
+           promote=("on_true_tile",),
            doc="on_true_tile where the compile-time predicate over the tile axes holds, else on_false_value"),
     # -- DMA -----------------------------------------------------------------------------------------------------
-    OpSpec("nisa.dma_copy", "isa.dma_copy",
-           (OperandSpec("dst", role="out", buffers=ANY_BUFFER), OperandSpec("src", buffers=ANY_BUFFER)),
-           (_fn("dst_rmw_op", ("none", "add"), "none"), AttrSpec("oob_mode", "str", "error", choices=OOB_MODES),
-            AttrSpec("dge_mode", "str", "unknown", choices=DGE_MODES)),
+    OpSpec("nisa.dma_copy", INSTRUCTION,
+           (OperandSpec("dst", role=Role.OUT, buffers=ANY_BUFFER), OperandSpec("src", buffers=ANY_BUFFER)),
+           (_fn("dst_rmw_op", ("none", "add"), "none"), AttrSpec("oob_mode", AttrKind.STR, "error", choices=OOB_MODES),
+            AttrSpec("dge_mode", AttrKind.STR, "unknown", choices=DGE_MODES)),
            result=None, engine="dma", doc="src -> dst (any memory), optionally dst = dst + src"),
-    OpSpec("nisa.dma_transpose", "isa.dma_transpose", (OperandSpec("src", buffers=ANY_BUFFER),),
-           (AttrSpec("axes", "ints"),), result_dtype="first", shape=_dma_transpose_shape, engine="dma",
-           extra={"permutes": "axes"},
+    OpSpec("nisa.dma_transpose", INSTRUCTION, (OperandSpec("src", buffers=ANY_BUFFER),),
+           (AttrSpec("axes", AttrKind.INTS),), result_dtype="first", shape=_dma_transpose_shape, engine="dma",
+           permutes=Permutation(attr="axes"),
            doc="src with its axes permuted (2-D: swapped) into SBUF"),
 ]  # fmt: skip

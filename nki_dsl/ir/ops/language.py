@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from nki_dsl.ir import functions
 from nki_dsl.ir.ops import shapes as shape_rules
-from nki_dsl.ir.ops.spec import ANY_BUFFER, HBM, ON_CHIP, AttrSpec, OperandSpec, OpSpec
+from nki_dsl.ir.ops.spec import (
+    ANY_BUFFER,
+    DECLARED,
+    HBM,
+    ON_CHIP,
+    AttrKind,
+    AttrSpec,
+    Family,
+    OperandSpec,
+    OpSpec,
+    Permutation,
+    Role,
+)
+from nki_dsl.ir.types import Buffer
 
 X = OperandSpec("x")
+# nl.transpose / nl.load_transpose2d: the kernel writes the mask with the indices of the tile it transposes
+SOURCE_AXES_MASK = Permutation((1, 0), mask_in_source_axes=True)
+SBUF = (Buffer.SBUF,)
 X_OR_SCALAR = OperandSpec("x", scalar=True)
 Y_OR_SCALAR = OperandSpec("y", scalar=True)
 
@@ -30,9 +46,9 @@ def _expand_dims_shape(shapes, attrs):
 
 def _unary(name: str) -> OpSpec:
     int_fn = name in functions.BITWISE or name in functions.LOGICAL
-    return OpSpec(f"nl.{name}", "unary", (X,), shape=shape_rules.same_as("x"), int_only=name in functions.BITWISE,
-                  result_dtype="bool_" if int_fn and name.startswith("logical") else "first",
-                  extra={"fn": name})  # fmt: skip
+    return OpSpec(f"nl.{name}", Family.UNARY, (X,), shape=shape_rules.same_as("x"),
+                  int_only=name in functions.BITWISE, fn=name,
+                  result_dtype="bool_" if int_fn and name.startswith("logical") else "first")  # fmt: skip
 
 
 def _binary(name: str) -> OpSpec:
@@ -40,59 +56,64 @@ def _binary(name: str) -> OpSpec:
         rdt = "bool_"
     else:
         rdt = "promote"
-    return OpSpec(f"nl.{name}", "binary", (X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast, result_dtype=rdt,
-                  int_only=name in functions.BITWISE, extra={"fn": name})  # fmt: skip
+    return OpSpec(f"nl.{name}", Family.BINARY, (X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast,
+                  result_dtype=rdt, int_only=name in functions.BITWISE, fn=name)  # fmt: skip
 
 
 def _reduce(name: str, fn: str) -> OpSpec:
-    return OpSpec(f"nl.{name}", "reduce", (X,), (AttrSpec("axis", "ints"), AttrSpec("keepdims", "bool", False)),
-                  shape=shape_rules.reduce_axes("x"), result_dtype="first", extra={"fn": fn})  # fmt: skip
+    return OpSpec(f"nl.{name}", Family.REDUCE, (X,),
+                  (AttrSpec("axis", AttrKind.INTS), AttrSpec("keepdims", AttrKind.BOOL, False)),
+                  shape=shape_rules.reduce_axes("x"), result_dtype="first", fn=fn)  # fmt: skip
 
 
 UNARY_NL = tuple(f for f in functions.UNARY if f != "copy")
 BINARY_NL = functions.BINARY
+# nl.<name> reduction -> the ir.functions name it reduces with; the only list of them (nl.math builds its
+# functions from the op table).
 REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "all": "logical_and",
               "mean": "mean", "var": "var"}  # fmt: skip
 
 LANGUAGE_OPS: list[OpSpec] = [
-    OpSpec("alloc", "alloc", (), result="declared", result_dtype="declared", shape=shape_rules.declared,
+    OpSpec("alloc", Family.ALLOC, (), result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
            doc="declare a tensor (nl.ndarray, nl.empty_like, an HBM output); its contents start undefined"),
-    OpSpec("nl.full", "fill", (), (AttrSpec("value", "float"),), result="declared", result_dtype="declared",
+    OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT),), result=DECLARED, result_dtype=DECLARED,
            shape=shape_rules.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
-    OpSpec("nl.load", "load", (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
+    OpSpec("nl.load", Family.LOAD, (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
            result_dtype="first", doc="HBM -> SBUF"),
-    OpSpec("nl.load_transpose2d", "load_transpose2d", (OperandSpec("src", buffers=HBM),),
+    OpSpec("nl.load_transpose2d", Family.LOAD_TRANSPOSE2D, (OperandSpec("src", buffers=HBM),),
            shape=shape_rules.transposed("src"), result_dtype="first", doc="HBM -> SBUF with the two dims swapped",
-           extra={"mask_axes": "transposed"}),
-    OpSpec("nl.store", "store", (OperandSpec("dst", role="out", buffers=HBM), OperandSpec("value")),
+           permutes=SOURCE_AXES_MASK),
+    OpSpec("nl.store", Family.STORE, (OperandSpec("dst", role=Role.OUT, buffers=HBM), OperandSpec("value")),
            result=None, doc="SBUF/PSUM -> HBM"),
-    OpSpec("assign", "assign", (OperandSpec("dst", role="out", buffers=ON_CHIP), OperandSpec("src", scalar=True)),
-           (AttrSpec("accumulate", "fn", "none", choices=("none",) + functions.REDUCIBLE),
+    OpSpec("assign", Family.ASSIGN,
+           (OperandSpec("dst", role=Role.OUT, buffers=ON_CHIP), OperandSpec("src", scalar=True)),
+           (AttrSpec("accumulate", AttrKind.FN, "none", choices=("none",) + functions.REDUCIBLE),
             # Lowered IR only (lower-language): in the first iteration of the loop with this index the destination
             # counts as zero before accumulating: the nl.zeros of a PSUM accumulator folded into its first matmul,
             # which overwrites, as the Tensor engine's first matmul of an accumulation group does. That iteration
             # must run first (a backend reordering the loop keeps it first).
-            AttrSpec("zero_first", "str", "", implicit=True)),
+            AttrSpec("zero_first", AttrKind.STR, "", implicit=True)),
            result=None, doc="t[...] = x, or t[...] += x (accumulate=add) into an existing on-chip tensor"),
-    OpSpec("nl.copy", "copy", (X,), shape=shape_rules.same_as("x"), result_dtype="first"),
-    OpSpec("nl.transpose", "transpose", (X,), shape=shape_rules.transposed("x"), result_dtype="first",
-           extra={"mask_axes": "transposed"}),
-    OpSpec("nl.broadcast_to", "broadcast_to", (X,), (AttrSpec("shape", "ints"),), shape=shape_rules.from_attr("shape"),
+    OpSpec("nl.copy", Family.COPY, (X,), shape=shape_rules.same_as("x"), result_dtype="first"),
+    OpSpec("nl.transpose", Family.TRANSPOSE, (X,), shape=shape_rules.transposed("x"), result_dtype="first",
+           permutes=SOURCE_AXES_MASK),
+    OpSpec("nl.broadcast_to", Family.BROADCAST_TO, (X,), (AttrSpec("shape", AttrKind.INTS),),
+           shape=shape_rules.from_attr("shape"), result_dtype="first"),
+    OpSpec("nl.expand_dims", Family.EXPAND_DIMS, (X,), (AttrSpec("axis", AttrKind.INTS),), shape=_expand_dims_shape,
            result_dtype="first"),
-    OpSpec("nl.expand_dims", "expand_dims", (X,), (AttrSpec("axis", "ints"),), shape=_expand_dims_shape,
-           result_dtype="first"),
-    OpSpec("nl.matmul", "matmul", (OperandSpec("x", buffers=("sbuf",)), OperandSpec("y", buffers=("sbuf",))),
-           (AttrSpec("transpose_x", "bool", False),), result="psum", result_dtype="float32",
+    OpSpec("nl.matmul", Family.MATMUL, (OperandSpec("x", buffers=SBUF), OperandSpec("y", buffers=SBUF)),
+           (AttrSpec("transpose_x", AttrKind.BOOL, False),), result=Buffer.PSUM, result_dtype="float32",
            shape=_matmul_shape, doc="x @ y (or x.T @ y with transpose_x) on the Tensor engine, fp32 into PSUM"),
-    OpSpec("nl.where", "select", (OperandSpec("condition"), X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast),
-    OpSpec("nl.dropout", "dropout", (X, OperandSpec("rate", scalar=True)), shape=shape_rules.same_as("x"),
+    OpSpec("nl.where", Family.SELECT, (OperandSpec("condition"), X_OR_SCALAR, Y_OR_SCALAR),
+           shape=shape_rules.broadcast),
+    OpSpec("nl.dropout", Family.DROPOUT, (X, OperandSpec("rate", scalar=True)), shape=shape_rules.same_as("x"),
            result_dtype="first", float_only=True),
-    OpSpec("nl.random_seed", "random_seed", (OperandSpec("seed", scalar=True),), result=None),
-    OpSpec("nl.shared_constant", "constant", (), (AttrSpec("data", "str"),), result="declared",
-           result_dtype="declared", shape=shape_rules.declared,
+    OpSpec("nl.random_seed", Family.RANDOM_SEED, (OperandSpec("seed", scalar=True),), result=None),
+    OpSpec("nl.shared_constant", Family.CONSTANT, (), (AttrSpec("data", AttrKind.STR),), result=DECLARED,
+           result_dtype=DECLARED, shape=shape_rules.declared,
            doc="a read-only HBM tensor holding compile-time data (zlib-compressed, base64 raw bytes of its type)"),
-    OpSpec("hbm.reshape", "reshape", (OperandSpec("x", buffers=HBM),), (AttrSpec("shape", "ints"),),
-           result="declared", result_dtype="declared", shape=shape_rules.declared,
+    OpSpec("hbm.reshape", Family.RESHAPE, (OperandSpec("x", buffers=HBM),), (AttrSpec("shape", AttrKind.INTS),),
+           result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
            doc="a reshaped view of an HBM tensor (same storage)"),
     *(_unary(f) for f in UNARY_NL),
     *(_binary(f) for f in BINARY_NL),

@@ -3,11 +3,101 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import StrEnum
 
-ON_CHIP = ("sbuf", "psum")
-HBM = ("hbm", "shared_hbm", "private_hbm")
+from nki_dsl.ir.types import Buffer
+
+ON_CHIP = (Buffer.SBUF, Buffer.PSUM)
+HBM = (Buffer.HBM, Buffer.SHARED_HBM, Buffer.PRIVATE_HBM)
 ANY_BUFFER = ON_CHIP + HBM
+
+
+class Family(StrEnum):
+    """How an op is built and lowered. Language ops share a family when every table treats them alike (all
+    ``unary`` ops differ only in ``OpSpec.fn``); every ``nisa`` instruction is an ``INSTRUCTION``, handled by
+    name."""
+
+    ALLOC = "alloc"
+    FILL = "fill"
+    LOAD = "load"
+    LOAD_TRANSPOSE2D = "load_transpose2d"
+    STORE = "store"
+    ASSIGN = "assign"
+    COPY = "copy"
+    TRANSPOSE = "transpose"
+    BROADCAST_TO = "broadcast_to"
+    EXPAND_DIMS = "expand_dims"
+    MATMUL = "matmul"
+    SELECT = "select"
+    DROPOUT = "dropout"
+    RANDOM_SEED = "random_seed"
+    CONSTANT = "constant"
+    RESHAPE = "reshape"
+    UNARY = "unary"
+    BINARY = "binary"
+    REDUCE = "reduce"
+    INSTRUCTION = "instruction"
+
+
+class Role(StrEnum):
+    """What an op does with an operand: reads it, writes it, or both (an accumulator it reads and updates)."""
+
+    IN = "in"
+    OUT = "out"
+    INOUT = "inout"
+
+    @property
+    def reads(self) -> bool:
+        return self is not Role.OUT
+
+    @property
+    def writes(self) -> bool:
+        return self is not Role.IN
+
+
+class AttrKind(StrEnum):
+    """The value type of an attribute; the printer and the parser keep one formatter/reader per kind."""
+
+    INT = "int"
+    FLOAT = "float"
+    BOOL = "bool"
+    STR = "str"
+    DTYPE = "dtype"
+    INTS = "ints"  # a tuple of int
+    FN = "fn"  # a function name from ``ir.functions``
+    AFFINE = "affine"
+    MASK = "mask"
+    SHAPE = "shape"
+
+
+class Declared(StrEnum):
+    """``OpSpec.result`` / ``result_dtype`` of allocations: the op's result type is given by its caller."""
+
+    DECLARED = "declared"
+
+
+DECLARED = Declared.DECLARED
+
+
+@dataclass(frozen=True)
+class Permutation:
+    """An op whose result axis k is axis ``axes[k]`` of its operand, or the permutation held in the attribute
+    ``attr``. ``mask_in_source_axes``: kernels write the op's mask with the indices of the source it permutes
+    (``nl.transpose``, ``nl.load_transpose2d``); the tracer renames it so that IR masks range over result axes."""
+
+    axes: tuple[int, ...] = ()
+    attr: str | None = None
+    mask_in_source_axes: bool = False
+
+    def of(self, attrs: dict[str, object]) -> tuple[int, ...] | None:
+        if self.attr is None:
+            return self.axes
+        value = attrs.get(self.attr)
+        return tuple(value) if value is not None else None
+
+
+TRANSPOSE_2D = Permutation((1, 0))
 
 
 class _Required:
@@ -26,10 +116,10 @@ class OperandSpec:
     ``nisa.tensor_scalar`` is read only when ``op1`` is not ``none``)."""
 
     name: str
-    role: str = "in"
+    role: Role = Role.IN
     tile: bool = True
     scalar: bool = False
-    buffers: tuple[str, ...] = ON_CHIP
+    buffers: tuple[Buffer, ...] = ON_CHIP
     optional: bool = False
     optional_while: tuple[str, object] | None = None
 
@@ -42,6 +132,10 @@ class OperandSpec:
         attr, value = self.optional_while
         return attrs.get(attr, value) != value
 
+    def __post_init__(self):  # validate (and normalise plain strings) once, where the table is written
+        object.__setattr__(self, "role", Role(self.role))
+        object.__setattr__(self, "buffers", tuple(Buffer(b) for b in self.buffers))
+
 
 @dataclass(frozen=True)
 class AttrSpec:
@@ -51,10 +145,13 @@ class AttrSpec:
     stays as it was before the attribute existed."""
 
     name: str
-    kind: str
+    kind: AttrKind
     default: object = REQUIRED
     choices: tuple[str, ...] | None = None
     implicit: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", AttrKind(self.kind))
 
 
 # A result rule maps (operand shapes by name, attrs) to the result shape; operands that are immediates are absent.
@@ -65,29 +162,46 @@ ShapeRule = Callable[[dict[str, tuple[int, ...]], dict[str, object]], tuple[int,
 class OpSpec:
     """One op. ``family`` groups ops a backend lowers the same way (``unary``, ``binary``, ``reduce``, ...).
 
-    ``result``: where the produced tile lives (``sbuf``, ``psum``), ``declared`` when the op's result type
-    carries it (allocations), or None for ops that only write operands. ``result_dtype``: ``promote`` (NKI
-    promotion of the tile operands), ``first`` (dtype of the first tile operand), a dtype name, or ``declared``.
+    ``result``: where the produced tile lives (``Buffer.SBUF``, ``Buffer.PSUM``), ``DECLARED`` when the op's
+    result type carries it (allocations), or None for ops that only write operands. ``result_dtype``:
+    ``promote`` (NKI promotion of the ``promote`` operands, by default every operand read), ``first`` (dtype of
+    the first of them), a dtype name, or ``declared``.
     ``engine``: the engine an ``nisa`` instruction names; None for language-level ops (lowering decides).
     ``float_only``: tile operands must be float; ``int_only``: must be integer or bool.
     ``result_by_attr``: for instructions whose result buffer follows an attribute (``nisa.nc_transpose`` writes
     PSUM on the Tensor engine, SBUF on the Vector engine): ``(attr name, ((attr value, buffer), ...))``; values
     not listed keep ``result``. Read the buffer with ``result_buffer(attrs)``.
+    ``fn``: the ``ir.functions`` name an ``nl`` unary/binary/reduce op computes (None for other ops).
+    ``promote``: the operands whose dtypes decide the result dtype, when not every operand read.
+    ``permutes``: for ops that permute their operand's axes, how (``Permutation``).
     """
 
     name: str
-    family: str
+    family: Family
     operands: tuple[OperandSpec, ...]
     attrs: tuple[AttrSpec, ...] = ()
-    result: str | None = "sbuf"
+    result: Buffer | Declared | None = Buffer.SBUF
     result_dtype: str = "promote"
     shape: ShapeRule | None = None
     engine: str | None = None
     float_only: bool = False
     int_only: bool = False
     doc: str = ""
-    extra: dict = field(default_factory=dict)
-    result_by_attr: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    result_by_attr: tuple[str, tuple[tuple[str, Buffer], ...]] | None = None
+    fn: str | None = None
+    promote: tuple[str, ...] | None = None
+    permutes: Permutation | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "family", Family(self.family))
+        if self.result is not None:
+            result = self.result
+            object.__setattr__(self, "result", DECLARED if result == DECLARED else Buffer(result))
+        if self.result_by_attr is not None:
+            attr, table = self.result_by_attr
+            object.__setattr__(self, "result_by_attr", (attr, tuple((v, Buffer(b)) for v, b in table)))
+        if self.promote is not None:
+            object.__setattr__(self, "promote", tuple(self.promote))
 
     def operand(self, name: str) -> OperandSpec:
         for o in self.operands:
@@ -117,7 +231,7 @@ class OpSpec:
         unknown = sorted(set(given) - {a.name for a in self.attrs})
         return out, missing, unknown
 
-    def result_buffer(self, attrs: dict[str, object]) -> str | None:
+    def result_buffer(self, attrs: dict[str, object]) -> Buffer | Declared | None:
         """Where this op's result lives, given its attributes (``result`` unless ``result_by_attr`` says else)."""
         if self.result_by_attr is None:
             return self.result
@@ -126,4 +240,11 @@ class OpSpec:
 
     @property
     def writes(self) -> tuple[OperandSpec, ...]:
-        return tuple(o for o in self.operands if o.role in ("out", "inout"))
+        return tuple(o for o in self.operands if o.role.writes)
+
+    @property
+    def promoted(self) -> tuple[str, ...]:
+        """The operands whose dtypes decide the result dtype (``promote``, else every operand only read)."""
+        if self.promote is not None:
+            return self.promote
+        return tuple(o.name for o in self.operands if o.role is Role.IN)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.ops import OPS
-from nki_dsl.ir.ops.spec import HBM
+from nki_dsl.ir.ops.spec import HBM, Family, Role
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import program
@@ -48,10 +48,10 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
 def _hint(spec, name: str, buf: str, allowed) -> str:
     on_chip = buf in ("sbuf", "psum")
     if set(allowed) <= set(HBM):  # loads, stores, reshapes of HBM tensors (assign operands are all on-chip)
-        if spec.family == "store":
+        if spec.family is Family.STORE:
             return " (nl.store writes to HBM; write an on-chip tensor with t[...] = value)"
         return f" ({spec.name} moves data from HBM; copy on-chip tiles with nl.copy)"
-    if spec.family == "assign" and spec.operand(name).role == "out" and not on_chip:
+    if spec.family is Family.ASSIGN and spec.operand(name).role is Role.OUT and not on_chip:
         return " (t[...] = value writes on-chip tensors; write to HBM with nl.store)"
     if not on_chip:
         return " (nl.load it into SBUF first)"

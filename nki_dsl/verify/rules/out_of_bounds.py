@@ -148,14 +148,8 @@ def _mask_for(op: Op, a: Access) -> list[Affine]:
 
 def _operand_axes(op: Op, spec) -> tuple[int, ...] | None:
     """For ops that permute their operand's axes (``nl.transpose``, ``nisa.nc_transpose``, ``nisa.dma_transpose``
-    ...): ``perm`` with result axis k = operand axis perm[k]. ``extra["permutes"]`` is the permutation or the name
-    of the attribute holding it."""
-    if spec.extra.get("mask_axes") == "transposed":
-        return (1, 0)
-    perm = spec.extra.get("permutes")
-    if isinstance(perm, str):
-        perm = op.attrs.get(perm)
-    return tuple(perm) if perm is not None else None
+    ...): ``perm`` with result axis k = operand axis perm[k] (``OpSpec.permutes``)."""
+    return spec.permutes.of(op.attrs) if spec.permutes is not None else None
 
 
 def _narrow(ranges: Ranges, constraints: list[Affine]) -> bool:

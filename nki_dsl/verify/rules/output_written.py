@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Kernel, Tensor
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import OPS, Family
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import program
 
 RULE = "output-written"
-ALIAS_FAMILIES = ("reshape",)  # the result is a view of the same storage as its operand
+ALIAS_FAMILIES = (Family.RESHAPE,)  # the result is a view of the same storage as its operand
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:

@@ -9,7 +9,7 @@ import math
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Kernel
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS, Family
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
@@ -33,7 +33,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
 
 
 def _result_problem(op, spec) -> str | None:
-    if spec.shape is None or spec.result == "declared":
+    if spec.shape is None or spec.result is DECLARED:
         return None
     shapes = {n: tuple(a.shape) for n, a in tiles(op)}
     if op.result is None:  # an instruction writing an operand in place: its rule checks the operand shapes
@@ -86,7 +86,7 @@ def _repeated_write_problem(op, spec) -> str | None:
 
 
 def _reshape_problem(op, spec) -> str | None:
-    if spec.family != "reshape" or op.result is None:
+    if spec.family is not Family.RESHAPE or op.result is None:
         return None
     sources = tiles(op)
     if not sources:
