@@ -11,16 +11,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Tensor
-from nki_dsl.ir.ops import OPS, AttrSpec, Family, OperandSpec, OpSpec
+from nki_dsl.ir.ops import OPS, AttrKind, AttrSpec, Family, OperandSpec, OpSpec
 
-ATTR_KINDS = ("int", "float", "bool", "str", "dtype", "ints", "shape", "fn", "affine", "mask")
 # A test-only op with one attribute of every kind, each named after its kind (so `mask` and `affine` are also
 # attribute names, which the grammar must still accept), a scalar-only operand and an optional one.
 EVERY_KIND = OpSpec(
     "test.every_kind",
     Family.INSTRUCTION,  # handled by name: no backend lowers it
     (OperandSpec("x"), OperandSpec("s", tile=False, scalar=True), OperandSpec("opt", optional=True)),
-    tuple(AttrSpec(kind, kind) for kind in ATTR_KINDS),
+    tuple(AttrSpec(str(kind), kind) for kind in AttrKind),
 )
 
 

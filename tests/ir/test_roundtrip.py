@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 
 from nki_dsl.errors import SourceLoc
-from nki_dsl.ir import parser, printer
 from nki_dsl.ir.affine import Affine, Mask, compare
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Tensor
-from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import NkiPrintError, print_kernel
 from nki_dsl.ir.types import Buffer, TensorType
 
-from .support import ATTR_KINDS, structure, unlinked_tensors
+from .support import structure, unlinked_tensors
 
 pytestmark = pytest.mark.usefixtures("every_kind_op")
 FILE = "kernels/k.py"
@@ -321,12 +319,6 @@ def test_printer_rejects_bad_header_values():
 
 
 # -- tables and imports -------------------------------------------------------------------------------------------
-
-
-def test_attribute_kind_tables_cover_every_kind_in_the_op_table():
-    assert set(printer.ATTR_FORMATS) == set(parser.ATTR_PARSERS) == set(ATTR_KINDS)
-    used = {a.kind for spec in OPS.values() for a in spec.attrs}
-    assert used <= set(ATTR_KINDS)
 
 
 def test_importing_the_parser_does_not_import_lark():

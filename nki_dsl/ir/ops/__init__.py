@@ -1,8 +1,27 @@
 """The op table: every op the IR knows, listed once.
 
-The verifier, printer, parser and each backend keep their own tables keyed by these names; a test fails when one
-of them misses an op. Entries live in one module per API layer (``language`` for nl and structural ops, ``isa``
-for nisa engine instructions).
+The verifier, printer, parser and each backend keep their own tables keyed by these names; one test
+(``tests/ir/test_op_table.py``) fails when any of them misses an op. Entries live in one module per API layer
+(``language`` for nl and structural ops, ``isa`` for nisa engine instructions). An entry's fields are typed
+(``spec.py``): ``Family``, operand ``Role`` and ``Buffer``, ``AttrKind``, ``fn``, ``promote``, ``permutes``.
+
+Adding an op, in order (the completeness test names the table you missed):
+
+1. The entry: ``language.py`` (an ``nl`` op: a family; unary/binary/reduce ops are generated from
+   ``ir.functions`` / ``REDUCTIONS``) or ``isa.py`` (a ``nisa`` instruction: family ``INSTRUCTION`` and its
+   ``engine``), with operands (role, buffers), typed attributes, result buffer and dtype rule, and a result-shape
+   rule (``shapes.py``) for any op that makes a tile. A new attribute kind needs a formatter in ``printer.py``
+   and a reader in ``parser.py``.
+2. The front end: the ``nl`` function (``nki_dsl/language/``, a thin ``build_op`` call) or the ``nisa`` function
+   (``nki_dsl/isa/``, listed in ``isa.INSTRUCTIONS``).
+3. The verifier reads the table; give it per-op facts only if a rule needs one (``verify/operands.py``).
+4. Lowering: a ``lower-language`` rule (``passes/lower_language.py`` ``RULES``) for an ``nl`` op, or a documented
+   ``passes/engines.py`` ``EXEMPT`` entry; a new function needs a form in ``passes/lower_math.py``.
+5. Each backend's table: ``backends/numpy_ref`` (``LANGUAGE_HANDLERS`` / ``ISA_HANDLERS``; the import fails
+   without it) and its function templates (``functions.py``); the JAX lowering; an instruction's cost rule in
+   ``backends/simulator/cost.py`` citing its ``reference/nki.md`` section.
+6. Tests: call it from ``tests/language`` (nl) or ``tests/isa`` (nisa) against a NumPy formula, then run
+   ``tests/ir/test_op_table.py``.
 """
 
 from __future__ import annotations

@@ -65,10 +65,10 @@ class AttrKind(StrEnum):
     STR = "str"
     DTYPE = "dtype"
     INTS = "ints"  # a tuple of int
+    SHAPE = "shape"
     FN = "fn"  # a function name from ``ir.functions``
     AFFINE = "affine"
     MASK = "mask"
-    SHAPE = "shape"
 
 
 class Declared(StrEnum):
