@@ -7,7 +7,7 @@ from nki_dsl.ir.ops.isa import ACCUMULATE_OPS, ACTIVATIONS
 from nki_dsl.isa.arguments import enum_name, fn_name, number
 from nki_dsl.isa.enums import ReduceCmd
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=ReduceCmd.idle,

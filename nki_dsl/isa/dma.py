@@ -7,7 +7,7 @@ from nki_dsl.ir.ops.isa import DMA_TRANSPOSE_AXES
 from nki_dsl.isa.arguments import enum_name, fn_name, ints, shape_of
 from nki_dsl.isa.enums import DgeMode, OobMode
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=OobMode.error, dge_mode=DgeMode.unknown):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def dropout(data, prob, *, dtype=None, mask=None):

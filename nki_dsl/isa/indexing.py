@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from nki_dsl.isa.arguments import index_expr, predicate, shape_of
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def iota(expr, dtype, *, mask=None):

@@ -8,7 +8,7 @@ from nki_dsl.ir.ops.isa import VECTOR_TRANSPOSE_MAX
 from nki_dsl.isa.arguments import engine_name, enum_name, flag, ints, shape_of
 from nki_dsl.isa.enums import Engine, MatmulPerfMode
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from nki_dsl.ir.ops.isa import REDUCE_OPS
 from nki_dsl.isa.arguments import flag, fn_name, ints
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False):

@@ -8,7 +8,7 @@ from nki_dsl.ir.ops.isa import ACCUMULATE_OPS, ALU_OPS
 from nki_dsl.isa.arguments import engine_name, flag, fn_name, ints, number, shape_of
 from nki_dsl.isa.enums import Engine
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def _two_stages(name: str, op0, op1, reverse0, reverse1) -> dict:

@@ -8,8 +8,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
-from nki_dsl.trace.tensor import is_tile
+from nki_dsl.trace.tensor import build_op, is_tile
 
 
 def static_cast(input_data, dtype):

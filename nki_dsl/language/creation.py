@@ -15,7 +15,7 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.language.buffers import split_shape, to_buffer
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def _type(shape, dtype, buffer) -> TensorType:

@@ -8,7 +8,7 @@ passed where an ISA instruction expects a function (``nisa.activation(op=nl.exp,
 from __future__ import annotations
 
 from nki_dsl.ir.ops import OPS, Family
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def _unary(fn: str):

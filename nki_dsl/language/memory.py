@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from nki_dsl import dtypes
-from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Access
-from nki_dsl.ir.types import TensorType
-from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.semantics import build_op
-from nki_dsl.trace.tensor import NkiTensor
+from nki_dsl.trace.tensor import build_op
 
 
 def load(src, *, mask=None, dtype=None):
@@ -54,24 +49,3 @@ def expand_dims(data, axis):
 def assign(target: Access, value, accumulate: str = "none", mask=None) -> None:
     """``t[...] = value`` (or ``+=`` with ``accumulate="add"``): write into an existing tensor."""
     build_op("assign", {"dst": target, "src": value}, {"accumulate": accumulate}, mask=mask)
-
-
-def reshape(tensor: NkiTensor, shape):
-    """A view of an HBM tensor with another shape and the same elements in row-major order."""
-    shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
-    t = tensor.tensor.type
-    if not t.buffer.on_chip:
-        n_old = 1
-        for s in t.shape:
-            n_old *= s
-        n_new = 1
-        for s in shape:
-            n_new *= s
-        if n_old != n_new:
-            raise NkiApiError(
-                f"cannot reshape '{tensor.name}' {list(t.shape)} to {list(shape)}: {n_old} vs {n_new} elements",
-                caller_loc(),
-                "reshape",
-            )
-    rtype = TensorType(shape, dtypes.normalize(t.dtype), t.buffer)
-    return build_op("hbm.reshape", {"x": tensor}, {"shape": shape}, result_type=rtype, hint=f"{tensor.name}_r")

@@ -1,8 +1,10 @@
 """The one place trace-time ops are built: normalise operands, infer the result type, emit the IR op.
 
-Every ``nl``/``nisa`` function is a thin wrapper over ``build_op``. Only what is needed to give the result a
-type is checked here; hardware rules (buffers, partition limits, bounds) are the verifier's, so they apply the
-same way to traced and to parsed IR.
+Every ``nl``/``nisa`` function is a thin wrapper over ``trace.tensor.build_op``, which calls ``emit_op`` here and
+hands the result back as a tensor handle. This module sees handles only as ``TileHandle`` (what they have in
+common: an access), so it does not import the handles, whose operators call back into it. Only what is needed
+to give the result a type is checked here; hardware rules (buffers, partition limits, bounds) are the
+verifier's, so they apply the same way to traced and to parsed IR.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.trace.builder import caller_loc, current
+from nki_dsl.trace.handle import TileHandle
 from nki_dsl.trace.index import IndexValue, MaskValue
-from nki_dsl.trace.tensor import NkiTensor, is_tile
 
 
-def build_op(
+def emit_op(
     name: str,
     operands: dict[str, object],
     attrs: dict[str, object] | None = None,
@@ -31,7 +33,8 @@ def build_op(
     mask=None,
     result_type: TensorType | None = None,
     hint: str = "",
-) -> NkiTensor | None:
+) -> Op:
+    """Check the operands and attributes of op ``name``, type its result, and emit it into the active kernel."""
     builder = current(name)
     loc = caller_loc()
     spec = OPS[name]
@@ -56,13 +59,13 @@ def build_op(
         result = builder.new_tensor(rtype, "alloc" if declared else "tile", hint)
     op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc, attrs))
     builder.emit(op)
-    return NkiTensor(result, op.mask) if result is not None else None
+    return op
 
 
 def _operand(op_name, ospec, value, loc) -> Access | Imm:
     if isinstance(value, Access):
         return value
-    if is_tile(value):
+    if isinstance(value, TileHandle):
         if not ospec.tile:
             raise NkiApiError(f"operand '{ospec.name}' must be a Python number, got a tile", loc, op_name)
         return value.access()

@@ -1,8 +1,9 @@
-"""Trace-time tensor handles: what kernel code holds and indexes.
+"""Trace-time tensor handles: what kernel code holds and indexes, and ``build_op``, which every ``nl``/``nisa``
+function calls to emit its op and get the result back as a handle.
 
 ``NkiTensor`` stands for a whole IR tensor (a parameter, an allocation or an op's result tile); ``TileView`` for
-an access into one (``t[ix, iy]``). Both act as operands, support Python arithmetic (routed to ``nl`` ops) and
-in-place writes (``t[...] = x``, ``t[...] += x``).
+an access into one (``t[ix, iy]``). Both act as operands, support Python arithmetic (routed to the ``nl`` op each
+operator stands for) and in-place writes (``t[...] = x``, ``t[...] += x``).
 """
 
 from __future__ import annotations
@@ -10,26 +11,46 @@ from __future__ import annotations
 import numpy as np
 
 from nki_dsl import dtypes
-from nki_dsl.errors import NkiTraceError
+from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask
 from nki_dsl.ir.nodes import Access, Tensor
+from nki_dsl.ir.types import TensorType
+from nki_dsl.trace import semantics
 from nki_dsl.trace.access import index_access
 from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.handle import TileHandle
 
 
-def _math():
-    from nki_dsl.language import math  # the language layer defines the ops the operators stand for
+def build_op(
+    name: str,
+    operands: dict[str, object],
+    attrs: dict[str, object] | None = None,
+    *,
+    dtype=None,
+    mask=None,
+    result_type: TensorType | None = None,
+    hint: str = "",
+) -> NkiTensor | None:
+    """Emit op ``name`` (``semantics.emit_op``) and return its result as a handle (None for ops that only write
+    their operands)."""
+    op = semantics.emit_op(name, operands, attrs, dtype=dtype, mask=mask, result_type=result_type, hint=hint)
+    return NkiTensor(op.result, op.mask) if op.result is not None else None
 
-    return math
+
+def _binary(fn: str, x, y):
+    return build_op(f"nl.{fn}", {"x": x, "y": y})
 
 
-def _memory():
-    from nki_dsl.language import memory
-
-    return memory
+def _unary(fn: str, x):
+    return build_op(f"nl.{fn}", {"x": x})
 
 
-class _TileLike:
+def _assign(target: Access, value, accumulate: str = "none") -> None:
+    """``t[...] = value`` (``accumulate="add"``: ``+=``), under the mask of the op that computed ``value``."""
+    build_op("assign", {"dst": target, "src": value}, {"accumulate": accumulate}, mask=_computed_mask(value, target))
+
+
+class _TileLike(TileHandle):
     """Operators and shared accessors for whole tensors and views."""
 
     __slots__ = ()
@@ -62,104 +83,104 @@ class _TileLike:
         accumulated = isinstance(value, TileView) and value._accumulated_into is not None
         if accumulated and _same_access(value._accumulated_into, target):
             return  # ``t[k] += x`` already accumulated in TileView.__iadd__
-        _memory().assign(target, value, mask=_computed_mask(value, target))
+        _assign(target, value)
 
     def broadcast_to(self, shape):
-        return _memory().broadcast_to(self, shape=shape)
+        return build_op("nl.broadcast_to", {"x": self}, {"shape": tuple(int(s) for s in shape)})
 
     # Python operators: the nl op each stands for.
     def __add__(self, o):
-        return _math().add(self, o)
+        return _binary("add", self, o)
 
     def __radd__(self, o):
-        return _math().add(o, self)
+        return _binary("add", o, self)
 
     def __sub__(self, o):
-        return _math().subtract(self, o)
+        return _binary("subtract", self, o)
 
     def __rsub__(self, o):
-        return _math().subtract(o, self)
+        return _binary("subtract", o, self)
 
     def __mul__(self, o):
-        return _math().multiply(self, o)
+        return _binary("multiply", self, o)
 
     def __rmul__(self, o):
-        return _math().multiply(o, self)
+        return _binary("multiply", o, self)
 
     def __truediv__(self, o):
-        return _math().divide(self, o)
+        return _binary("divide", self, o)
 
     def __rtruediv__(self, o):
-        return _math().divide(o, self)
+        return _binary("divide", o, self)
 
     def __pow__(self, o):
-        return _math().power(self, o)
+        return _binary("power", self, o)
 
     def __rpow__(self, o):
-        return _math().power(o, self)
+        return _binary("power", o, self)
 
     def __mod__(self, o):
-        return _math().mod(self, o)
+        return _binary("mod", self, o)
 
     def __rmod__(self, o):
-        return _math().mod(o, self)
+        return _binary("mod", o, self)
 
     def __neg__(self):
-        return _math().negative(self)
+        return _unary("negative", self)
 
     def __abs__(self):
-        return _math().abs(self)
+        return _unary("abs", self)
 
     def __invert__(self):
-        return _math().invert(self)
+        return _unary("invert", self)
 
     def __and__(self, o):
-        return _math().bitwise_and(self, o)
+        return _binary("bitwise_and", self, o)
 
     def __rand__(self, o):
-        return _math().bitwise_and(o, self)
+        return _binary("bitwise_and", o, self)
 
     def __or__(self, o):
-        return _math().bitwise_or(self, o)
+        return _binary("bitwise_or", self, o)
 
     def __ror__(self, o):
-        return _math().bitwise_or(o, self)
+        return _binary("bitwise_or", o, self)
 
     def __xor__(self, o):
-        return _math().bitwise_xor(self, o)
+        return _binary("bitwise_xor", self, o)
 
     def __rxor__(self, o):
-        return _math().bitwise_xor(o, self)
+        return _binary("bitwise_xor", o, self)
 
     def __lshift__(self, o):
-        return _math().left_shift(self, o)
+        return _binary("left_shift", self, o)
 
     def __rlshift__(self, o):
-        return _math().left_shift(o, self)
+        return _binary("left_shift", o, self)
 
     def __rshift__(self, o):
-        return _math().right_shift(self, o)
+        return _binary("right_shift", self, o)
 
     def __rrshift__(self, o):
-        return _math().right_shift(o, self)
+        return _binary("right_shift", o, self)
 
     def __lt__(self, o):
-        return _math().less(self, o)
+        return _binary("less", self, o)
 
     def __le__(self, o):
-        return _math().less_equal(self, o)
+        return _binary("less_equal", self, o)
 
     def __gt__(self, o):
-        return _math().greater(self, o)
+        return _binary("greater", self, o)
 
     def __ge__(self, o):
-        return _math().greater_equal(self, o)
+        return _binary("greater_equal", self, o)
 
     def __eq__(self, o):  # type: ignore[override]
-        return _math().equal(self, o)
+        return _binary("equal", self, o)
 
     def __ne__(self, o):  # type: ignore[override]
-        return _math().not_equal(self, o)
+        return _binary("not_equal", self, o)
 
     __hash__ = object.__hash__
 
@@ -204,11 +225,27 @@ class NkiTensor(_TileLike):
         return self.tensor.name
 
     def __iadd__(self, other):
-        _memory().assign(self.access(), other, accumulate="add", mask=_computed_mask(other, self.access()))
+        _assign(self.access(), other, accumulate="add")
         return self
 
     def reshape(self, shape):
-        return _memory().reshape(self, shape)
+        """A view of this HBM tensor with another shape and the same elements in row-major order."""
+        shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+        t = self.tensor.type
+        if not t.buffer.on_chip:
+            n_old, n_new = 1, 1
+            for s in t.shape:
+                n_old *= s
+            for s in shape:
+                n_new *= s
+            if n_old != n_new:
+                raise NkiApiError(
+                    f"cannot reshape '{self.name}' {list(t.shape)} to {list(shape)}: {n_old} vs {n_new} elements",
+                    caller_loc(),
+                    "reshape",
+                )
+        rtype = TensorType(shape, dtypes.normalize(t.dtype), t.buffer)
+        return build_op("hbm.reshape", {"x": self}, {"shape": shape}, result_type=rtype, hint=f"{self.name}_r")
 
     def __repr__(self) -> str:
         return f"NkiTensor({self.tensor!r})"
@@ -228,7 +265,7 @@ class TileView(_TileLike):
         return self._access
 
     def __iadd__(self, other):
-        _memory().assign(self._access, other, accumulate="add", mask=_computed_mask(other, self._access))
+        _assign(self._access, other, accumulate="add")
         return TileView(self._access, accumulated_into=self._access)
 
     def reshape(self, shape):
