@@ -12,8 +12,10 @@ import functools
 import warnings
 
 from nki_dsl import backends
+from nki_dsl.errors import NkiError
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.profiling import benchmark_profile
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.jit import JitKernel, as_launch
 
@@ -26,7 +28,7 @@ class TracedKernel:
 
     @property
     def text(self) -> str:
-        from nki_dsl.ir.printer import print_kernel
+        from nki_dsl.ir.printer import print_kernel  # deferred: `import nki_dsl` does not load the printer
 
         return print_kernel(self.ir)
 
@@ -123,8 +125,6 @@ def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
     parameters is profiled with ``nki.benchmark(kernel, target=...)``, and a kernel parameter that shares a name
     with a decorator keyword is passed positionally or beside ``target=``."""
     if kernel is not None and (args or target is not None or not set(kwargs) <= BENCHMARK_DECORATOR_OPTIONS):
-        from nki_dsl.profiling import benchmark_profile
-
         return benchmark_profile(kernel, *args, target=target or DEFAULT_TARGET, **kwargs)
     return _benchmark_decorator(kernel, **kwargs)
 
@@ -137,7 +137,7 @@ def parse_ir_unverified(text: str, *, budget: IRBudget | None = None, path: str 
     """Parse IR text within ``budget`` and return the IR (what ``TracedKernel.ir`` holds) WITHOUT verifying it: for
     tools that measure or inspect the parser alone. Parsed IR is untrusted input: never run what this returns;
     ``nki.parse_ir`` (parse, then verify) is the way from text to a kernel that runs."""
-    from nki_dsl.ir.parser import parse_kernel
+    from nki_dsl.ir.parser import parse_kernel  # deferred: `import nki_dsl` does not load the parser
 
     return parse_kernel(text, path, IRBudget() if budget is None else budget)
 
@@ -149,7 +149,7 @@ def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudg
     ``budget`` bounds what the text may ask for (size, ops, loop nesting, iteration space, memory; default
     ``IRBudget()``, which fits every real kernel); over budget is an ``NkiVerificationError`` naming the budget.
     ``path`` names the text in error messages (e.g. the bundle file it came from)."""
-    from nki_dsl.errors import NkiError
+    # deferred: `import nki_dsl` loads neither the parser nor the verifier; only parsing IR needs them
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
 

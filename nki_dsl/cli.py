@@ -18,8 +18,14 @@ import sys
 
 import numpy as np
 
+import nki_dsl as nki
+from nki_dsl import dtypes
 from nki_dsl.errors import NkiError
+from nki_dsl.ir.budget import IRBudget
+from nki_dsl.profiling import benchmark_profile
 from nki_dsl.targets import DEFAULT_TARGET, TARGETS, get_target
+from nki_dsl.trace.jit import as_launch
+from nki_dsl.trace.specs import ArgSpec, spec
 
 
 def _console():
@@ -50,8 +56,6 @@ def load_object(ref: str):
 
 def parse_arg(text: str):
     """``name=256x1024:float16`` (a tensor spec) or ``name=<python literal>`` (a compile-time constant)."""
-    from nki_dsl.trace.specs import spec
-
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise SystemExit(f"--arg expects NAME=SHAPE:DTYPE or NAME=VALUE, got {text!r}")
@@ -76,16 +80,12 @@ def parse_grid(text: str | None) -> tuple[int, ...]:
 
 
 def _launch(kernel_ref: str, grid: tuple[int, ...]):
-    from nki_dsl.trace.jit import as_launch
-
     kernel = load_object(kernel_ref)
     launch = as_launch(kernel)
     return launch.jit[grid] if grid else launch
 
 
 def cmd_trace(args) -> int:
-    import nki_dsl as nki
-
     launch = _launch(args.kernel, parse_grid(args.grid))
     kwargs = dict(parse_arg(a) for a in args.arg)
     traced = nki.trace(launch, target=args.target, **kwargs)
@@ -95,7 +95,7 @@ def cmd_trace(args) -> int:
 
 def cmd_asm(args) -> int:
     """The engine-instruction listing: trace, then lower and allocate for the target as the simulator does."""
-    import nki_dsl as nki
+    # deferred: `import nki_dsl` does not load the compiler passes, parser or verifier; commands that need them do
     from nki_dsl.passes import compile_for_target
     from nki_dsl.passes.listing import listing
 
@@ -109,9 +109,6 @@ def cmd_asm(args) -> int:
 def cmd_profile(args) -> int:
     """Modelled timing on the engine simulator: random inputs (numbers and timing), or ``--timing-only`` from
     the shapes alone; prints the Profile summary and optionally writes the Chrome trace."""
-    import nki_dsl as nki
-    from nki_dsl.profiling import benchmark_profile
-
     console = _console()
     launch = _launch(args.kernel, parse_grid(args.grid))
     kwargs = dict(parse_arg(a) for a in args.arg)
@@ -134,7 +131,7 @@ def cmd_profile(args) -> int:
 def cmd_check(args) -> int:
     from rich.markup import escape
 
-    from nki_dsl.ir.budget import IRBudget
+    # deferred: `import nki_dsl` does not load the compiler passes, parser or verifier; commands that need them do
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import verify_kernel
 
@@ -156,8 +153,6 @@ def cmd_check(args) -> int:
 
 
 def _random_array(spec, rng) -> np.ndarray:
-    from nki_dsl import dtypes
-
     d = dtypes.get(spec.dtype)
     if d.is_float:
         return rng.standard_normal(spec.shape).astype(np.float32).astype(d.np_dtype)
@@ -168,8 +163,6 @@ def _random_array(spec, rng) -> np.ndarray:
 
 def _random_inputs(kwargs: dict, seed: int) -> dict:
     """``kwargs`` with every tensor spec replaced by a random array of its shape and dtype (constants kept)."""
-    from nki_dsl.trace.specs import ArgSpec
-
     rng = np.random.default_rng(seed)
     return {k: _random_array(v, rng) if isinstance(v, ArgSpec) else v for k, v in kwargs.items()}
 

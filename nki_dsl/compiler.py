@@ -3,6 +3,8 @@ has no scheduler or allocator to steer, so each is a documented no-op here."""
 
 from __future__ import annotations
 
+from nki_dsl.language import buffers
+
 
 def _passthrough(fn=None, **_options):
     if fn is None:
@@ -23,8 +25,6 @@ class _Allocator:
         self.buffer = buffer
 
     def alloc(self, *args, **kwargs):
-        from nki_dsl.language import buffers
-
         return getattr(buffers, self.buffer)
 
     mod_alloc = auto_alloc = alloc

@@ -1,7 +1,9 @@
 """Backends, found by name. Each backend module exposes ``compile_kernel(kernel, target) -> Executable`` (with
 ``run(arrays by parameter name)``) and ``emit_source(kernel, target) -> str``; ``target`` is a ``Target`` object
 (resolved from a name once, by the API), which backends that model no hardware accept and ignore. Backends never
-import each other."""
+import each other, with one declared exception: the simulator computes its outputs with the NumPy reference
+(``simulator/prepared.py``), the executable spec every backend answers to. ``tests/architecture/test_core_layers.py``
+enforces both."""
 
 from __future__ import annotations
 

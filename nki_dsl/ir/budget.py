@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
+from nki_dsl.errors import Diagnostic, NkiApiError, NkiVerificationError, SourceLoc
 
 GIB = 1 << 30
 RULE = "budget"
@@ -44,8 +44,6 @@ class IRBudget:
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                from nki_dsl.errors import NkiApiError
-
                 raise NkiApiError(f"IRBudget.{f.name} must be an int >= 0, not {value!r}")
 
 

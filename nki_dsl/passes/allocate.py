@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from nki_dsl.errors import Diagnostic, NkiVerificationError
+from nki_dsl.ir.nodes import Access, Loop, Op
+from nki_dsl.passes.engines import fused_writes
 from nki_dsl.targets import Target
 
 
@@ -123,8 +126,6 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int]) -> dict[str, P
 
 
 def _does_not_fit(group, buffer, capacity, unit, target):
-    from nki_dsl.errors import Diagnostic, NkiVerificationError
-
     points = sorted({lv.start for lv in group})
     at = max(points, key=lambda x: sum(_size(lv, unit) for lv in group if lv.start <= x <= lv.end))
     live = sorted((lv for lv in group if lv.start <= at <= lv.end), key=lambda lv: -_size(lv, unit))
@@ -140,9 +141,6 @@ def live_ranges(kernel) -> list[_Live]:
     """Program-order live ranges of the materialised on-chip tensors. A tensor used in a loop it was not defined
     in stays live to that loop's end (every iteration reads it); results an ``assign`` consumes are written
     straight into the assign's destination (``engines.fused_writes``) and take no space."""
-    from nki_dsl.ir.nodes import Access, Loop, Op
-    from nki_dsl.passes.engines import fused_writes
-
     fused = {producer.result.name for producer in fused_writes(kernel)}
     spans: dict[int, tuple[int, int, int]] = {}
     order: list[tuple[object, tuple]] = []

@@ -39,6 +39,7 @@ from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, REDUCTIONS, UNARY_NL
 from nki_dsl.ir.types import Buffer
 from nki_dsl.passes import lower_math, select
+from nki_dsl.passes.engines import engine_of
 from nki_dsl.passes.rewrite import Pass, RewriteContext, broadcast_access, full
 
 
@@ -211,8 +212,6 @@ def _load_into(op: Op, ctx: RewriteContext) -> list | None:
 
 
 def assign(op: Op, ctx: RewriteContext) -> list:
-    from nki_dsl.passes.engines import engine_of
-
     dst, src = op.operands["dst"], op.operands["src"]
     if isinstance(src, Imm):
         tile = ctx.tile(op, dst.shape, dst.tensor.type.dtype, hint=dst.tensor.name)

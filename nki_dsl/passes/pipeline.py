@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.nodes import Kernel
+from nki_dsl.passes.allocate import allocate
 from nki_dsl.passes.lower_language import LOWER_LANGUAGE
 from nki_dsl.passes.rewrite import Pass
 from nki_dsl.targets import Target
+from nki_dsl.verify import check
 
 PIPELINE: list[Pass] = [LOWER_LANGUAGE]
 
@@ -26,16 +28,12 @@ class NkiPassError(NkiVerificationError):
 def compile_for_target(kernel: Kernel, target: Target):
     """``(lowered kernel, Allocation)``: the engine program of traced ``kernel`` on ``target`` (every pass, then
     SBUF/PSUM placement). The simulator and ``nki asm`` both start from this, so the listing is what runs."""
-    from nki_dsl.passes.allocate import allocate
-
     lowered = run_pipeline(kernel, target)
     return lowered, allocate(lowered, target)
 
 
 def run_pipeline(kernel: Kernel, target: Target, passes: list[Pass] | None = None) -> Kernel:
     """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``."""
-    from nki_dsl.verify import check
-
     for p in PIPELINE if passes is None else passes:
         kernel = p(kernel, target)
         try:

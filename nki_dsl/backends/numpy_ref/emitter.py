@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affine_code
+from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
+from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_ints, py_tensor, py_var
 from nki_dsl.ir.types import Buffer
 
@@ -142,8 +144,6 @@ _ASCII_OP = re.compile(r"[A-Za-z0-9_.]+")
 def _mutated_storage(kernel: Kernel) -> set[str]:
     """Names of tensors some op writes into after creating them (out/inout operands), with the reshape views
     that share their storage. A result that would be a view of none of these can skip its defensive copy."""
-    from nki_dsl.ir.ops import OPS
-
     roots: dict[str, str] = {}
     written: set[str] = set()
     for stmt, _ in kernel.walk():
@@ -191,8 +191,6 @@ class OpContext:
         return ()
 
     def op_spec_writes(self, access: Access) -> bool:
-        from nki_dsl.ir.ops import OPS
-
         spec = OPS[self.op.name]
         return any(self.op.operands.get(o.name) is access for o in spec.writes)
 
@@ -361,8 +359,6 @@ class OpContext:
             self.e.line(f"{code.target} += {value}")
             return
         if accumulate != "none":
-            from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
-
             value = BINARY_TEMPLATES[accumulate].format(code.read, value)
         if t.buffer.on_chip:
             value = f"ROUND[{t.dtype!r}]({value})"
