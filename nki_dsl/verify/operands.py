@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nki_dsl.ir.nodes import Access, Op
-from nki_dsl.ir.ops.spec import Family, OpSpec
+from nki_dsl.ir.ops.spec import Family, OpSpec, Role
 from nki_dsl.targets import Target
 
 ELEMENTWISE_FAMILIES = (Family.UNARY, Family.BINARY, Family.SELECT, Family.COPY, Family.ASSIGN, Family.STORE)
@@ -40,8 +40,8 @@ def write_pair(op: Op, spec: OpSpec) -> tuple[tuple[str, Access], tuple[str, Acc
     """For store/assign: ((dst name, dst), (value name, value)) when both are tiles."""
     if spec.family not in WRITE_FAMILIES and spec.name not in WRITE_INSTRUCTIONS:
         return None
-    dst = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role == "out"]
-    src = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role == "in"]
+    dst = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role is Role.OUT]
+    src = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role is Role.IN]
     if len(dst) != 1 or len(src) != 1 or not all(isinstance(a, Access) for _, a in dst + src):
         return None
     return dst[0], src[0]

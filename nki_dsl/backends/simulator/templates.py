@@ -99,7 +99,7 @@ class OpTemplate:
 # -- operands -------------------------------------------------------------------------------------------------------
 def operand_reads(op: Op, write: Op | None) -> list[Access]:
     """Accesses ``op`` reads; with a fused accumulating ``write`` also its destination."""
-    out = [v for o in OPS[op.name].operands if o.role in ("in", "inout")
+    out = [v for o in OPS[op.name].operands if o.role.reads
            and isinstance(v := op.operands.get(o.name), Access)]  # fmt: skip
     if write is not None and write.attrs.get("accumulate", "none") != "none":
         out.append(write.operands["dst"])
@@ -185,7 +185,7 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
     ``if_dependent`` twin prices it reading the output of the previous instruction on its engine."""
     reads, writes = operand_reads(op, write), operand_writes(op, write)
     spec = OPS[op.name]
-    inputs = [v for n, v in op.operands.items() if isinstance(v, Access) and spec.operand(n).role != "out"]
+    inputs = [v for n, v in op.operands.items() if isinstance(v, Access) and spec.operand(n).role.reads]
     out_dtype = op.result.type.dtype if op.result is not None else (
         writes[0].tensor.type.dtype if writes else "float32")
     accesses = reads + writes

@@ -19,7 +19,7 @@ from __future__ import annotations
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import format_affine
 from nki_dsl.ir.nodes import Access, Kernel, Loop
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import OPS, Role
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.iteration_overlap import Side, meet_in_different_iterations
@@ -50,11 +50,11 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         same: list[Loop] = []
         for loop in _loops_outside_definition(prog, site, a):
             key = (loop, a.tensor)
-            if role in ("in", "inout"):
+            if role.reads:
                 reads.setdefault(key, []).append((site, name, a))
-            if role == "out" and is_accumulation(site.op, spec):
+            if role is Role.OUT and is_accumulation(site.op, spec):
                 accums.setdefault(key, []).append((site, name, a))
-            elif role in ("out", "inout"):
+            elif role.writes:
                 writes.setdefault(key, []).append((site, name, a))
                 if loop.var not in a.vars():
                     same.append(loop)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS
 from nki_dsl.ir.ops.spec import HBM, Family, Role
+from nki_dsl.ir.types import Buffer
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import program
@@ -28,7 +29,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     for site in program(kernel).sites:
         spec, t = OPS[site.op.name], site.op.result
         produces = spec.result_buffer(site.op.attrs)
-        if t is not None and produces not in (None, "declared") and t.type.buffer.value != produces:
+        if t is not None and produces not in (None, DECLARED) and t.type.buffer != produces:
             msg = f"result {d.typed(t)} is declared in '{t.type.buffer.value}'; {spec.name} produces a tile in "
             found.append(d.diagnostic(site.op, RULE, msg + f"'{produces}'"))
     loc = SourceLoc(kernel.source_file, 0)
@@ -55,6 +56,6 @@ def _hint(spec, name: str, buf: str, allowed) -> str:
         return " (t[...] = value writes on-chip tensors; write to HBM with nl.store)"
     if not on_chip:
         return " (nl.load it into SBUF first)"
-    if buf == "psum" and allowed == ("sbuf",):
+    if buf == "psum" and allowed == (Buffer.SBUF,):
         return " (the Tensor engine reads SBUF only; nl.copy the PSUM tile to SBUF first)"
     return ""

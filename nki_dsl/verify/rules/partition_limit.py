@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Kernel
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import matmul_limits_broken
@@ -27,7 +27,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
             continue  # the matmul-shape rule names the operand that makes the result too tall
         if any(isinstance(v, Access) and _too_tall(v, pmax) for v in site.op.operands.values()):
             continue  # derived from a tall tile already reported where it was made
-        what = "result" if OPS[site.op.name].result != "declared" else "tensor"
+        what = "result" if OPS[site.op.name].result is not DECLARED else "tensor"
         msg = f"{what} {d.tensor(t)} has {t.type.partitions} partitions, exceeding the partition limit of {pmax}"
         found.append(d.diagnostic(site.op, RULE, msg + f"; split it into tiles of at most {pmax} partitions"))
     for site, name, a in prog.accesses():

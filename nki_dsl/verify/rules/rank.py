@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import transpose_rank_error
@@ -34,7 +34,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
             problem = _problem(len(t.type.shape) - t.type.par_axis, target.max_tile_rank)
             if problem:
                 bad.add(t)
-                what = "result" if OPS[site.op.name].result != "declared" else "tensor"
+                what = "result" if OPS[site.op.name].result is not DECLARED else "tensor"
                 found.append(d.diagnostic(site.op, RULE, f"{what} {d.tensor(t)} {problem}"))
         odd = transpose_rank_error(site.op, OPS[site.op.name])
         if odd is not None:

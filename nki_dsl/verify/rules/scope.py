@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import DECLARED, OPS
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.program import common_depth, program
@@ -20,7 +20,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     for t, def_site in prog.defs.items():
         if not def_site.loops:
             continue
-        kind = "tensor" if OPS[def_site.op.name].result == "declared" else "tile"
+        kind = "tensor" if OPS[def_site.op.name].result is DECLARED else "tile"
         for use in prog.uses.get(t, ()):
             k = common_depth(def_site.loops, use.site.loops)
             if k == len(def_site.loops) or (t, k) in seen:
