@@ -40,7 +40,7 @@ def engine_name(op: str, value, default: str | None = None) -> str:
     except (KeyError, ValueError):
         raise NkiApiError(f"engine={value!r} is not a nisa.engine", caller_loc(), op) from None
     if member is Engine.unknown:
-        return default or OPS[op].engine
+        return default or OPS[op].engine.value
     if member.name not in choices:
         raise NkiApiError(
             f"engine={member.name} is not supported; this instruction runs on: {', '.join(choices)}", caller_loc(), op

@@ -23,6 +23,7 @@ from nki_dsl.backends.numpy_ref import functions as numpy_functions
 from nki_dsl.backends.simulator.cost import COMPUTE, DMA_RULES
 from nki_dsl.ir import ops, parser, printer
 from nki_dsl.ir.ops import AttrKind, Family
+from nki_dsl.ir.types import Buffer
 from nki_dsl.passes import lower_math
 from nki_dsl.passes.engines import EXEMPT, NOT_INSTRUCTIONS
 from nki_dsl.passes.lower_language import RULES
@@ -180,3 +181,26 @@ def test_every_op_is_exercised_by_a_test():
     # a new op fails here until a test in tests/language (nl ops) or tests/isa (instructions) uses it
     assert NL - _exercised("language", "nl") == set()
     assert INSTRUCTIONS - _exercised("isa", "nisa") == set()
+
+
+# -- the entries themselves ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ops.OpSpec("test.op", "unray", ()),
+    lambda: ops.OpSpec("test.op", Family.INSTRUCTION, (), engine="vectr"),
+    lambda: ops.OpSpec("test.op", Family.UNARY, (), result="spum"),
+    lambda: ops.OperandSpec("x", role="read"),
+    lambda: ops.OperandSpec("x", buffers=("sbuf", "l2")),
+    lambda: ops.AttrSpec("axis", "tuple"),
+], ids=["family", "engine", "result", "role", "buffer", "kind"])  # fmt: skip
+def test_a_misspelt_field_fails_where_the_entry_is_written(make):
+    with pytest.raises(ValueError):
+        make()
+
+
+def test_fields_written_as_strings_are_normalised_to_their_types():
+    spec = ops.OpSpec("test.op", "unary", (ops.OperandSpec("x", role="inout", buffers=("psum",)),), result="psum")
+    assert spec.family is Family.UNARY and spec.result is Buffer.PSUM
+    assert spec.operands[0].role is ops.Role.INOUT and spec.operands[0].buffers == (Buffer.PSUM,)
+    assert all(isinstance(b, Buffer) for s in ops.OPS.values() for o in s.operands for b in o.buffers)

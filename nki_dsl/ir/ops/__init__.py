@@ -3,7 +3,7 @@
 The verifier, printer, parser and each backend keep their own tables keyed by these names; one test
 (``tests/ir/test_op_table.py``) fails when any of them misses an op. Entries live in one module per API layer
 (``language`` for nl and structural ops, ``isa`` for nisa engine instructions). An entry's fields are typed
-(``spec.py``): ``Family``, operand ``Role`` and ``Buffer``, ``AttrKind``, ``fn``, ``promote``, ``permutes``.
+(``spec.py``): ``Family``, ``Engine``, operand ``Role`` and ``Buffer``, ``AttrKind``, ``fn``, ``promote``, ``permutes``.
 
 Adding an op, in order (the completeness test names the table you missed):
 
@@ -36,6 +36,7 @@ from nki_dsl.ir.ops.spec import (
     REQUIRED,
     AttrKind,
     AttrSpec,
+    Engine,
     Family,
     OperandSpec,
     OpSpec,
@@ -57,5 +58,5 @@ def get(name: str) -> OpSpec:
     return OPS[name]
 
 
-__all__ = ["OPS", "NAMES", "get", "OpSpec", "OperandSpec", "AttrSpec", "AttrKind", "Family", "Role", "Permutation",
-           "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER"]  # fmt: skip
+__all__ = ["OPS", "NAMES", "get", "OpSpec", "OperandSpec", "AttrSpec", "AttrKind", "Engine", "Family", "Role",
+           "Permutation", "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER"]  # fmt: skip

@@ -40,6 +40,17 @@ class Family(StrEnum):
     INSTRUCTION = "instruction"
 
 
+class Engine(StrEnum):
+    """The engine an ``nisa`` instruction runs on (reference/nki.md §1.1): four compute engines and the DMA
+    queues."""
+
+    TENSOR = "tensor"
+    VECTOR = "vector"
+    SCALAR = "scalar"
+    GPSIMD = "gpsimd"
+    DMA = "dma"
+
+
 class Role(StrEnum):
     """What an op does with an operand: reads it, writes it, or both (an accumulator it reads and updates)."""
 
@@ -183,7 +194,7 @@ class OpSpec:
     result: Buffer | Declared | None = Buffer.SBUF
     result_dtype: str = "promote"
     shape: ShapeRule | None = None
-    engine: str | None = None
+    engine: Engine | None = None
     float_only: bool = False
     int_only: bool = False
     doc: str = ""
@@ -194,6 +205,8 @@ class OpSpec:
 
     def __post_init__(self):
         object.__setattr__(self, "family", Family(self.family))
+        if self.engine is not None:
+            object.__setattr__(self, "engine", Engine(self.engine))
         if self.result is not None:
             result = self.result
             object.__setattr__(self, "result", DECLARED if result == DECLARED else Buffer(result))
