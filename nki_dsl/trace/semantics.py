@@ -15,7 +15,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Op
-from nki_dsl.ir.ops import DECLARED, OPS, Family, Role
+from nki_dsl.ir.ops import DECLARED, OPS, DtypeRule, Family, Role
 from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
@@ -148,11 +148,11 @@ def _infer_type(op_name, spec, operands, attrs, dtype, loc) -> TensorType:
 
 def _result_dtype(spec, operands) -> str:
     rule = spec.result_dtype
-    if rule in dtypes.BY_NAME:
-        return rule
+    if not isinstance(rule, DtypeRule):
+        return rule  # a dtype name
     chosen = [operands[n] for n in spec.promoted if n in operands]
     tile_dtypes = [v.tensor.type.dtype for v in chosen if isinstance(v, Access)]
-    if rule == "first":
+    if rule is DtypeRule.FIRST:
         return tile_dtypes[0] if tile_dtypes else "float32"
     result = None
     for d in tile_dtypes:

@@ -190,10 +190,11 @@ def test_every_op_is_exercised_by_a_test():
     lambda: ops.OpSpec("test.op", "unray", ()),
     lambda: ops.OpSpec("test.op", Family.INSTRUCTION, (), engine="vectr"),
     lambda: ops.OpSpec("test.op", Family.UNARY, (), result="spum"),
+    lambda: ops.OpSpec("test.op", Family.UNARY, (), result_dtype="float31"),
     lambda: ops.OperandSpec("x", role="read"),
     lambda: ops.OperandSpec("x", buffers=("sbuf", "l2")),
     lambda: ops.AttrSpec("axis", "tuple"),
-], ids=["family", "engine", "result", "role", "buffer", "kind"])  # fmt: skip
+], ids=["family", "engine", "result", "result_dtype", "role", "buffer", "kind"])  # fmt: skip
 def test_a_misspelt_field_fails_where_the_entry_is_written(make):
     with pytest.raises(ValueError):
         make()

@@ -36,6 +36,7 @@ from nki_dsl.ir.ops.spec import (
     REQUIRED,
     AttrKind,
     AttrSpec,
+    DtypeRule,
     Engine,
     Family,
     OperandSpec,
@@ -58,5 +59,5 @@ def get(name: str) -> OpSpec:
     return OPS[name]
 
 
-__all__ = ["OPS", "NAMES", "get", "OpSpec", "OperandSpec", "AttrSpec", "AttrKind", "Engine", "Family", "Role",
-           "Permutation", "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER"]  # fmt: skip
+__all__ = ["OPS", "NAMES", "get", "OpSpec", "OperandSpec", "AttrSpec", "AttrKind", "DtypeRule", "Engine", "Family",
+           "Role", "Permutation", "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER"]  # fmt: skip

@@ -11,6 +11,7 @@ from nki_dsl.ir.ops.spec import (
     ON_CHIP,
     AttrKind,
     AttrSpec,
+    DtypeRule,
     Family,
     OperandSpec,
     OpSpec,
@@ -23,6 +24,7 @@ X = OperandSpec("x")
 # nl.transpose / nl.load_transpose2d: the kernel writes the mask with the indices of the tile it transposes
 SOURCE_AXES_MASK = Permutation((1, 0), mask_in_source_axes=True)
 SBUF = (Buffer.SBUF,)
+FIRST = DtypeRule.FIRST
 X_OR_SCALAR = OperandSpec("x", scalar=True)
 Y_OR_SCALAR = OperandSpec("y", scalar=True)
 
@@ -48,14 +50,14 @@ def _unary(name: str) -> OpSpec:
     int_fn = name in functions.BITWISE or name in functions.LOGICAL
     return OpSpec(f"nl.{name}", Family.UNARY, (X,), shape=shape_rules.same_as("x"),
                   int_only=name in functions.BITWISE, fn=name,
-                  result_dtype="bool_" if int_fn and name.startswith("logical") else "first")  # fmt: skip
+                  result_dtype="bool_" if int_fn and name.startswith("logical") else FIRST)  # fmt: skip
 
 
 def _binary(name: str) -> OpSpec:
     if name in functions.COMPARISONS or name in functions.LOGICAL:
         rdt = "bool_"
     else:
-        rdt = "promote"
+        rdt = DtypeRule.PROMOTE
     return OpSpec(f"nl.{name}", Family.BINARY, (X_OR_SCALAR, Y_OR_SCALAR), shape=shape_rules.broadcast,
                   result_dtype=rdt, int_only=name in functions.BITWISE, fn=name)  # fmt: skip
 
@@ -63,7 +65,7 @@ def _binary(name: str) -> OpSpec:
 def _reduce(name: str, fn: str) -> OpSpec:
     return OpSpec(f"nl.{name}", Family.REDUCE, (X,),
                   (AttrSpec("axis", AttrKind.INTS), AttrSpec("keepdims", AttrKind.BOOL, False)),
-                  shape=shape_rules.reduce_axes("x"), result_dtype="first", fn=fn)  # fmt: skip
+                  shape=shape_rules.reduce_axes("x"), result_dtype=FIRST, fn=fn)  # fmt: skip
 
 
 UNARY_NL = tuple(f for f in functions.UNARY if f != "copy")
@@ -79,9 +81,9 @@ LANGUAGE_OPS: list[OpSpec] = [
     OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT),), result=DECLARED, result_dtype=DECLARED,
            shape=shape_rules.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
     OpSpec("nl.load", Family.LOAD, (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
-           result_dtype="first", doc="HBM -> SBUF"),
+           result_dtype=FIRST, doc="HBM -> SBUF"),
     OpSpec("nl.load_transpose2d", Family.LOAD_TRANSPOSE2D, (OperandSpec("src", buffers=HBM),),
-           shape=shape_rules.transposed("src"), result_dtype="first", doc="HBM -> SBUF with the two dims swapped",
+           shape=shape_rules.transposed("src"), result_dtype=FIRST, doc="HBM -> SBUF with the two dims swapped",
            permutes=SOURCE_AXES_MASK),
     OpSpec("nl.store", Family.STORE, (OperandSpec("dst", role=Role.OUT, buffers=HBM), OperandSpec("value")),
            result=None, doc="SBUF/PSUM -> HBM"),
@@ -94,20 +96,20 @@ LANGUAGE_OPS: list[OpSpec] = [
             # must run first (a backend reordering the loop keeps it first).
             AttrSpec("zero_first", AttrKind.STR, "", implicit=True)),
            result=None, doc="t[...] = x, or t[...] += x (accumulate=add) into an existing on-chip tensor"),
-    OpSpec("nl.copy", Family.COPY, (X,), shape=shape_rules.same_as("x"), result_dtype="first"),
-    OpSpec("nl.transpose", Family.TRANSPOSE, (X,), shape=shape_rules.transposed("x"), result_dtype="first",
+    OpSpec("nl.copy", Family.COPY, (X,), shape=shape_rules.same_as("x"), result_dtype=FIRST),
+    OpSpec("nl.transpose", Family.TRANSPOSE, (X,), shape=shape_rules.transposed("x"), result_dtype=FIRST,
            permutes=SOURCE_AXES_MASK),
     OpSpec("nl.broadcast_to", Family.BROADCAST_TO, (X,), (AttrSpec("shape", AttrKind.INTS),),
-           shape=shape_rules.from_attr("shape"), result_dtype="first"),
+           shape=shape_rules.from_attr("shape"), result_dtype=FIRST),
     OpSpec("nl.expand_dims", Family.EXPAND_DIMS, (X,), (AttrSpec("axis", AttrKind.INTS),), shape=_expand_dims_shape,
-           result_dtype="first"),
+           result_dtype=FIRST),
     OpSpec("nl.matmul", Family.MATMUL, (OperandSpec("x", buffers=SBUF), OperandSpec("y", buffers=SBUF)),
            (AttrSpec("transpose_x", AttrKind.BOOL, False),), result=Buffer.PSUM, result_dtype="float32",
            shape=_matmul_shape, doc="x @ y (or x.T @ y with transpose_x) on the Tensor engine, fp32 into PSUM"),
     OpSpec("nl.where", Family.SELECT, (OperandSpec("condition"), X_OR_SCALAR, Y_OR_SCALAR),
            shape=shape_rules.broadcast),
     OpSpec("nl.dropout", Family.DROPOUT, (X, OperandSpec("rate", scalar=True)), shape=shape_rules.same_as("x"),
-           result_dtype="first", float_only=True),
+           result_dtype=FIRST, float_only=True),
     OpSpec("nl.random_seed", Family.RANDOM_SEED, (OperandSpec("seed", scalar=True),), result=None),
     OpSpec("nl.shared_constant", Family.CONSTANT, (), (AttrSpec("data", AttrKind.STR),), result=DECLARED,
            result_dtype=DECLARED, shape=shape_rules.declared,

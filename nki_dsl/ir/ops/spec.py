@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from nki_dsl import dtypes
 from nki_dsl.ir.types import Buffer
 
 ON_CHIP = (Buffer.SBUF, Buffer.PSUM)
@@ -91,6 +92,13 @@ class Declared(StrEnum):
 DECLARED = Declared.DECLARED
 
 
+class DtypeRule(StrEnum):
+    """How an op's result dtype follows from its operands (``OpSpec.result_dtype``, unless a dtype name)."""
+
+    PROMOTE = "promote"  # NKI promotion of the ``promoted`` operands (tiles and immediates)
+    FIRST = "first"  # the dtype of the first ``promoted`` tile operand
+
+
 @dataclass(frozen=True)
 class Permutation:
     """An op whose result axis k is axis ``axes[k]`` of its operand, or the permutation held in the attribute
@@ -174,9 +182,9 @@ class OpSpec:
     """One op. ``family`` groups ops a backend lowers the same way (``unary``, ``binary``, ``reduce``, ...).
 
     ``result``: where the produced tile lives (``Buffer.SBUF``, ``Buffer.PSUM``), ``DECLARED`` when the op's
-    result type carries it (allocations), or None for ops that only write operands. ``result_dtype``:
-    ``promote`` (NKI promotion of the ``promote`` operands, by default every operand read), ``first`` (dtype of
-    the first of them), a dtype name, or ``declared``.
+    result type carries it (allocations), or None for ops that only write operands. ``result_dtype``: a
+    ``DtypeRule`` over the ``promoted`` operands (by default every operand only read), a dtype name, or
+    ``DECLARED``.
     ``engine``: the engine an ``nisa`` instruction names; None for language-level ops (lowering decides).
     ``float_only``: tile operands must be float; ``int_only``: must be integer or bool.
     ``result_by_attr``: for instructions whose result buffer follows an attribute (``nisa.nc_transpose`` writes
@@ -192,7 +200,7 @@ class OpSpec:
     operands: tuple[OperandSpec, ...]
     attrs: tuple[AttrSpec, ...] = ()
     result: Buffer | Declared | None = Buffer.SBUF
-    result_dtype: str = "promote"
+    result_dtype: DtypeRule | Declared | str = DtypeRule.PROMOTE  # str: a dtype name (``dtypes.BY_NAME``)
     shape: ShapeRule | None = None
     engine: Engine | None = None
     float_only: bool = False
@@ -215,6 +223,9 @@ class OpSpec:
             object.__setattr__(self, "result_by_attr", (attr, tuple((v, Buffer(b)) for v, b in table)))
         if self.promote is not None:
             object.__setattr__(self, "promote", tuple(self.promote))
+        rule = self.result_dtype
+        if rule not in dtypes.BY_NAME:
+            object.__setattr__(self, "result_dtype", DECLARED if rule == DECLARED else DtypeRule(rule))
 
     def operand(self, name: str) -> OperandSpec:
         for o in self.operands:
