@@ -88,13 +88,16 @@ def summary(package: str, layer_of, root: pathlib.Path = ROOT) -> str:
     per_layer = Counter(layer_of(m) for m in mods)
     between = Counter((layer_of(e.importer), layer_of(e.imported)) for e in edges
                       if layer_of(e.importer) != layer_of(e.imported))  # fmt: skip
-    out = [f"{len(mods)} modules, {len(edges)} first-party imports ({sum(e.deferred for e in edges)} deferred)"]
+    statements = {(e.path, e.line): e.deferred for e in edges}
+    out = [f"{len(mods)} modules, {len(statements)} first-party import statements "
+           f"({sum(statements.values())} deferred, inside functions)"]
     out += [f"  {layer:12} {n:3} modules" for layer, n in per_layer.items()]
     out.append("imports between layers (importer -> imported: count):")
     out += [f"  {a} -> {b}: {n}" for (a, b), n in sorted(between.items())]
     out.append("deferred imports:")
+    shown = {(e.path, e.line): e for e in edges if e.deferred}
     out += [f"  {e.path.relative_to(root)}:{e.line} {e.imported}: {e.reason or '(no reason given)'}"
-            for e in edges if e.deferred]  # fmt: skip
+            for e in shown.values()]  # fmt: skip
     return "\n".join(out)
 
 
