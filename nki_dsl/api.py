@@ -43,11 +43,12 @@ class TracedKernel:
         parsed from a Hub bundle)."""
         return backends.load(backend).compile_kernel(self.ir, get_target(target))
 
-    def profile(self, target: str | Target = DEFAULT_TARGET):
+    def profile(self, target: str | Target = DEFAULT_TARGET, steady: bool = True):
         """The modelled Profile of this kernel on ``target``'s engine simulator, timing only (shapes and dtypes
         are all it needs). Simulated on every call, unlike ``nki.benchmark``, which keeps one Profile per
-        specialisation: for measuring the simulator itself."""
-        return backends.load("simulator").profile(self.ir, get_target(target))
+        specialisation: for measuring the simulator itself. ``steady=False`` schedules every instruction one by
+        one instead of advancing loops whose schedule repeats by arithmetic (the same figures, up to rounding)."""
+        return backends.load("simulator").profile(self.ir, get_target(target), steady=steady)
 
     def __str__(self) -> str:
         return self.text

@@ -13,11 +13,12 @@ def test_overhead_benchmark_checks_outputs_and_prints_a_ratio_per_kernel(monkeyp
     assert out.count("\n") == 1 + 5 + 1 and "the plain NumPy backend" in out
 
 
-def test_speed_benchmark_reports_both_kernels(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["simulator_speed.py", "--small", "--repeat", "1"])
+def test_speed_benchmark_reports_both_kernels_and_both_paths(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["simulator_speed.py", "--small", "--repeat", "1", "--no-long"])
     assert simulator_speed.main() == 0
     out = capsys.readouterr().out
-    assert "blocked" in out and "naive tiled" in out and out.count("instructions/s") == 3
+    assert "blocked" in out and "naive tiled" in out and out.count("advanced)") == 2
+    assert out.count(" vs one by one ") == 2 and "instructions/s" in out
 
 
 def test_fidelity_benchmark_prints_every_row(monkeypatch, capsys):

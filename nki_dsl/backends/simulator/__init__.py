@@ -12,7 +12,8 @@ As a registered backend (``kernel(a, b, backend="simulator")``) ``compile_kernel
 listing (engine, instruction, shape, modelled duration).
 
 Pipeline: ``prepared`` (lower, allocate) -> ``stream`` (generated unroller; templates priced once by ``cost``;
-regions by address from ``addresses``) -> ``scheduler`` (event driven, ``deps`` for RAW/WAR/WAW) -> ``profile``.
+regions by address from ``addresses``) -> ``scheduler`` (event driven, ``deps`` for RAW/WAR/WAW; ``steady`` advances
+loops whose schedule has started repeating by arithmetic, ``loop_facts`` says which loops qualify) -> ``profile``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from nki_dsl.backends.simulator.addresses import PSUM_KEY, SBUF_KEY
 from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.profile import Profile, build
 from nki_dsl.backends.simulator.scheduler import Scheduler
+from nki_dsl.backends.simulator.steady import Steady
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import Target
 
@@ -47,25 +49,30 @@ def simulate(kernel: Kernel, arrays: dict | None, target: Target, grid=None):
     return outputs, _profile(prepared, grid)
 
 
-def profile(kernel: Kernel, target: Target, grid=None) -> Profile:
-    """Timing only."""
-    return simulate(kernel, None, target, grid)[1]
+def profile(kernel: Kernel, target: Target, grid=None, steady: bool = True) -> Profile:
+    """Timing only. ``steady=False`` schedules every instruction one by one (no loop iterations advanced by
+    arithmetic, ``steady.py``): the reference the fast path is tested against."""
+    return _profile(prepare(kernel, target), grid, steady)
 
 
-def _profile(prepared, grid) -> Profile:
+def _profile(prepared, grid, steady: bool = True) -> Profile:
     t = prepared.target
     stream = prepared.stream(grid)
-    sched = Scheduler(t, untracked=stream.untracked(), cells=_cells(t))
+    log = [] if steady and stream.steady else None
+    sched = Scheduler(t, untracked=stream.untracked(), cells=_cells(t), log=log)
     # The run allocates many small records that live until it ends and form no cycles: the cyclic collector would
     # only rescan them again and again (a third of the run time on large kernels).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        stream.run(sched.step)
+        ctl = Steady(stream, sched, log) if log is not None else None
+        stream.run(sched.step, ctl)
     finally:
         if enabled:
             gc.enable()
-    return build(prepared.lowered.name, t, sched.finish())
+    done = sched.finish()
+    done.advanced = ctl.advanced if ctl is not None else 0
+    return build(prepared.lowered.name, t, done)
 
 
 def emit_source(kernel: Kernel, target: Target) -> str:

@@ -37,13 +37,27 @@ class Profile:
     tensor_flops: float
     bytes_moved: int  # all DMA traffic
     hbm_bytes: int  # DMA traffic to or from HBM
-    critical_path: list[Step]
     schedule: object = field(repr=False, default=None)
     # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 streams at
     # twice the BF16 rate, §3.1): what utilisation is measured against, so an FP8 kernel cannot exceed 100%.
     tensor_ideal_ns: float = 0.0
-    # unit -> {"useful", "overhead", "contention", "waiting"} ns (``busy_split``): see ``split_busy``
-    unit_split: dict[str, dict[str, float]] = field(default_factory=dict)
+    # computed from ``schedule`` when first asked for (a long kernel's path has an entry per instruction on it)
+    _critical_path: list | None = field(default=None, repr=False, compare=False)
+    _unit_split: dict | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def critical_path(self) -> list[Step]:
+        """The chain of instructions that set the end time (``critical_path``)."""
+        if self._critical_path is None:
+            self._critical_path = critical_path(self.schedule) if self.schedule is not None else []
+        return self._critical_path
+
+    @property
+    def unit_split(self) -> dict[str, dict[str, float]]:
+        """unit -> {"useful", "overhead", "contention", "waiting"} ns (``busy_split``): see ``split_busy``."""
+        if self._unit_split is None:
+            self._unit_split = split_busy(self.schedule) if self.schedule is not None else {}
+        return self._unit_split
 
     # -- derived figures ----------------------------------------------------------------------------------------
     @property
@@ -201,7 +215,7 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
                 for c, t in zip(per_template, templates))  # fmt: skip
     latency = max(end) if n else 0.0
     return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,
-                   critical_path(sched), sched, ideal, split_busy(sched))  # fmt: skip
+                   sched, ideal)  # fmt: skip
 
 
 def split_busy(sched) -> dict[str, dict[str, float]]:

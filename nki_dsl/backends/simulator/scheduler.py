@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from nki_dsl.backends.simulator.deps import DependenceTracker
 from nki_dsl.backends.simulator.dma_pool import DmaPool
@@ -49,6 +50,7 @@ class Schedule:
     pred: array
     units: tuple[str, ...]
     dma_engine_busy_ns: float  # sum over the 16 DMA engines of time spent on transfers (descriptors and bytes)
+    advanced: int = 0  # instructions written down by arithmetic in a steady state (``steady.py``), not scheduled
 
     def __len__(self) -> int:
         return len(self.template)
@@ -59,15 +61,16 @@ class Scheduler:
     ``cells``: fixed dependence-tracking cells per region key (the on-chip address spaces)."""
 
     def __init__(self, target, untracked: set[int] = frozenset(), dma_queues: int | None = None,
-                 cells: dict | None = None):  # fmt: skip
+                 cells: dict | None = None, log: list | None = None):  # fmt: skip
         dma_queues = target.dma_queues_per_engine if dma_queues is None else dma_queues
         self.units = ENGINES + tuple(f"dma{q}" for q in range(dma_queues))
         self.templates: list = []
         self.arrays = (array("l"), array("b"), array("d"), array("d"), array("l"))
         self.dma_busy = [0.0]
-        self.step = self._make_step(target, untracked, dma_queues, cells)
+        self.state = SimpleNamespace()  # the timelines ``step`` keeps, for ``steady.py`` to compare and advance
+        self.step = self._make_step(target, untracked, dma_queues, cells, log)
 
-    def _make_step(self, target, untracked, dma_queues, cells):
+    def _make_step(self, target, untracked, dma_queues, cells, log):
         # A closure over locals: this runs once per instruction, so every attribute lookup saved counts.
         n_engines = len(ENGINES)
         engine_index = {e: k for k, e in enumerate(ENGINES)}
@@ -92,6 +95,10 @@ class Scheduler:
         te_start = [0.0]  # when the Tensor engine's latest instruction started multiplying
         tensor = engine_index["tensor"]
         info: dict[int, tuple] = {}  # id(template) -> what step needs of it, looked up once per template
+        log_app = log.append if log is not None else None  # (reads, writes) per scheduled instruction
+        self.state.__dict__.update(free=free, last=last, port_free=port_free, port_last=port_last, pool=pool,
+                                   dge_free=dge_free, dge_last=dge_last, tracker=tracker, rr=rr, loaded=loaded,
+                                   te_start=te_start, n_engines=n_engines, dma_queues=dma_queues)  # fmt: skip
 
         def step(tmpl, reads, writes):
             ident = len(t_arr)
@@ -161,6 +168,8 @@ class Scheduler:
                     port_free[p], port_last[p] = end, ident
             if reads or writes:
                 commit(reads, writes, end, ident)
+            if log_app is not None:
+                log_app((reads, writes))
             t_app(k)
             u_app(u)
             s_app(start)

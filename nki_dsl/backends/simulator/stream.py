@@ -5,7 +5,9 @@ and views issue nothing) gets a template once (``templates.py``). Unrolling is g
 kernel whose nested ``for`` loops mirror the IR's and which calls ``step(template, reads, writes)`` per
 instruction, with the regions (``addresses.py``) written out as integer arithmetic on the loop variables. So the
 per-instruction cost is a call and a few additions, not an interpretation of the IR (as the NumPy backend
-generates source rather than walking the IR).
+generates source rather than walking the IR). A loop ``loop_facts.py`` finds regular enough takes its iteration
+values from ``_enter(k, outer)`` (``steady.py``, which may skip iterations it writes down by arithmetic; plain
+``range`` when a run does not ask for it), and gets a ``_replay<k>`` function listing its moving HBM tiles' regions.
 
 Whether a Vector or Scalar instruction reads what the previous instruction on its engine wrote (the static
 overhead of dependent instructions, ``cost.overhead_cycles``) is decided per executed instruction from the regions
@@ -22,6 +24,7 @@ from itertools import product
 
 from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
+from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.source_safe import py_int, py_var
@@ -62,7 +65,16 @@ class Stream:
         self.pids = [f"pid{k}" for k in range(len(grid_shape))]
         self.instances = list(product(*(range(g) for g in grid_shape))) if grid is None else [tuple(grid)]
         self.lines = [f"def unroll(step, {', '.join(self.pids)}):"]
+        self._open: list[LoopFacts] = []  # the loops being generated, outermost first
+        self.loops: list[LoopFacts] = []
         self._per_instance = self._body(kernel.body, 1)
+        # loops whose iterations may be advanced whole once the schedule repeats (steady.py): their ``for`` takes
+        # its values from ``_enter`` (plain ``range`` unless a run asks for it)
+        self.steady = eligible_loops(self, self.loops)
+        for k, lf in self.steady.items():
+            outer = "".join(f"{py_var(v)}, " for v in lf.outer)
+            self.lines[lf.line] = f"{lf.pad}for {py_var(lf.loop.var, 'loop')} in _enter({py_int(k)}, ({outer})):"
+            self.lines += lf.replay_lines
         self.source = "\n".join(self.lines) + "\n"
         # no IR text reaches the source: loop variables and bounds are checked (ir/source_safe.py)
         exec(compile(self.source, "<simulator stream>", "exec"), self.namespace)
@@ -77,8 +89,13 @@ class Stream:
         for stmt in body:
             if isinstance(stmt, Loop):
                 bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                lf = LoopFacts(stmt, len(self.lines), pad, tuple(self.pids) + tuple(o.loop.var for o in self._open))
+                self.loops.append(lf)
                 self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
-                count += len(range(stmt.start, stmt.stop, stmt.step)) * self._body(stmt.body, depth + 1)
+                self._open.append(lf)
+                lf.per_iteration = self._body(stmt.body, depth + 1)
+                self._open.pop()
+                count += len(range(stmt.start, stmt.stop, stmt.step)) * lf.per_iteration
                 continue
             engine = engine_of(stmt)
             if engine is None:
@@ -96,6 +113,8 @@ class Stream:
         t = build_template(op, engine, self.target, write)
         t.index = len(self.templates)
         self.templates.append(t)
+        for lf in self._open:
+            lf.instructions.append((op, write, t))
         for a in t.writes:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
@@ -132,8 +151,12 @@ class Stream:
             self.lines.append(f"{pad}if _LW[{k}] and _hits(_wr, _LW[{k}]): _LW[{k}] = ()")
 
     # -- running ---------------------------------------------------------------------------------------------------
-    def run(self, step) -> None:
+    def run(self, step, steady=None) -> None:
+        """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction)."""
         self.namespace["_LW"][:] = [()] * len(_LAST)  # no previous instruction yet
+        loops = self.steady
+        self.namespace["_enter"] = steady.enter if steady is not None else (
+            lambda k, outer: range(loops[k].loop.start, loops[k].loop.stop, loops[k].loop.step))  # fmt: skip
         for inst in self.instances:
             self._unroll(step, *inst)
 

@@ -1,0 +1,192 @@
+"""Which loops of the instruction stream ``steady.py`` may advance by whole iterations, and what it needs of them.
+
+A loop qualifies when one iteration of its body is the previous one moved along in a way the scheduler's state can
+follow by arithmetic (the exactness argument is in ``steady.py``):
+
+* no masked instruction whose mask or regions depend on the loop variable (such a mask can switch the
+  instruction off or shrink it in some iterations only; one that does not is the same in every iteration);
+* no on-chip access depends on the loop variable, except through the rotating copy of a tensor allocated in the
+  loop (copy ``i % buffers``): so ``period`` iterations (the lcm of those buffer counts) touch the same SBUF/PSUM
+  regions again;
+* an HBM tensor the kernel writes is touched in the body either only at regions that do not depend on the loop
+  variable, or only at regions that all move by the same step per iteration (the ``moving`` tensors: a store to
+  the iteration's output tile). Their records are made by replaying just those accesses (``replay``), which the
+  generated ``_replay<k>`` function lists with their instruction numbers;
+* at least ``MIN_PERIODS`` periods: watching a loop costs a comparison of the scheduler's state per period, which
+  pays only when at least half of the loop can be advanced (after a period of warm-up and two compared ones).
+
+Kernel inputs nothing writes are untracked (reading them never waits) and need nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from nki_dsl.ir.affine import var_kind
+from nki_dsl.ir.nodes import Loop
+from nki_dsl.ir.source_safe import py_int, py_var
+from nki_dsl.passes.engines import engine_of
+
+MIN_PERIODS = 6
+
+
+@dataclass
+class LoopFacts:
+    loop: Loop
+    line: int  # index of its ``for`` line in the generated source
+    pad: str
+    outer: tuple[str, ...]  # program ids and enclosing loop variables, outermost first
+    per_iteration: int = 0  # instructions per iteration
+    instructions: list = field(default_factory=list)  # (op, fused write, template) of the body, in order
+    period: int = 1
+    engines: frozenset = frozenset()  # compute engines the body uses
+    dma: bool = False
+    ports: frozenset = frozenset()
+    dge: bool = False
+    moving: frozenset = frozenset()  # region keys of the moving HBM tensors
+    replay_lines: list = field(default_factory=list)
+
+
+def _depends(a, var: str) -> bool:
+    return any(v == var for e in a.index for v, _ in e.terms)
+
+
+def _never_clipped(stream, a, var: str) -> bool:
+    """A masked instruction's regions are clipped to the tensor (``addresses``): true when, in every dimension
+    whose index depends on loop variable ``var``, no value of the loop variables, program ids and access axes takes
+    ``a``'s index outside the tensor, so the region moves with ``var`` like the unclipped affine one (which
+    ``_replay`` writes). (A clip in a dimension ``var`` does not index is the same in every iteration.)"""
+    ranges = {v: (lp.start, lp.last) for v, lp in stream.addresses.loops.items()}
+    ranges.update({f"pid{k}": (0, g - 1) for k, g in enumerate(stream.kernel.grid or ())})
+    for d, e in enumerate(a.index):
+        if e.coef(var) == 0:
+            continue
+        lo = hi = e.const
+        for v, c in e.terms:
+            r = (0, a.shape[int(v[1:])] - 1) if var_kind(v) == "axis" else ranges.get(v)
+            if r is None:
+                return False
+            lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
+        if lo < 0 or hi >= a.tensor.type.shape[d]:
+            return False
+    return True
+
+
+def _analyse(stream, lf: LoopFacts) -> bool:
+    var = lf.loop.var
+    if lf.per_iteration <= 0:
+        return False
+    addresses, placements = stream.addresses, stream.addresses.allocation.placements
+    period = 1
+    steps: dict[int, set] = {}  # tracked HBM key -> per-iteration index steps of its accesses (None: fixed)
+    engines, ports = set(), set()
+    for op, write, t in lf.instructions:
+        masks = [m for m in (op.mask, write.mask if write is not None else None) if m is not None]
+        if masks and (any(v == var for m in masks for c in m.constraints for v, _ in c.terms)
+                      or not all(_never_clipped(stream, a, var) for a in (*t.reads, *t.writes) if _depends(a, var))):
+            return False  # a mask that may switch the instruction off or shrink it in some iterations only
+        if t.is_dma:
+            lf.dma = True
+            lf.dge = lf.dge or t.dge
+        else:
+            engines.add(t.engine)
+        ports.update(t.ports)
+        for a in (*t.reads, *t.writes):
+            if a.tensor.type.buffer.on_chip:
+                if _depends(a, var):
+                    return False
+                p = placements[a.tensor.name]
+                if p.buffers > 1 and p.loop == var:
+                    period = math.lcm(period, p.buffers)
+                continue
+            key = addresses.key_of(a.tensor.name)
+            if key not in stream.written_hbm:
+                continue
+            whole = addresses.roots[a.tensor.name] is not a.tensor  # a reshape view: the whole storage
+            steps.setdefault(key, set()).add(None if whole or not _depends(a, var)
+                                             else tuple(e.coef(var) for e in a.index))  # fmt: skip
+    for s in steps.values():
+        if len(s) > 1:  # fixed and moving regions of one tensor, or moving by different steps
+            return False
+    if len(range(lf.loop.start, lf.loop.stop, lf.loop.step)) < MIN_PERIODS * period:
+        return False
+    lf.period, lf.engines, lf.ports = period, frozenset(engines), frozenset(ports)
+    lf.moving = frozenset(k for k, s in steps.items() if s != {None})
+    return True
+
+
+def _count(body: list) -> int:
+    n = 0
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            n += len(range(stmt.start, stmt.stop, stmt.step)) * _count(stmt.body)
+        elif engine_of(stmt) is not None:
+            n += 1
+    return n
+
+
+def _replay(stream, k: int, lf: LoopFacts) -> list[str]:
+    """``_replay<k>(_rp, _n, *outer, _lo, _hi)``: ``_rp(instruction number, reads, writes)`` for the moving-tensor
+    accesses of iterations ``range(_lo, _hi, step)``; ``_n`` numbers the first instruction of ``_lo``."""
+    addresses = stream.addresses
+    templates = {id(op): t for op, _, t in lf.instructions}
+    # masked instructions' regions are clipped to the tensor, as the stream writes them
+    clipped = {id(op) for op, w, _ in lf.instructions if op.mask is not None or (w is not None and w.mask is not None)}
+
+    def moving(a) -> bool:
+        return not a.tensor.type.buffer.on_chip and addresses.key_of(a.tensor.name) in lf.moving
+
+    def has_moving(body) -> bool:
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                if has_moving(stmt.body):
+                    return True
+            elif id(stmt) in templates and any(map(moving, (*templates[id(stmt)].reads, *templates[id(stmt)].writes))):
+                return True
+        return False
+
+    outer = "".join(f"{py_var(v)}, " for v in lf.outer)
+    lines = [f"def _replay{py_int(k)}(_rp, _n, {outer}_lo, _hi):"]
+
+    def body(stmts, pad: str) -> None:
+        pending = 0
+        for stmt in stmts:
+            if isinstance(stmt, Loop):
+                if not has_moving(stmt.body):
+                    pending += _count([stmt])
+                    continue
+                if pending:
+                    lines.append(f"{pad}_n += {py_int(pending)}")
+                    pending = 0
+                bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
+                body(stmt.body, pad + "    ")
+                continue
+            t = templates.get(id(stmt))
+            if t is None:
+                continue
+            reads, writes = [a for a in t.reads if moving(a)], [a for a in t.writes if moving(a)]
+            if reads or writes:
+                clip = id(stmt) in clipped
+                r = "".join(addresses.source(a, clip) + ", " for a in reads)
+                w = "".join(addresses.source(a, clip) + ", " for a in writes)
+                lines.append(f"{pad}_rp(_n + {py_int(pending)}, ({r}), ({w}))")
+            pending += 1
+        lines.append(f"{pad}_n += {py_int(pending)}" if pending else f"{pad}pass")
+
+    lp = lf.loop
+    lines.append(f"    for {py_var(lp.var, 'loop')} in range(_lo, _hi, {py_int(lp.step)}):")
+    body(lp.body, "        ")
+    return lines
+
+
+def eligible_loops(stream, loops: list[LoopFacts]) -> dict[int, LoopFacts]:
+    """Loop number -> facts, for the loops ``steady.py`` may advance (their replay source in ``replay_lines``)."""
+    out = {}
+    for k, lf in enumerate(loops):
+        if _analyse(stream, lf):
+            lf.replay_lines = _replay(stream, k, lf)
+            out[k] = lf
+    return out
+
