@@ -4,9 +4,11 @@
   block ``norm1`` (layernorm), ``qkv`` (matmul, bias add), the attention ops of ``attention_ops`` (split heads,
   scale q, q @ k^T, softmax, @ v, merge heads), ``proj`` (matmul, bias add), residual add, ``norm2``, ``fc1``
   (matmul, bias add), GELU, ``fc2`` (matmul, bias add), residual add; every intermediate through HBM.
-* ``fused``: the library's kernels: layernorm, ``linear`` with the bias fused (and the residual add after proj),
-  ``vit_attn.attention_qkv`` straight from the QKV projection's output, and the fused MLP (``linear.fused_mlp``: fc1,
-  bias, GELU, fc2, bias and residual in one launch, the hidden activations never in HBM).
+* ``fused``: the library's kernels: ``norm1`` as the prologue of the QKV ``linear`` (``layernorm_linear``: the
+  normalised rows never in HBM), ``vit_attn.attention_qkv`` straight from the QKV projection's output, ``linear``
+  with the bias and the residual add fused after proj, and ``norm2`` plus the whole MLP in one launch
+  (``linear.fused_mlp.layernorm_mlp``: layernorm, fc1, bias, GELU, fc2, bias and residual, the normalised rows
+  and the hidden activations never in HBM).
 
 Both start with the patch embedding as a linear over flattened patches ([batch * patches, 3 * 16 * 16] @ w, plus
 bias; eager: matmul + bias add), then the class token and position embedding (``embed_tokens``, the same kernel
@@ -22,8 +24,8 @@ import numpy as np
 from kernels.eager import attention_ops, elementwise, softmax
 from kernels.eager.compose import Step
 from kernels.layernorm.kernel import layernorm_kernel
-from kernels.linear.fused_mlp import mlp_kernel
-from kernels.linear.kernel import linear_kernel
+from kernels.linear.fused_mlp import layernorm_mlp_kernel
+from kernels.linear.kernel import layernorm_linear_kernel, linear_kernel
 from kernels.linear.reference import gelu_tanh
 from kernels.vit_attn.kernel import DEFAULT_EVICT, attention_qkv_kernel
 from kernels.vit_attn.launcher import choose_strategy
@@ -158,8 +160,9 @@ def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:
     x = "x0"
     for i in range(cfg.depth):
         p = f"b{i}."
-        steps.append(Step("layernorm", layernorm_kernel, (x, p + "n1_g", p + "n1_b"), (p + "h1",), {"epsilon": EPS}))
         if eager:
+            steps.append(Step("layernorm", layernorm_kernel, (x, p + "n1_g", p + "n1_b"), (p + "h1",),
+                              {"epsilon": EPS}))  # fmt: skip
             steps += [_mm("matmul", p + "h1", p + "qkv_w", p + "qkv0"),
                       Step("bias add", elementwise.bias_add_kernel, (p + "qkv0", p + "qkv_b"), (p + "qkv",))]
             steps += eager_attention_steps(batch, cfg.seq, cfg.heads, cfg.head_dim, p + "qkv", p + "a", p)
@@ -167,21 +170,24 @@ def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:
                       Step("bias add", elementwise.bias_add_kernel, (p + "pr0", p + "proj_b"), (p + "pr1",)),
                       Step("residual add", elementwise.add_kernel, (x, p + "pr1"), (p + "x1",))]
         else:
-            steps.append(_lin("linear", p + "h1", p + "qkv_w", p + "qkv_b", p + "qkv"))
+            steps.append(Step("layernorm + linear", layernorm_linear_kernel, (x, p + "n1_g", p + "n1_b", p + "qkv_w",
+                                                                               p + "qkv_b"), (p + "qkv",),
+                              {"epsilon": EPS, "epilogue": "bias"}))  # fmt: skip
             steps += fused_attention_steps(batch, cfg.seq, cfg.heads, cfg.head_dim, p + "qkv", p + "a")
             steps.append(_lin("linear", p + "a", p + "proj_w", p + "proj_b", p + "x1", "residual", x))
-        steps.append(Step("layernorm", layernorm_kernel, (p + "x1", p + "n2_g", p + "n2_b"), (p + "h2",),
-                          {"epsilon": EPS}))  # fmt: skip
         if eager:
-            steps += [_mm("matmul", p + "h2", p + "fc1_w", p + "f0"),
+            steps += [Step("layernorm", layernorm_kernel, (p + "x1", p + "n2_g", p + "n2_b"), (p + "h2",),
+                           {"epsilon": EPS}),
+                      _mm("matmul", p + "h2", p + "fc1_w", p + "f0"),
                       Step("bias add", elementwise.bias_add_kernel, (p + "f0", p + "fc1_b"), (p + "f1",)),
                       Step("gelu", elementwise.gelu_kernel, (p + "f1",), (p + "f2",)),
                       _mm("matmul", p + "f2", p + "fc2_w", p + "f3"),
                       Step("bias add", elementwise.bias_add_kernel, (p + "f3", p + "fc2_b"), (p + "f4",)),
                       Step("residual add", elementwise.add_kernel, (p + "x1", p + "f4"), (p + "x2",))]
         else:
-            steps.append(Step("mlp (fused)", mlp_kernel, (p + "h2", p + "fc1_w", p + "fc1_b", p + "fc2_w", p + "fc2_b",
-                                                          p + "x1"), (p + "x2",)))  # fmt: skip
+            steps.append(Step("layernorm + mlp", layernorm_mlp_kernel, (p + "x1", p + "n2_g", p + "n2_b", p + "fc1_w",
+                                                                         p + "fc1_b", p + "fc2_w", p + "fc2_b"),
+                              (p + "x2",), {"epsilon": EPS}))  # fmt: skip
         x = p + "x2"
     steps.append(Step("layernorm", layernorm_kernel, (x, "norm_g", "norm_b"), ("out",), {"epsilon": EPS}))
     return steps

@@ -21,8 +21,11 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
+from .norm_prologue import LayerNormPrologue, norm_columns
+
 PMAX = 128
 BLOCK = 512  # tokens per block: fc1's moving width (one PSUM bank of fp32, reference/nki.md §1.2 TC#2/TC#3)
+GROUP_BLOCKS = 4  # token blocks pipelined together by the LayerNorm MLP (static code of that many blocks)
 
 
 def _chunks(n, size):
@@ -58,8 +61,9 @@ def _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles):
     return hT
 
 
-def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks):
-    # fc2 per 128 tokens: h^T slices stationary, w2 blocks moving; bias and residual on the way out.
+def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=None):
+    """fc2 per 128 tokens: h^T slices stationary, w2 blocks moving; bias and residual on the way out. The
+    residual comes from HBM, or from SBUF row tiles (``res_rows[k]`` holds tokens ``t0 + 128 k ..``)."""
     ring2 = nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
     ya = nl.ndarray((len(n_blocks) * math.ceil(size / PMAX), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
     yb = nl.ndarray((len(n_blocks) * math.ceil(size / PMAX), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
@@ -78,8 +82,9 @@ def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks):
             rows = t0 + s0 + i_s
             ya[turn, i_s, i_c] = nisa.tensor_tensor(ring2[turn % 2, i_s, i_c], b2[i_s, n0 + i_c], np.add,
                                                     dtype=x.dtype)  # fmt: skip
-            yb[turn, i_s, i_c] = nisa.tensor_tensor(ya[turn, i_s, i_c], nl.load(residual[rows, n0 + i_c]), np.add,
-                                                    dtype=x.dtype, engine=nisa.gpsimd_engine)  # fmt: skip
+            res = nl.load(residual[rows, n0 + i_c]) if res_rows is None else res_rows[s0 // PMAX][i_s, n0 + i_c]
+            yb[turn, i_s, i_c] = nisa.tensor_tensor(ya[turn, i_s, i_c], res, np.add, dtype=x.dtype,
+                                                    engine=nisa.gpsimd_engine)  # fmt: skip
             nl.store(out[rows, n0 + i_c], value=yb[turn, i_s, i_c])
             turn += 1
 
@@ -96,6 +101,21 @@ def _load_rows(dst, src, tiles, cols):
             src[r0 + nl.arange(rs)[:, None], nl.arange(cols)[None, :]])
 
 
+def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
+    """Both weights into SBUF, w1 first; ``between()`` runs after w1's loads and before w2's (the first token
+    block's fc1, so the Tensor engine starts when w1 has arrived instead of after both weights)."""
+    hidden = w1.shape[1]
+    w1_sb = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), hidden), dtype=w1.dtype)
+    _load_rows(w1_sb, w1, k1_tiles, hidden)
+    # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]; fc2's spread over the partitions.
+    b1T = norm_columns((b1,), h_tiles)
+    first = between(w1_sb, b1T)
+    w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
+    _load_rows(w2_sb, w2, h_tiles, n_dim)
+    b2_sb = nl.load(b2.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))
+    return w1_sb, b1T, w2_sb, b2_sb, first
+
+
 @nki.jit
 def mlp_kernel(x, w1, b1, w2, b2, residual):
     m_rows, k1 = x.shape
@@ -106,16 +126,8 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     # The first token block goes first, in DMA issue order too: its x^T, then w1 (fc1 needs it), then w2 (only
     # fc2 does), so the Tensor engine starts when w1's first tiles arrive instead of after both weights.
     xT0 = _x_transposed(x, 0, blocks[0][1], k1_tiles)
-    w1_sb = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), hidden), dtype=w1.dtype)
-    _load_rows(w1_sb, w1, k1_tiles, hidden)
-    # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]; fc2's spread over the partitions.
-    b1T = nl.ndarray((nl.par_dim(PMAX), len(h_tiles)), dtype=b1.dtype)
-    for jh, (h0, hs) in enumerate(h_tiles):
-        b1T[nl.arange(hs)[:, None], jh] = nl.load(b1.reshape((hidden, 1))[h0 + nl.arange(hs)[:, None], 0])
-    hT0 = _fc1(x, xT0, w1_sb, b1T, blocks[0][1], k1_tiles, h_tiles)
-    w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
-    _load_rows(w2_sb, w2, h_tiles, n_dim)
-    b2_sb = nl.load(b2.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))
+    w1_sb, b1T, w2_sb, b2_sb, hT0 = _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, lambda w1_sb, b1T: _fc1(
+        x, xT0, w1_sb, b1T, blocks[0][1], k1_tiles, h_tiles))  # fmt: skip
     _fc2(x, hT0, w2_sb, b2_sb, residual, out, 0, blocks[0][1], h_tiles, n_blocks)
     n_full = m_rows // BLOCK
     for blk in nl.affine_range(max(0, n_full - 1)):
@@ -124,4 +136,62 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     if n_full >= 1 and m_rows % BLOCK:
         _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, n_full * BLOCK, m_rows % BLOCK, k1_tiles, h_tiles,
                      n_blocks)  # fmt: skip
+    return out
+
+
+def _ln_stage1(norm, bufs, base, t0, size):
+    """Rows and normalised rows of tokens ``t0 .. t0 + size - 1``, 128 at a time into ring slots ``base ..``."""
+    return [norm.normalise(bufs, base + k, t0 + s0, ss) for k, (s0, ss) in enumerate(_chunks(size, PMAX))]
+
+
+def _ln_stage2(norm, x, tiles, size, k1_tiles):
+    """x^T [K tiles, 128, 512] of one token block from its normalised row tiles (Tensor-engine transposes)."""
+    xT = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
+    for (s0, ss), (_, z) in zip(_chunks(size, PMAX), tiles):
+        norm.transpose(z, ss, xT, s0)
+    return xT
+
+
+def _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, blocks, k1_tiles, h_tiles, n_blocks, ready=None):
+    """Token blocks ``blocks`` ((first token, static size) each), pipelined one block ahead in program order:
+    block t+1's rows and LayerNorm row work (Vector, Scalar) come before block t's fc2, and its transposes after,
+    so the in-order engines prepare block t+1 while the Tensor engine computes block t. Each block's rows are kept
+    for its residual; ring slots alternate between even and odd blocks. ``ready``: the first block's stage-1
+    tiles if the caller made them."""
+    per = BLOCK // PMAX
+    bufs = norm.ring(2 * per, PMAX)
+    tiles = ready if ready is not None else _ln_stage1(norm, bufs, 0, *blocks[0])
+    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k1_tiles)
+    for t, (t0, size) in enumerate(blocks):
+        hT = _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles)
+        ahead = _ln_stage1(norm, bufs, (t + 1) % 2 * per, *blocks[t + 1]) if t + 1 < len(blocks) else None
+        _fc2(x, hT, w2_sb, b2_sb, None, out, t0, size, h_tiles, n_blocks, res_rows=[r for r, _ in tiles])
+        if ahead is not None:
+            xT, tiles = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k1_tiles), ahead
+
+
+@nki.jit
+def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
+    """``x + gelu(LN(x) @ w1 + b1) @ w2 + b2``, the pre-norm MLP half of a transformer block in one launch: the
+    LayerNorm is fc1's prologue (``norm_prologue``: rows normalised on chip and transposed on the Tensor engine,
+    gamma and beta in the transposes' PSUM copies), and the loaded rows of x are also fc2's residual."""
+    m_rows, k1 = x.shape
+    hidden, n_dim = w2.shape
+    out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
+    k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
+    norm = LayerNormPrologue(x, gamma, beta, epsilon, k1_tiles)
+    blocks = _chunks(m_rows, BLOCK)
+    group = GROUP_BLOCKS
+    full = len(blocks) // group if len(blocks) > group else 0
+    # the first group's first block before the weights, in DMA issue order too
+    first = blocks[full * group:] if full == 0 else None
+    bufs0 = norm.ring(BLOCK // PMAX, PMAX)
+    ready = _ln_stage1(norm, bufs0, 0, *first[0]) if first else None
+    w1_sb, b1T, w2_sb, b2_sb, _ = _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, lambda *a: None)
+    for g in nl.affine_range(full):
+        _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, [(g * group * BLOCK + i * BLOCK, BLOCK)
+                   for i in range(group)], k1_tiles, h_tiles, n_blocks)  # fmt: skip
+    rest = blocks[full * group:]
+    if rest:
+        _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, rest, k1_tiles, h_tiles, n_blocks, ready)
     return out

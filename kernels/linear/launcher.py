@@ -4,7 +4,7 @@
 uses are passed to the kernel unchanged and in order (x, w, then b, then residual), the epilogue as a
 compile-time constant."""
 
-from .kernel import EPILOGUES, linear_kernel
+from .kernel import EPILOGUES, layernorm_linear_kernel, linear_kernel
 
 MAX_K = 8192  # the weight stays in SBUF: K / 128 tiles of N columns per partition
 MAX_N = 8192
@@ -55,4 +55,53 @@ def plan_mlp(x, w1, b1, w2, b2, residual):
 
 def mlp(x, w1, b1, w2, b2, residual, *, backend: str = "numpy"):
     launch, args, kwargs = plan_mlp(x, w1, b1, w2, b2, residual)
+    return launch(*args, backend=backend, **kwargs)
+
+
+def _check_norm(x, gamma, beta, op):
+    k = x.shape[1]
+    if tuple(gamma.shape) != (k,) or tuple(beta.shape) != (k,):
+        raise ValueError(f"{op}: gamma and beta must be ({k},) (one per feature of x), got {tuple(gamma.shape)} and "
+                         f"{tuple(beta.shape)}")  # fmt: skip
+
+
+def plan_layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None):
+    """``LN(x) @ w`` (+ b, then GELU): the LayerNorm as the linear's prologue, in one launch."""
+    if epilogue is None:
+        epilogue = "bias" if b is not None else "none"
+    if epilogue == "residual":
+        raise ValueError("layernorm_linear: no residual epilogue (a pre-norm block adds the residual after the "
+                         "projection that follows; use linear with epilogue='residual' there)")  # fmt: skip
+    kernel, args, consts = plan_linear(x, w, b, None, epilogue)
+    _check_norm(x, gamma, beta, "layernorm_linear")
+    return layernorm_linear_kernel, (x, gamma, beta) + args[1:], dict(consts, epsilon=float(epsilon))
+
+
+def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None, *, backend: str = "numpy"):
+    """``LN(x) @ w`` (+ b, then GELU), the normalised rows never in HBM."""
+    launch, args, kwargs = plan_layernorm_linear(x, gamma, beta, w, b, epsilon, epilogue)
+    return launch(*args, backend=backend, **kwargs)
+
+
+def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
+    """``x + gelu(LN(x) @ w1 + b1) @ w2 + b2`` in one launch (``fused_mlp.layernorm_mlp_kernel``); the input is
+    also the residual, so the output has x's width (w2 maps back to it)."""
+    from .fused_mlp import layernorm_mlp_kernel
+
+    if len(x.shape) != 2 or len(w1.shape) != 2 or len(w2.shape) != 2:
+        raise ValueError("layernorm_mlp takes x (M, K), w1 (K, H), w2 (H, K)")
+    m, k = x.shape
+    if w1.shape[0] != k or w2.shape[0] != w1.shape[1] or w2.shape[1] != k:
+        raise ValueError(f"layernorm_mlp takes x (M, K), w1 (K, H), w2 (H, K) (the residual is x); got "
+                         f"{tuple(x.shape)}, {tuple(w1.shape)}, {tuple(w2.shape)}")  # fmt: skip
+    if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (k,):
+        raise ValueError("layernorm_mlp: b1 must be (H,) and b2 (K,)")
+    _check_norm(x, gamma, beta, "layernorm_mlp")
+    if k > MAX_K or w1.shape[1] > MAX_N:
+        raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (both weights stay in SBUF)")
+    return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)}
+
+
+def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str = "numpy"):
+    launch, args, kwargs = plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon)
     return launch(*args, backend=backend, **kwargs)

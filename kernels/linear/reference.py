@@ -23,3 +23,19 @@ def mlp(x, w1, b1, w2, b2, residual):
     """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in float64."""
     f = [np.asarray(a, np.float64) for a in (x, w1, b1, w2, b2, residual)]
     return (f[5] + gelu_tanh(f[0] @ f[1] + f[2]) @ f[3] + f[4]).astype(x.dtype)
+
+
+def layer_norm(x, gamma, beta, epsilon=1e-6):
+    """LayerNorm of each row in float64 (biased variance, as PyTorch)."""
+    f = np.asarray(x, np.float64)
+    m = f.mean(-1, keepdims=True)
+    v = ((f - m) ** 2).mean(-1, keepdims=True)
+    return (f - m) / np.sqrt(v + epsilon) * np.asarray(gamma, np.float64) + np.asarray(beta, np.float64)
+
+
+def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue="none"):
+    return linear(layer_norm(x, gamma, beta, epsilon), w, b, None, epilogue).astype(x.dtype)
+
+
+def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
+    return mlp(layer_norm(x, gamma, beta, epsilon), w1, b1, w2, b2, x).astype(x.dtype)

@@ -100,3 +100,65 @@ def test_packages_bundle(package):
     bundle = build_bundle(Path(__file__).parents[2] / "kernels" / package, benchmarks=False)
     assert any(f.startswith("tests/") for f in bundle.files)
     assert any(f.startswith("ir/") for f in bundle.files)
+
+
+def _norm_inputs(rng, m, k, dt):
+    x = (3 * rng.standard_normal((m, k)) + 1).astype(dt)
+    return x, (1 + rng.standard_normal(k) / 10).astype(dt), rng.standard_normal(k).astype(dt)
+
+
+# bf16 tolerance of the fused LayerNorm: the normalised rows are rounded to bf16 once, then scaled and shifted by
+# gamma and beta in the copy that evicts their transpose (one more rounding) before the matmul; products and sums
+# in fp32, the output rounded once more: as the unfused layernorm + linear, 2e-2 relative / 4e-2 absolute.
+@pytest.mark.parametrize("m, k, n, epilogue", [
+    (300, 320, 640, "gelu"),  # ragged row tile, a ragged K tile (gamma/beta loaded per K tile), ragged N block
+    (200, 256, 192, "bias"),  # K a multiple of 128: gamma/beta in one load, transposed on the Tensor engine
+    (2565, 128, 128, "none"),  # 21 row tiles: the prologue, one affine group of 16 and a static rest of 2
+])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layernorm_linear(m, k, n, epilogue, dtype):
+    from kernels.linear import layernorm_linear, layernorm_linear_reference
+
+    rng = np.random.default_rng(3)
+    dt = DT[dtype]
+    x, g, be = _norm_inputs(rng, m, k, dt)
+    w, b = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(dt), rng.standard_normal(n).astype(dt)
+    bias = None if epilogue == "none" else b
+    out = layernorm_linear(x, g, be, w, bias, 1e-6, epilogue)
+    _close(out, layernorm_linear_reference(x.astype(np.float64), g, be, w, b, 1e-6, epilogue), dtype)
+
+
+@pytest.mark.parametrize("m, k, h", [
+    (100, 192, 384),  # one ragged token block, a ragged K tile
+    (600, 256, 1024),  # a full block of 512 and a ragged one: the one-block-ahead pipeline and the residual ring
+    (2100, 128, 256),  # five blocks: one affine group of four, then the static rest
+])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_layernorm_mlp(m, k, h, dtype):
+    from kernels.linear import layernorm_mlp, layernorm_mlp_reference
+
+    rng = np.random.default_rng(4)
+    dt = DT[dtype]
+    x, g, be = _norm_inputs(rng, m, k, dt)
+    w1 = (rng.standard_normal((k, h)) / np.sqrt(k)).astype(dt)
+    w2 = (rng.standard_normal((h, k)) / np.sqrt(h)).astype(dt)
+    b1, b2 = rng.standard_normal(h).astype(dt), rng.standard_normal(k).astype(dt)
+    out = layernorm_mlp(x, g, be, w1, b1, w2, b2)
+    # bf16 residual stream of O(10): 2^-8 relative of the sum is ~4e-2 absolute at the largest outputs
+    ref = layernorm_mlp_reference(x.astype(np.float64), g, be, w1, b1, w2, b2)
+    if dtype == "float32":
+        _close(out, ref, dtype)
+    else:
+        np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=2e-2, atol=8e-2)
+
+
+def test_layernorm_fusions_refuse_bad_shapes():
+    from kernels.linear import plan_layernorm_linear, plan_layernorm_mlp
+
+    s = lambda *shape: nki.spec(shape, "bfloat16")  # noqa: E731
+    with pytest.raises(ValueError, match="gamma and beta must be \\(8,\\)"):
+        plan_layernorm_linear(s(4, 8), s(9), s(8), s(8, 4), s(4))
+    with pytest.raises(ValueError, match="no residual epilogue"):
+        plan_layernorm_linear(s(4, 8), s(8), s(8), s(8, 4), s(4), epilogue="residual")
+    with pytest.raises(ValueError, match="the residual is x"):
+        plan_layernorm_mlp(s(4, 8), s(8), s(8), s(8, 16), s(16), s(16, 4), s(4))

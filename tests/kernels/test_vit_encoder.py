@@ -38,9 +38,11 @@ def test_forward_matches_numpy(mode, dtype):
 
 def test_vit_b16_launch_lists():
     eager, fused = encoder_steps(VIT_B16, 8, "eager"), encoder_steps(VIT_B16, 8, "fused")
-    # eager: patch matmul + bias, embed, 12 x 19 launches, final layernorm; fused: linear, embed, 12 x 6, layernorm
-    assert len(eager) == 2 + 1 + 12 * 19 + 1 and len(fused) == 1 + 1 + 12 * 6 + 1
+    # eager: patch matmul + bias, embed, 12 x 19 launches, final layernorm; fused: linear, embed, 12 x 4
+    # (layernorm + qkv, attention, proj + residual, layernorm + mlp), final layernorm
+    assert len(eager) == 2 + 1 + 12 * 19 + 1 and len(fused) == 1 + 1 + 12 * 4 + 1
     assert sum(s.op == "softmax" for s in eager) == 12 and not any(s.op == "softmax" for s in fused)
+    assert sum(s.op == "layernorm" for s in eager) == 25 and sum(s.op == "layernorm" for s in fused) == 1
 
 
 def test_breakdown_sums_to_the_total():
