@@ -13,8 +13,6 @@ Tokens go in blocks of 512 (the moving tile's width), the ragged last block with
 stay in SBUF. x^T comes in by DMA transpose (2-byte dtypes only, as in ``linear``).
 """
 
-import math
-
 import numpy as np
 
 import nki_dsl as nki
@@ -25,6 +23,8 @@ from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
 BLOCK = 512  # tokens per block: fc1's moving width (one PSUM bank of fp32, reference/nki.md §1.2 TC#2/TC#3)
+W1_CHUNK = 1024  # hidden units of w1 per load (see _weights)
+FC2_STREAMING_ACCUMULATORS = 4  # fc2 outputs (PSUM banks) a block may keep to stream w2 (see _fc2)
 GROUP_BLOCKS = 4  # token blocks pipelined together by the LayerNorm MLP (static code of that many blocks)
 
 
@@ -63,30 +63,51 @@ def _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles):
 
 def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=None):
     """fc2 per 128 tokens: h^T slices stationary, w2 blocks moving; bias and residual on the way out. The
-    residual comes from HBM, or from SBUF row tiles (``res_rows[k]`` holds tokens ``t0 + 128 k ..``)."""
-    ring2 = nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
-    ya = nl.ndarray((len(n_blocks) * math.ceil(size / PMAX), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
-    yb = nl.ndarray((len(n_blocks) * math.ceil(size / PMAX), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
-    turn = 0
-    for s0, ss in _chunks(size, PMAX):
-        i_s, i_sf = nl.arange(ss)[:, None], nl.arange(ss)[None, :]
-        for n0, ns in n_blocks:
-            i_c = nl.arange(ns)[None, :]
-            for jh, (_, hs) in enumerate(h_tiles):
-                prod = nisa.nc_matmul(hT[jh, nl.arange(hs)[:, None], s0 + i_sf], w2_sb[jh, nl.arange(hs)[:, None],
-                                      n0 + i_c])  # fmt: skip
+    residual comes from HBM, or from SBUF row tiles (``res_rows[k]`` holds tokens ``t0 + 128 k ..``).
+
+    A block of at most ``FC2_STREAMING_ACCUMULATORS`` [128 tokens, 512 columns] outputs keeps them all in PSUM
+    and runs the hidden tiles in the outer loop: each of w2's row tiles is used as soon as it has arrived, so a
+    short block (few tokens, the weights' DMA binding) computes while w2 streams in instead of after it."""
+    rows_tiles = _chunks(size, PMAX)
+    outputs = [(s0, ss, n0, ns) for s0, ss in rows_tiles for n0, ns in n_blocks]
+    ya = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
+    yb = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
+
+    def product(jh, s0, ss, n0, ns):
+        hs = h_tiles[jh][1]
+        return nisa.nc_matmul(hT[jh, nl.arange(hs)[:, None], s0 + nl.arange(ss)[None, :]],
+                              w2_sb[jh, nl.arange(hs)[:, None], n0 + nl.arange(ns)[None, :]])  # fmt: skip
+
+    def finish(turn, acc, s0, ss, n0, ns):
+        i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
+        rows = t0 + s0 + i_s
+        ya[turn, i_s, i_c] = nisa.tensor_tensor(acc, b2[i_s, n0 + i_c], np.add, dtype=x.dtype)
+        res = nl.load(residual[rows, n0 + i_c]) if res_rows is None else res_rows[s0 // PMAX][i_s, n0 + i_c]
+        yb[turn, i_s, i_c] = nisa.tensor_tensor(ya[turn, i_s, i_c], res, np.add, dtype=x.dtype,
+                                                engine=nisa.gpsimd_engine)  # fmt: skip
+        nl.store(out[rows, n0 + i_c], value=yb[turn, i_s, i_c])
+
+    if len(outputs) <= FC2_STREAMING_ACCUMULATORS:
+        acc = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
+        for jh in range(len(h_tiles)):
+            for u, (s0, ss, n0, ns) in enumerate(outputs):
+                i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
                 if jh == 0:
-                    ring2[turn % 2, i_s, i_c] = prod
+                    acc[u, i_s, i_c] = product(jh, s0, ss, n0, ns)
                 else:
-                    ring2[turn % 2, i_s, i_c] += prod
-            rows = t0 + s0 + i_s
-            ya[turn, i_s, i_c] = nisa.tensor_tensor(ring2[turn % 2, i_s, i_c], b2[i_s, n0 + i_c], np.add,
-                                                    dtype=x.dtype)  # fmt: skip
-            res = nl.load(residual[rows, n0 + i_c]) if res_rows is None else res_rows[s0 // PMAX][i_s, n0 + i_c]
-            yb[turn, i_s, i_c] = nisa.tensor_tensor(ya[turn, i_s, i_c], res, np.add, dtype=x.dtype,
-                                                    engine=nisa.gpsimd_engine)  # fmt: skip
-            nl.store(out[rows, n0 + i_c], value=yb[turn, i_s, i_c])
-            turn += 1
+                    acc[u, i_s, i_c] += product(jh, s0, ss, n0, ns)
+        for u, (s0, ss, n0, ns) in enumerate(outputs):
+            finish(u, acc[u, nl.arange(ss)[:, None], nl.arange(ns)[None, :]], s0, ss, n0, ns)
+        return
+    ring2 = nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
+    for turn, (s0, ss, n0, ns) in enumerate(outputs):
+        i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
+        for jh in range(len(h_tiles)):
+            if jh == 0:
+                ring2[turn % 2, i_s, i_c] = product(jh, s0, ss, n0, ns)
+            else:
+                ring2[turn % 2, i_s, i_c] += product(jh, s0, ss, n0, ns)
+        finish(turn, ring2[turn % 2, i_s, i_c], s0, ss, n0, ns)
 
 
 def _token_block(x, w1_sb, b1T, w2_sb, b2, residual, out, t0, size, k1_tiles, h_tiles, n_blocks):
@@ -103,16 +124,21 @@ def _load_rows(dst, src, tiles, cols):
 
 def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     """Both weights into SBUF, w1 first; ``between()`` runs after w1's loads and before w2's (the first token
-    block's fc1, so the Tensor engine starts when w1 has arrived instead of after both weights)."""
+    block's fc1, so the Tensor engine starts when w1 has arrived instead of after both weights). fc1's bias comes
+    first in DMA order (fc1's first PSUM copy needs it), then w1 in column chunks of ``W1_CHUNK`` (hidden units),
+    all K rows of a chunk before the next chunk: fc1's first hidden tiles start when the first chunk is in, not
+    the whole of w1 (a chunk's rows are still 2 KiB per partition, near the DMA's peak efficiency, §3.4)."""
     hidden = w1.shape[1]
+    b1T = norm_columns((b1,), h_tiles)  # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]
     w1_sb = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), hidden), dtype=w1.dtype)
-    _load_rows(w1_sb, w1, k1_tiles, hidden)
-    # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]; fc2's spread over the partitions.
-    b1T = norm_columns((b1,), h_tiles)
+    for c0, cs in _chunks(hidden, W1_CHUNK):
+        i_c = c0 + nl.arange(cs)[None, :]
+        for j, (r0, rs) in enumerate(k1_tiles):
+            w1_sb[j, nl.arange(rs)[:, None], i_c] = nl.load(w1[r0 + nl.arange(rs)[:, None], i_c])
     first = between(w1_sb, b1T)
     w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
     _load_rows(w2_sb, w2, h_tiles, n_dim)
-    b2_sb = nl.load(b2.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))
+    b2_sb = nl.load(b2.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))  # fc2's bias spread over the partitions
     return w1_sb, b1T, w2_sb, b2_sb, first
 
 

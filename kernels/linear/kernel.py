@@ -31,6 +31,7 @@ BLOCK_N = 512  # one PSUM bank of fp32 per partition: the widest moving tile (re
 EPILOGUES = ("none", "bias", "gelu", "residual")
 PROLOGUE_TILES = 3  # row tiles computed while the weight streams in
 GROUP_TILES = 16  # row tiles pipelined together after the prologue (static code of that many tiles)
+ACC_BANKS = 3  # PSUM banks per accumulator set of the streamed prologue (two sets; see _streamed)
 Y_SLOTS = 6  # SBUF result slots of a group, rotating: a slot is rewritten 6 blocks after its store was issued
 
 
@@ -70,20 +71,32 @@ def transpose_by_dma(dtype) -> bool:
 
 def _block(x, w_sb, bias, residual, out, xT, ok, m0, acc, ys, n0, ns, k_tiles, epilogue):
     """One [128, ns] output block: ``K / 128`` matmuls accumulating in PSUM (``acc = (ring, slot)``), then the
-    epilogue through SBUF slots ``ys = (ring_a, ring_b, slot)`` and the store. (Slots chosen by the caller: in
-    straight-line code, tensors the allocator placed on the same bytes would make each block wait for the
-    previous block's store.)"""
+    epilogue (``_epilogue``)."""
     ring, slot = acc
+    i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
+    for j in range(len(k_tiles)):
+        _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles)
+    _epilogue(x, bias, residual, out, ring[slot, i_p, i_c], ok, m0, ys, n0, ns, epilogue)
+
+
+def _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles):
+    """K tile ``j``'s matmul into accumulator ``ring[slot]`` (the first one overwrites it)."""
+    ks = k_tiles[j][1]
+    i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
+    product = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], nl.arange(PMAX)[None, :]],
+                             w_sb[j, nl.arange(ks)[:, None], n0 + i_c], mask=ok)  # fmt: skip
+    if j == 0:
+        ring[slot, i_p, i_c] = product
+    else:
+        ring[slot, i_p, i_c] += product
+
+
+def _epilogue(x, bias, residual, out, acc_t, ok, m0, ys, n0, ns, epilogue):
+    """Read accumulator ``acc_t`` out through SBUF slots ``ys = (ring_a, ring_b, slot)`` with the epilogue, and
+    store. (Slots chosen by the caller: in straight-line code, tensors the allocator placed on the same bytes
+    would make each block wait for the previous block's store.)"""
     ya, yb, y_slot = ys
     i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
-    for j, (_, ks) in enumerate(k_tiles):
-        product = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], nl.arange(PMAX)[None, :]],
-                                 w_sb[j, nl.arange(ks)[:, None], n0 + i_c], mask=ok)  # fmt: skip
-        if j == 0:
-            ring[slot, i_p, i_c] = product
-        else:
-            ring[slot, i_p, i_c] += product
-    acc_t = ring[slot, i_p, i_c]
     if epilogue == "none":
         ya[y_slot, i_p, i_c] = nisa.tensor_copy(acc_t, dtype=x.dtype, mask=ok)
     else:
@@ -92,11 +105,43 @@ def _block(x, w_sb, bias, residual, out, xT, ok, m0, acc, ys, n0, ns, k_tiles, e
     if epilogue == "gelu":
         yb[y_slot, i_p, i_c] = nisa.activation(nl.gelu_apprx_tanh, y, dtype=x.dtype, mask=ok)
         y = yb[y_slot, i_p, i_c]
-    elif epilogue == "residual":
-        r = nl.load(residual[m0 + i_p, n0 + i_c], mask=ok)
-        yb[y_slot, i_p, i_c] = nisa.tensor_tensor(y, r, np.add, dtype=x.dtype, mask=ok, engine=nisa.gpsimd_engine)
+    elif epilogue == "residual":  # the residual straight into the result slot (no shared temporary to wait on)
+        nisa.dma_copy(dst=yb[y_slot, i_p, i_c], src=residual[m0 + i_p, n0 + i_c], mask=ok)
+        yb[y_slot, i_p, i_c] = nisa.tensor_tensor(y, yb[y_slot, i_p, i_c], np.add, dtype=x.dtype, mask=ok,
+                                                  engine=nisa.gpsimd_engine)  # fmt: skip
         y = yb[y_slot, i_p, i_c]
     nl.store(out[m0 + i_p, n0 + i_c], value=y, mask=ok)
+
+
+def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_blocks):
+    """The first row tiles (``heads``, their x^T in ``xTs``) while the weight streams in: column groups of
+    ``ACC_BANKS // len(heads)`` blocks, every head tile's accumulators of a group in PSUM at once, and the K
+    tiles in the outer loop, so each [k, group] piece of the weight is used as soon as it has arrived (the
+    Tensor engine starts after the first piece, not after a whole block or the whole weight), and a group's
+    weight rows are ``group * 512`` columns long (fewer, larger DMA descriptors). Accumulators alternate between
+    two sets of banks, so group g+1 accumulates while group g is read out."""
+    per = max(1, ACC_BANKS // len(heads))
+    if len(heads) * len(n_blocks) <= 2 * ACC_BANKS:  # one group takes every accumulator: no second set needed
+        per = len(n_blocks)
+    groups = [n_blocks[g:g + per] for g in range(0, len(n_blocks), per)]
+    sets = [nl.ndarray((len(heads) * per, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
+            for _ in range(min(2, len(groups)))]  # fmt: skip
+    ya, yb = _y_rings(len(heads) * len(n_blocks), x.dtype)
+    turn = 0
+    for g, blocks in enumerate(groups):
+        acc = sets[g % len(sets)]
+        c0, c1 = blocks[0][0], blocks[-1][0] + blocks[-1][1]
+        i_g = c0 + nl.arange(c1 - c0)[None, :]
+        for j, (k0, ks) in enumerate(k_tiles):
+            w_sb[j, nl.arange(ks)[:, None], i_g] = nl.load(w[k0 + nl.arange(ks)[:, None], i_g])
+            for u, ((_, ok), xT) in enumerate(zip(heads, xTs)):
+                for b, (n0, ns) in enumerate(blocks):
+                    _accumulate(acc, u * per + b, w_sb, xT, ok, j, n0, ns, k_tiles)
+        for u, (m0, ok) in enumerate(heads):
+            for b, (n0, ns) in enumerate(blocks):
+                acc_t = acc[u * per + b, nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]]
+                _epilogue(x, bias, residual, out, acc_t, ok, m0, (ya, yb, turn), n0, ns, epilogue)
+                turn += 1
 
 
 def _y_rings(slots, dtype):
@@ -107,21 +152,30 @@ def _ok(x, m0):
     return m0 + nl.arange(PMAX)[:, None] < x.shape[0]
 
 
-def _bias_rows(b, n_dim, n_blocks, by_matmul):
-    """The bias spread over the 128 partitions, [128, N]. ``by_matmul``: one [1, N] row loaded (a single
-    descriptor) and broadcast on the Tensor engine (``ones^T @ row``, reference/nki.md §2.4: a partition
-    broadcast is a matmul with ones), for shapes whose DMA queues bind; otherwise a broadcast DMA, which moves
-    128 copies of the row but costs the Tensor engine nothing."""
-    if not by_matmul:
+def _bias_rows(b, n_dim, n_blocks, row=None):
+    """The bias spread over the 128 partitions, [128, N]. With ``row`` (``_bias_row(b)``, loaded earlier): the row
+    broadcast on the Tensor engine (``ones^T @ row``, reference/nki.md §2.4: a partition broadcast is a matmul
+    with ones), for shapes whose DMA queues bind; otherwise a broadcast DMA, which moves 128 copies of the row but
+    costs the Tensor engine nothing."""
+    if row is None:
         return nl.load(b.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))
-    row = nl.load(b.reshape((1, n_dim)))
     ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=b.dtype)
     bias = nl.ndarray((nl.par_dim(PMAX), n_dim), dtype=b.dtype)
+    ps = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)  # matmul n+1 while n is copied
     i_p = nl.arange(PMAX)[:, None]
-    for n0, ns in n_blocks:
+    for blk, (n0, ns) in enumerate(n_blocks):
         i_c = nl.arange(ns)[None, :]
-        bias[i_p, n0 + i_c] = nisa.activation(nl.copy, nisa.nc_matmul(ones, row[0, n0 + i_c]), dtype=b.dtype)
+        ps[blk % 2, i_p, i_c] = nisa.nc_matmul(ones, row[0, n0 + i_c])
+        bias[i_p, n0 + i_c] = nisa.activation(nl.copy, ps[blk % 2, i_p, i_c], dtype=b.dtype)
     return bias
+
+
+def _bias_row(b):
+    """The bias as one [1, N] row on one partition (a single descriptor)."""
+    row = nl.ndarray((nl.par_dim(1), b.shape[0]), dtype=b.dtype)
+    nisa.dma_copy(dst=row[0, nl.arange(b.shape[0])[None, :]], src=b.reshape((1, b.shape[0]))[0, nl.arange(
+        b.shape[0])[None, :]])  # fmt: skip
+    return row
 
 
 def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_blocks, ready=None):
@@ -158,17 +212,23 @@ def _linear(x, w, b, residual, out, epilogue, src):
     k_tiles, n_blocks = _chunks(k_dim, PMAX), _chunks(n_dim, BLOCK_N)
     n_tiles = math.ceil(m_rows / PMAX)
     w_sb = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), n_dim), dtype=w.dtype)  # the whole weight, kept in SBUF
-    bias = None
-    if epilogue != "none":
-        bias = _bias_rows(b, n_dim, n_blocks, by_matmul=n_tiles <= PROLOGUE_TILES)
     # Accumulators rotate over two PSUM banks, so block n+1 accumulates while block n is read out (a fresh tensor
     # per block would share one bank with the last and wait for its copy).
     # Prologue: the first PROLOGUE_TILES row tiles, block by block, each weight block loaded just before its
     # matmuls: the Tensor engine starts when the first block has arrived, and has PROLOGUE_TILES tiles of work
     # per block while the next one streams in (instead of idling until the whole weight is in SBUF).
     first = min(PROLOGUE_TILES, n_tiles)
-    ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
-    ya, yb = _y_rings(first * len(n_blocks), x.dtype)
+    bias = row = None
+    if first < n_tiles and epilogue != "none":
+        bias = _bias_rows(b, n_dim, n_blocks)
+    elif epilogue != "none":
+        # every tile is a prologue tile (the weight's DMA binds): the bias broadcast on the Tensor engine, its row
+        # loaded first, broadcast after the first tile's row work (program order places the buffers so that
+        # neither waits for the other)
+        row = _bias_row(b)
+    if first < n_tiles:
+        ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
+        ya, yb = _y_rings(first * len(n_blocks), x.dtype)
     heads = [(u * PMAX, _ok(x, u * PMAX)) for u in range(first)]
     full, rest = divmod(n_tiles - first, GROUP_TILES)
     if not src.pipelined:
@@ -179,6 +239,8 @@ def _linear(x, w, b, residual, out, epilogue, src):
     bufs = src.ring(first + 1)
     states = [src.stage1(bufs, 0, *heads[0])]
     xTs = []
+    if row is not None:
+        bias = _bias_rows(b, n_dim, n_blocks, row)
     for u in range(first):
         if u + 1 < first:
             states.append(src.stage1(bufs, u + 1, *heads[u + 1]))
@@ -186,6 +248,9 @@ def _linear(x, w, b, residual, out, epilogue, src):
             states.append(src.stage1(bufs, first, first * PMAX, _ok(x, first * PMAX)))
         xTs.append(src.stage2(states[u]))
     ready = states[first] if len(states) > first else None
+    if first == n_tiles:  # every tile is a prologue tile: the weight's DMA binds (see _streamed)
+        _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_blocks)
+        return
     turn = 0
     for n0, ns in n_blocks:
         i_c = nl.arange(ns)[None, :]
