@@ -48,6 +48,11 @@ PMAX = 128  # partitions (reference/nki.md §1.2 TC#1)
 BANK = 512  # fp32 columns of one PSUM bank, the largest moving tile (§1.2 TC#2, TC#3)
 RESIDENT_MAX_SEQ = 3 * BANK  # score chunks kept in PSUM at once: 3 of the 8 banks (see _Group.ring)
 FLASH_BLOCK = BANK  # keys per online-softmax block
+# Query tiles per pipelined group and the SBUF their buffers may take per partition (heads_per_group). Measured
+# on trn2 bf16 (benchmarks/vit.py): ViT-B/16 attention at batch 8 100.9 us with groups of 8 tiles, 95.8 us with
+# 24 (all 12 heads); SigLIP (seq 729) slows down with 24 (1860 -> 1949 us), which the budget rules out.
+GROUP_ITEMS = 24
+GROUP_SBUF_BUDGET = 32 * 1024
 ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
 
 _ENGINES = {"scalar": nisa.scalar_engine, "vector": nisa.vector_engine}
@@ -238,8 +243,13 @@ def _pipelined(group, items, strategy):
                     it["write"](o)
 
 
-def heads_per_group(heads: int, q_tiles: int, want: int = 8) -> int:
-    """Heads pipelined together: the smallest divisor of ``heads`` giving at least ``want`` query tiles."""
+def heads_per_group(heads: int, q_tiles: int, seq: int, itemsize: int) -> int:
+    """Heads pipelined together: the smallest divisor of ``heads`` giving at least ``GROUP_ITEMS`` query tiles,
+    fewer where their per-tile SBUF buffers (probability strip, its transposed blocks, q^T) would pass
+    ``GROUP_SBUF_BUDGET``. A group's pipeline fills and drains once (the groups are iterations of an affine loop),
+    so the larger the group, the less of the kernel runs with idle engines."""
+    per_item = itemsize * (seq + (math.ceil(seq / PMAX) + 1) * PMAX)
+    want = max(1, min(GROUP_ITEMS, GROUP_SBUF_BUDGET // per_item))
     return next(g for g in range(1, heads + 1) if heads % g == 0 and (g * q_tiles >= want or g == heads))
 
 
@@ -385,7 +395,7 @@ def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict
 def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=DEFAULT_EVICT):
     batch, heads, seq, d = q.shape
     out = nl.ndarray((batch, heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
-    group = heads_per_group(heads, len(_query_tiles(seq)))
+    group = heads_per_group(heads, len(_query_tiles(seq)), seq, np.dtype(q.dtype).itemsize)
     for b in nl.affine_range(batch):
         for hg in nl.affine_range(heads // group):
             _bhsd_group(q, k, v, out, b, hg, group, seq, d, scale, strategy, evict)
@@ -399,7 +409,7 @@ def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evi
     hd = num_heads * d
     out = nl.ndarray((batch, seq, hd), dtype=qkv.dtype, buffer=nl.shared_hbm)
     q_tiles = _query_tiles(seq)
-    group = heads_per_group(num_heads, len(q_tiles))
+    group = heads_per_group(num_heads, len(q_tiles), seq, np.dtype(qkv.dtype).itemsize)
     if not rows_fit(seq, num_heads, d, np.dtype(qkv.dtype).itemsize):
         for b in nl.affine_range(batch):  # per-head slices: strided rows of head_dim columns
             for hg in nl.affine_range(num_heads // group):
