@@ -48,6 +48,8 @@ PMAX = 128  # partitions (reference/nki.md §1.2 TC#1)
 BANK = 512  # fp32 columns of one PSUM bank, the largest moving tile (§1.2 TC#2, TC#3)
 RESIDENT_MAX_SEQ = 3 * BANK  # score chunks kept in PSUM at once: 3 of the 8 banks (see _Group.ring)
 FLASH_BLOCK = BANK  # keys per online-softmax block
+FLASH_INTERLEAVE = 4  # query tiles whose key blocks the flash loop interleaves (PSUM: a score bank per tile, one
+# bank for their accumulators, two transposes)
 # Query tiles per pipelined group and the SBUF their buffers may take per partition (heads_per_group). Measured
 # on trn2 bf16 (benchmarks/vit.py): ViT-B/16 attention at batch 8 100.9 us with groups of 8 tiles, 95.8 us with
 # 24 (all 12 heads); SigLIP (seq 729) slows down with 24 (1860 -> 1949 us), which the budget rules out.
@@ -211,17 +213,15 @@ def _pipelined(group, items, strategy):
     Resident tiles run as a three-stage software pipeline in program order: at step t, scores of tile t (stage
     A), exp of tile t-1 (B) and P V of tile t-2 (C); with one score strip in PSUM (``ring == 1``) B comes first
     so the strip is read before the next one overwrites it. Every q^T is made before the first scores. Flash
-    tiles run one after the other."""
-    i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(group.d)[None, :]
+    tiles go in interleaved sets (``_flash``)."""
     qTs = [it["qT"](n) for n, it in enumerate(items)]
     if strategy != "resident":
-        for n, it in enumerate(items):
-            o = _flash(qTs[n], it["kT"], it["v_tile"], it["rows"], it["q_cols_ok"], group.seq, group.d, group.pe,
-                       group.out_dtype, group.evict)  # fmt: skip
-            if "write" in it:
-                it["write"](o)
-            else:
-                it["dst"](i_p, i_d)[...] = o
+        per = flash_interleave(group.d)
+        for n0 in range(0, len(items), per):
+            tiles = [dict(it, qT_tile=qTs[n]) for n, it in enumerate(items[n0:n0 + per], n0)]
+            for it, o in zip(tiles, _flash(tiles, group.seq, group.d, group.pe, group.out_dtype, group.evict)):
+                if "write" in it:
+                    it["write"](o)
         return
     n_items = len(items)
     for t in range(n_items + 2):
@@ -253,44 +253,108 @@ def heads_per_group(heads: int, q_tiles: int, seq: int, itemsize: int) -> int:
     return next(g for g in range(1, heads + 1) if heads % g == 0 and (g * q_tiles >= want or g == heads))
 
 
-def _flash(qT, kT, v_tile, rows, q_cols_ok, seq, d, pe_dtype, out_dtype, evict):
+def flash_interleave(d: int) -> int:
+    """Query tiles the flash loop interleaves: FLASH_INTERLEAVE, fewer where their accumulators (d + 1 fp32
+    columns each) would not share one PSUM bank."""
+    return max(1, min(FLASH_INTERLEAVE, BANK // (d + 1)))
+
+
+def _flash(tiles, seq, d, pe_dtype, out_dtype, evict):
     """Online softmax over key blocks of FLASH_BLOCK (a ``sequential_range``, the ragged last block traced once
-    more with its static size). Returns the normalised [128, d] output tile."""
+    more with its static size) for ``tiles`` (up to ``flash_interleave(d)`` query tiles, dicts as in
+    ``_pipelined`` plus ``qT_tile``). Tiles with a ``dst`` get their normalised output written there; returns the
+    output tiles.
+
+    The tiles' blocks are interleaved in program order: each tile's block is a chain of dependent instructions
+    over three engines (scores, max, exp, transposes, P V, rescale), and the in-order engines work on one tile's
+    chain while the other's waits. Per tile, the running state is ``-max`` (so the new one is ``min`` of the old
+    one and the block's ``-max``, straight from the Vector reduce, and the rescaling factor ``exp(m_old - m_new)``
+    is one activation of the old state with scale -1; the state copy is on GpSimd) and ``[o | l]``, the output
+    and the row sum side by side: the exp writes the block's row sum into the PSUM column after the tile's P V
+    accumulator, so one Vector instruction rescales and adds both. PSUM: a score bank per tile, one bank for the
+    accumulators, a ring of two transposes."""
     i_p = nl.arange(PMAX)[:, None]
     i_k = nl.arange(d)[:, None]
-    i_d = nl.arange(d)[None, :]
+    i_d, i_e = nl.arange(d)[None, :], nl.arange(d + 1)[None, :]
     i_one = nl.arange(1)[None, :]
-    m = nl.full((nl.par_dim(PMAX), 1), -3.0e38, dtype=nl.float32)  # running row max of the (scaled) scores
-    total = nl.zeros((nl.par_dim(PMAX), 1), dtype=nl.float32)
-    o = nl.zeros((nl.par_dim(PMAX), d), dtype=nl.float32)
+    nt, w = len(tiles), d + 1
+    neg_m = nl.ndarray((nt, nl.par_dim(PMAX), 1), dtype=nl.float32)  # -(running row max)
+    o = nl.ndarray((nt, nl.par_dim(PMAX), w), dtype=nl.float32)  # [o | row sum]
+    for u in range(nt):  # on GpSimd, off the Vector engine's queue
+        neg_m[u, i_p, i_one] = nisa.memset((PMAX, 1), 3.0e38, nl.float32, engine=nisa.gpsimd_engine)
+        o[u, i_p, i_e] = nisa.memset((PMAX, w), 0.0, nl.float32, engine=nisa.gpsimd_engine)
+    s_ps = nl.ndarray((nt, nl.par_dim(PMAX), FLASH_BLOCK), dtype=nl.float32, buffer=nl.psum)
+    acc = nl.ndarray((nl.par_dim(PMAX), nt * w), dtype=nl.float32, buffer=nl.psum)  # one bank: [P V | sum] each
+    t_ps = nl.ndarray((2, nl.par_dim(PMAX), PMAX), dtype=pe_dtype, buffer=nl.psum)
+    neg_new = nl.ndarray((nt, nl.par_dim(PMAX), 1), dtype=nl.float32)
+    block_neg = nl.ndarray((nt, nl.par_dim(PMAX), 1), dtype=nl.float32)
+    alpha = nl.ndarray((nt, nl.par_dim(PMAX), 1), dtype=nl.float32)
+    p_sb = nl.ndarray((nt, nl.par_dim(PMAX), FLASH_BLOCK), dtype=pe_dtype)
+    pT = nl.ndarray((nt * (FLASH_BLOCK // PMAX), nl.par_dim(PMAX), PMAX), dtype=pe_dtype)
+    per_block = FLASH_BLOCK // PMAX
+
+    def scores(u, it, start, size):
+        i_c = nl.arange(size)[None, :]
+        rows = it["rows"]
+        s_ps[u, i_p, i_c] = nisa.nc_matmul(it["qT_tile"], it["kT"](i_k, start + i_c), mask=rows)
+        block_neg[u, i_p, i_one] = nisa.tensor_reduce(np.max, s_ps[u, i_p, i_c], axis=(1,), negate=True, keepdims=True,
+                                                      mask=rows)  # fmt: skip
+
+    def new_max(u, it):
+        neg_new[u, i_p, i_one] = nl.minimum(neg_m[u, i_p, i_one], block_neg[u, i_p, i_one], mask=it["rows"])
+
+    def exponentiate(u, it, size):
+        i_c = nl.arange(size)[None, :]
+        rows = it["rows"]
+        # exp(m_old - m_new) = exp(-1 * (-m_old) + (-m_new))
+        alpha[u, i_p, i_one] = nisa.activation(np.exp, neg_m[u, i_p, i_one], scale=-1.0, bias=neg_new[u, i_p, i_one],
+                                               mask=rows)  # fmt: skip
+        p_sb[u, i_p, i_c] = nisa.activation(np.exp, s_ps[u, i_p, i_c], bias=neg_new[u, i_p, i_one], reduce_op=np.add,
+                                            reduce_res=acc[i_p, u * w + d + i_one], mask=rows,
+                                            dtype=pe_dtype)  # fmt: skip
+        neg_m[u, i_p, i_one] = nisa.tensor_copy(neg_new[u, i_p, i_one], engine=nisa.gpsimd_engine, mask=rows)
+
+    def times_v(u, it, size, first_tile):
+        rows, q_cols_ok = it["rows"], it["q_cols_ok"]
+        i_q = nl.arange(PMAX)[None, :]
+        blocks = _chunks(size, PMAX)
+        for j, (s0, sz) in enumerate(blocks):
+            i_kp = nl.arange(sz)[:, None]
+            slot = (u * per_block + j) % 2
+            t_ps[slot, i_kp, i_q] = nisa.nc_transpose(p_sb[u, i_p, s0 + nl.arange(sz)[None, :]], mask=q_cols_ok)
+            pT[u * per_block + j, i_kp, i_q] = evict(t_ps[slot, i_kp, i_q], pe_dtype, q_cols_ok)
+        for j, (_, sz) in enumerate(blocks):
+            product = nisa.nc_matmul(pT[u * per_block + j, nl.arange(sz)[:, None], i_q], it["v_tile"](first_tile + j,
+                                     sz), mask=rows)  # fmt: skip
+            if j == 0:
+                acc[i_p, u * w + i_d] = product
+            else:
+                acc[i_p, u * w + i_d] += product
+        o[u, i_p, i_e] = nisa.scalar_tensor_tensor(data=o[u, i_p, i_e], op0=np.multiply, operand0=alpha[u, i_p, i_one],
+                                                   op1=np.add, operand1=acc[i_p, u * w + i_e], mask=rows)  # fmt: skip
 
     def block(start, size, first_tile):
-        i_c = nl.arange(size)[None, :]
-        s_ps = nisa.nc_matmul(qT, kT(i_k, start + i_c), mask=rows)  # [128, size] in PSUM
-        neg_new = nl.minimum(nl.negative(m, mask=rows),
-                             nisa.tensor_reduce(np.max, s_ps, axis=(1,), negate=True, keepdims=True, mask=rows),
-                             mask=rows)  # fmt: skip
-        alpha = nisa.activation(np.exp, m, bias=neg_new, mask=rows)  # exp(m_old - m_new)
-        part = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
-        p = nisa.activation(np.exp, s_ps, bias=neg_new, reduce_op=np.add, reduce_res=part, mask=rows,
-                            dtype=pe_dtype)  # fmt: skip
-        acc = nl.zeros((nl.par_dim(PMAX), d), dtype=nl.float32, buffer=nl.psum)
-        for j, (s0, sz) in enumerate(_chunks(size, PMAX)):
-            pT = nisa.nc_transpose(p[i_p, s0 + nl.arange(sz)[None, :]], mask=q_cols_ok)  # [sz, 128] in PSUM
-            acc += nisa.nc_matmul(evict(pT, pe_dtype, q_cols_ok), v_tile(first_tile + j, sz), mask=rows)
-        o[i_p, i_d] = nisa.scalar_tensor_tensor(data=o, op0=np.multiply, operand0=alpha, op1=np.add, operand1=acc,
-                                                mask=rows)  # fmt: skip
-        total[i_p, i_one] = nisa.scalar_tensor_tensor(data=total, op0=np.multiply, operand0=alpha, op1=np.add,
-                                                      operand1=part, mask=rows)  # fmt: skip
-        m[i_p, i_one] = nl.negative(neg_new, mask=rows)
+        for u, it in enumerate(tiles):
+            scores(u, it, start, size)
+        for u, it in enumerate(tiles):  # after every tile's reduce: not right behind the reduce it reads (§3.3)
+            new_max(u, it)
+        for u, it in enumerate(tiles):
+            exponentiate(u, it, size)
+        for u, it in enumerate(tiles):
+            times_v(u, it, size, first_tile)
 
     n_full = seq // FLASH_BLOCK
-    per_block = FLASH_BLOCK // PMAX
     for blk in nl.sequential_range(n_full):
         block(blk * FLASH_BLOCK, FLASH_BLOCK, blk * per_block)
     if seq % FLASH_BLOCK:
         block(n_full * FLASH_BLOCK, seq % FLASH_BLOCK, n_full * per_block)
-    return nisa.tensor_scalar(o, np.divide, total, dtype=out_dtype, mask=rows)
+    outs = []
+    for u, it in enumerate(tiles):
+        res = nisa.tensor_scalar(o[u, i_p, i_d], np.divide, o[u, i_p, d + i_one], dtype=out_dtype, mask=it["rows"])
+        if "dst" in it:
+            it["dst"](i_p, i_d)[...] = res
+        outs.append(res)
+    return outs
 
 
 def _query_tiles(seq):

@@ -85,6 +85,15 @@ def test_flash_matches_the_resident_strip(layout):
     _run(layout, 1, 600, 2, 72, "float32", seed=4, strategy="flash")
 
 
+@pytest.mark.parametrize("layout", ["qkv", "bhsd"])
+@pytest.mark.parametrize("seq, heads, d, dtype", [
+    (600, 2, 64, "bfloat16"),  # two score chunks (512 + 88), a head pair sharing transposes and one division
+    (1100, 2, 72, "float32"),  # three chunks (512 + 512 + 76): the row sum accumulated over them by the exp
+])  # fmt: skip
+def test_multi_chunk_resident_strip(layout, seq, heads, d, dtype):
+    _run(layout, 1, seq, heads, d, dtype, seed=7)
+
+
 def test_large_logits_stay_finite():
     # scores of O(100): exp without the max subtraction would overflow fp32
     rng = np.random.default_rng(5)
