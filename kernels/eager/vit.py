@@ -27,7 +27,7 @@ from kernels.layernorm.kernel import layernorm_kernel
 from kernels.linear.fused_mlp import layernorm_mlp_kernel
 from kernels.linear.kernel import layernorm_linear_kernel, linear_kernel
 from kernels.linear.reference import gelu_tanh
-from kernels.vit_attn.kernel import DEFAULT_EVICT, attention_qkv_kernel
+from kernels.vit_attn.kernel import attention_qkv_kernel, choose_evict
 from kernels.vit_attn.launcher import choose_strategy
 
 EPS = 1e-6  # timm's ViT LayerNorm epsilon
@@ -137,12 +137,10 @@ def eager_attention_bhsd_steps(batch: int, seq: int, heads: int, head_dim: int, 
 
 
 def fused_attention_steps(batch: int, seq: int, heads: int, head_dim: int, qkv="qkv", out="attn") -> list:
-    consts = {"num_heads": heads, "scale": head_dim**-0.5, "strategy": choose_strategy(seq), "evict": EVICT}
+    strategy = choose_strategy(seq)
+    consts = {"num_heads": heads, "scale": head_dim**-0.5, "strategy": strategy, "evict": choose_evict(seq, strategy)}
     return [Step("attention (vit-attn)", attention_qkv_kernel, ((qkv, (batch, seq, 3 * heads * head_dim)),), (out,),
                  consts, ((batch * seq, heads * head_dim),))]  # fmt: skip
-
-
-EVICT = DEFAULT_EVICT  # vit-attn's PSUM-copy engines (kernel.DEFAULT_EVICT says why)
 
 
 def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:

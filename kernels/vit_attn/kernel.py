@@ -62,6 +62,22 @@ _ENGINES = {"scalar": nisa.scalar_engine, "vector": nisa.vector_engine}
 # trn2 (benchmarks/vit.py --ideas: all Vector, all Scalar, alternating, and this): the Vector engine already
 # carries the row max and the division, the Scalar engine the exp.
 DEFAULT_EVICT = ("scalar", "scalar", "vector", "scalar")
+# Longer sequences: a resident strip of more than one PSUM bank puts every copy on the Scalar engine (the Vector
+# engine carries the max of every chunk of the strip and binds): measured on trn2 bf16 batch 1
+# (benchmarks/vit.py --ideas) SigLIP 213.9 -> 191.9 us, DINOv2 654.1 -> 576.0 us. The flash loop alternates
+# (seq 2048 x 16 heads: 1803.9 us with DEFAULT_EVICT, 1858.5 all on Scalar, 1721.6 alternating).
+LONG_EVICT = ("scalar",)
+FLASH_EVICT = ("scalar", "vector")
+
+
+def choose_evict(seq: int, strategy: str, evict="auto") -> tuple:
+    """The PSUM-copy engines for a sequence length and strategy (see ``DEFAULT_EVICT``, ``LONG_EVICT`` and
+    ``FLASH_EVICT``); an explicit tuple of engine names is returned unchanged."""
+    if evict != "auto":
+        return tuple(evict)
+    if strategy == "flash":
+        return FLASH_EVICT
+    return DEFAULT_EVICT if seq <= BANK else LONG_EVICT
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -114,12 +130,15 @@ class _Group:
         self.t_ps = nl.ndarray((2, nl.par_dim(PMAX), PMAX), dtype=pe_dtype, buffer=nl.psum)
         self.qT = nl.ndarray((n_items, nl.par_dim(d), PMAX), dtype=pe_dtype)
         if resident:
-            # Score strips in flight (3 pipeline stages). PSUM banks: the strips, 2 transposes, 2 accumulators and
-            # the one result the verifier sees between an instruction and the assign that stores it:
-            # ring * nc + 5 <= 8.
-            self.ring = 3 if nc == 1 else 1
+            # Score strips in flight (3 pipeline stages; 2 for two-bank strips, so the next strip's scores do not
+            # wait for this one's exp). PSUM banks: the strips, 2 transposes, the accumulators (both in one bank)
+            # and the one result the verifier sees between an instruction and the assign that stores it:
+            # ring * nc + 4 <= 8.
+            self.ring = {1: 3, 2: 2}.get(nc, 1)
             self.s_ps = nl.ndarray((self.ring * nc, nl.par_dim(PMAX), BANK), dtype=nl.float32, buffer=nl.psum)
-            self.acc = nl.ndarray((2, nl.par_dim(PMAX), self.pair * d), dtype=nl.float32, buffer=nl.psum)
+            # the two accumulators side by side in one bank (2 * pair * d <= 512 fp32 columns) where they fit
+            self.acc_w = self.pair * d
+            self.acc = nl.ndarray((nl.par_dim(PMAX), 2 * self.acc_w), dtype=nl.float32, buffer=nl.psum)
             self.p_sb = nl.ndarray((n_items, nl.par_dim(PMAX), seq), dtype=pe_dtype)
             self.pT_sb = nl.ndarray((n_items * nk, nl.par_dim(PMAX), PMAX), dtype=pe_dtype)
             self.neg_max = nl.ndarray((n_items, nl.par_dim(PMAX), nc), dtype=nl.float32)
@@ -182,16 +201,16 @@ class _Group:
             product = nisa.nc_matmul(self.pT_sb[n * nk + j, nl.arange(size)[:, None], i_q], v_tile(j, size),
                                      mask=rows)  # fmt: skip
             if j == 0:
-                self.acc[acc, i_p, col + i_d] = product
+                self.acc[i_p, acc * self.acc_w + col + i_d] = product
             else:
-                self.acc[acc, i_p, col + i_d] += product
+                self.acc[i_p, acc * self.acc_w + col + i_d] += product
         if self.pair > 1:
             if n % self.pair != self.pair - 1:
                 return None
             i_p3, i_g3 = nl.arange(PMAX)[:, None, None], nl.arange(self.pair)[None, :, None]
             i_d3, i_one3 = nl.arange(self.d)[None, None, :], nl.arange(1)[None, None, :]
             out = pair_dst(i_p3, i_g3, i_d3)
-            out[...] = nisa.tensor_tensor(self.acc[acc, i_p3, i_g3 * self.d + i_d3],
+            out[...] = nisa.tensor_tensor(self.acc[i_p3, acc * self.acc_w + i_g3 * self.d + i_d3],
                                           self.pair_sums[n // self.pair, i_p3, i_g3 + i_one3], np.divide,
                                           dtype=self.out_dtype, mask=rows)  # fmt: skip
             return out
@@ -201,8 +220,8 @@ class _Group:
                                                                  axis=(1,), mask=rows)  # fmt: skip
             total = self.reduced[2 * n + 1, i_p, nl.arange(1)[None, :]]
         dst = dst or (lambda r, c: self.o[n, r, c])
-        dst(i_p, i_d)[...] = nisa.tensor_scalar(self.acc[acc, i_p, i_d], np.divide, total, dtype=self.out_dtype,
-                                                mask=rows)  # fmt: skip
+        dst(i_p, i_d)[...] = nisa.tensor_scalar(self.acc[i_p, acc * self.acc_w + i_d], np.divide, total,
+                                                dtype=self.out_dtype, mask=rows)  # fmt: skip
         return dst(i_p, i_d)
 
 

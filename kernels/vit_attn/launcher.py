@@ -8,7 +8,7 @@ strategy, eviction engines, num_heads) as compile-time constants.
 
 from __future__ import annotations
 
-from .kernel import DEFAULT_EVICT, PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel
+from .kernel import PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel, choose_evict
 
 MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
 MAX_SEQ = 16384  # K^T, V and one probability strip per head stay in SBUF: 16384 keys of bf16 use ~100 KiB/partition
@@ -47,7 +47,7 @@ def _scale(d: int, scale) -> float:
     return d**-0.5 if scale is None else float(scale)
 
 
-def plan_attention(q, k, v, scale=None, strategy="auto", evict=DEFAULT_EVICT):
+def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     if len(q.shape) != 4 or tuple(q.shape) != tuple(k.shape) or tuple(q.shape) != tuple(v.shape):
         raise VitAttnShapeError(f"vit-attn: attention takes q, k, v of one shape (batch, heads, seq, head_dim), "
                                 f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")  # fmt: skip
@@ -55,11 +55,12 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict=DEFAULT_EVICT):
         raise VitAttnShapeError(f"vit-attn: q, k, v differ in dtype ({q.dtype}, {k.dtype}, {v.dtype})")
     _, _, seq, d = q.shape
     _check(seq, d, q.dtype)
-    consts = {"scale": _scale(d, scale), "strategy": choose_strategy(seq, strategy), "evict": tuple(evict)}
+    strategy = choose_strategy(seq, strategy)
+    consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
     return attention_kernel, (q, k, v), consts
 
 
-def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict=DEFAULT_EVICT):
+def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"):
     if len(qkv.shape) != 3:
         raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
                                 f"got shape {tuple(qkv.shape)}")  # fmt: skip
@@ -69,8 +70,9 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict=DEFAUL
         raise VitAttnShapeError(f"vit-attn: the last axis ({width}) is not 3 * num_heads ({num_heads}) * head_dim")
     d = width // (3 * num_heads)
     _check(seq, d, qkv.dtype)
-    consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": choose_strategy(seq, strategy),
-              "evict": tuple(evict)}  # fmt: skip
+    strategy = choose_strategy(seq, strategy)
+    consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": strategy,
+              "evict": choose_evict(seq, strategy, evict)}  # fmt: skip
     return attention_qkv_kernel, (qkv,), consts
 
 
