@@ -299,6 +299,58 @@ class _DmaTransposed:
         return xT
 
 
+class _RowsTransposed:
+    """x^T by the Tensor engine: whole rows in (one DMA per tile, straight into a ring slot; descriptors as long as
+    a row, against the 256 B of a DMA transpose's), transposed block by block, copied out of PSUM by the Scalar
+    engine. Pipelined one tile ahead (``_tiles``), so the in-order Tensor engine finds each tile's rows loaded."""
+
+    pipelined = True
+
+    def __init__(self, x):
+        self.x, self.k_tiles = x, _chunks(x.shape[1], PMAX)
+
+    def ring(self, n):
+        return nl.ndarray((n, nl.par_dim(PMAX), self.x.shape[1]), dtype=self.x.dtype)
+
+    def stage1(self, rows_sb, slot, m0, ok):
+        i_p, i_f = nl.arange(PMAX)[:, None], nl.arange(self.x.shape[1])[None, :]
+        nisa.dma_copy(dst=rows_sb[slot, i_p, i_f], src=self.x[m0 + i_p, i_f], mask=ok)
+        return m0, rows_sb[slot, i_p, i_f]
+
+    def stage2(self, state):
+        m0, rows = state
+        i_p, i_m = nl.arange(PMAX)[:, None], nl.arange(PMAX)[None, :]
+        cols_ok = m0 + i_m < self.x.shape[0]
+        xT = nl.ndarray((len(self.k_tiles), nl.par_dim(PMAX), PMAX), dtype=self.x.dtype)
+        t_ps = nl.ndarray((2, nl.par_dim(PMAX), PMAX), dtype=self.x.dtype, buffer=nl.psum)
+        for j, (k0, ks) in enumerate(self.k_tiles):
+            i_k = nl.arange(ks)[:, None]
+            t_ps[j % 2, i_k, i_m] = nisa.nc_transpose(rows[i_p, k0 + nl.arange(ks)[None, :]], mask=cols_ok)
+            xT[j, i_k, i_m] = nisa.activation(nl.copy, t_ps[j % 2, i_k, i_m], mask=cols_ok)
+        return xT
+
+
+X_SOURCES = {"dma": _DmaTransposed, "rows": _RowsTransposed}
+# DMA bytes per Tensor-engine cycle at which a linear turns DMA-bound, trn2: 368 GB/s of DMA (reference/nki.md
+# §3.4) over the 2.4 GHz Tensor clock (§1.1) = 153 B/cycle. A kernel-design threshold for choose_x_source, not a
+# cost-model constant.
+DMA_BYTES_PER_TENSOR_CYCLE = 153
+
+
+def choose_x_source(m: int, k: int, n: int, itemsize: int, epilogue: str) -> str:
+    """``"rows"`` (x^T on the Tensor engine; cheaper DMA) for shapes the DMA binds, ``"dma"`` (DMA transposes; the
+    Tensor engine only multiplies) for shapes the Tensor engine binds, by a shape-only estimate: the matmul cycles
+    (``max(N_moving, 64)`` per K tile, row tile and 512-column block, §2.3) against the bytes moved with x^T by DMA
+    transpose (its 256 B descriptors run at about half the efficiency of row loads, §3.4: counted twice). Measured
+    on the ViT-B/16 linears at 197 and 1576 rows (benchmarks/vit.py): picks the faster source for every one. Only
+    2-byte dtypes have the choice (DMA transposes take nothing else)."""
+    if itemsize != 2:
+        return "rows"
+    cycles = math.ceil(m / PMAX) * math.ceil(k / PMAX) * n
+    traffic = itemsize * (k * n + 2 * m * k + m * n * (2 if epilogue == "residual" else 1))
+    return "rows" if traffic > DMA_BYTES_PER_TENSOR_CYCLE * cycles else "dma"
+
+
 class _LayerNormed:
     """``LN(x)^T`` (``norm_prologue``): rows, statistics and normalisation in stage 1, into a ring slot; the
     Tensor-engine transposes (with gamma and beta in their PSUM copies) in stage 2."""
@@ -323,9 +375,13 @@ class _LayerNormed:
 
 
 @nki.jit
-def linear_kernel(x, w, b=None, residual=None, epilogue="none"):
+def linear_kernel(x, w, b=None, residual=None, epilogue="none", x_source="auto"):
+    """``x_source``: how x^T is made, ``"dma"`` (``_DmaTransposed``; by DMA transpose for 2-byte dtypes),
+    ``"rows"`` (``_RowsTransposed``, on the Tensor engine) or ``"auto"`` (``choose_x_source``)."""
     out = nl.ndarray((x.shape[0], w.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
-    _linear(x, w, b, residual, out, epilogue, _DmaTransposed(x))
+    if x_source == "auto":
+        x_source = choose_x_source(x.shape[0], x.shape[1], w.shape[1], np.dtype(x.dtype).itemsize, epilogue)
+    _linear(x, w, b, residual, out, epilogue, X_SOURCES[x_source](x))
     return out
 
 
