@@ -4,11 +4,11 @@
   block ``norm1`` (layernorm), ``qkv`` (matmul, bias add), the attention ops of ``attention_ops`` (split heads,
   scale q, q @ k^T, softmax, @ v, merge heads), ``proj`` (matmul, bias add), residual add, ``norm2``, ``fc1``
   (matmul, bias add), GELU, ``fc2`` (matmul, bias add), residual add; every intermediate through HBM.
-* ``fused``: the library's kernels: ``norm1`` as the prologue of the QKV ``linear`` (``layernorm_linear``: the
-  normalised rows never in HBM), ``vit_attn.attention_qkv`` straight from the QKV projection's output, ``linear``
-  with the bias and the residual add fused after proj, and ``norm2`` plus the whole MLP in one launch
-  (``linear.fused_mlp.layernorm_mlp``: layernorm, fc1, bias, GELU, fc2, bias and residual, the normalised rows
-  and the hidden activations never in HBM).
+* ``fused``: the library's kernels: ``norm1`` and the QKV projection in one launch (``linear.layernorm_qkv``: the
+  normalised rows never in HBM, q^T, (scale * k)^T and V written in the split layout vit-attn reads),
+  ``vit_attn.attention_split`` from it, ``linear`` with the bias and the residual add fused after proj, and
+  ``norm2`` plus the whole MLP in one launch (``linear.fused_mlp.layernorm_mlp``: layernorm, fc1, bias, GELU,
+  fc2, bias and residual, the normalised rows and the hidden activations never in HBM).
 
 Both start with the patch embedding as a linear over flattened patches ([batch * patches, 3 * 16 * 16] @ w, plus
 bias; eager: matmul + bias add), then the class token and position embedding (``embed_tokens``, the same kernel
@@ -25,10 +25,12 @@ from kernels.eager import attention_ops, elementwise, softmax
 from kernels.eager.compose import Step
 from kernels.layernorm.kernel import layernorm_kernel
 from kernels.linear.fused_mlp import layernorm_mlp_kernel
-from kernels.linear.kernel import layernorm_linear_kernel, linear_kernel
+from kernels.linear.kernel import linear_kernel
+from kernels.linear.qkv_split import layernorm_qkv_kernel
 from kernels.linear.reference import gelu_tanh
 from kernels.vit_attn.kernel import attention_qkv_kernel, choose_evict
 from kernels.vit_attn.launcher import choose_strategy
+from kernels.vit_attn.split_layout import attention_split_kernel
 
 EPS = 1e-6  # timm's ViT LayerNorm epsilon
 
@@ -143,6 +145,18 @@ def fused_attention_steps(batch: int, seq: int, heads: int, head_dim: int, qkv="
                  consts, ((batch * seq, heads * head_dim),))]  # fmt: skip
 
 
+def fused_qkv_attention_steps(cfg: ViTConfig, batch: int, x: str, p: str = "") -> list:
+    """norm1, the QKV projection and attention in two launches: ``linear.layernorm_qkv`` writes q^T, (scale * k)^T
+    and V in the split layout ``vit_attn.attention_split`` reads (no Tensor-engine transposes of q and k)."""
+    seq, strategy = cfg.seq, choose_strategy(cfg.seq)
+    return [
+        Step("layernorm + qkv", layernorm_qkv_kernel, (x, p + "n1_g", p + "n1_b", p + "qkv_w", p + "qkv_b"),
+             (p + "qkT", p + "v"), {"scale": cfg.head_dim**-0.5, "epsilon": EPS}),
+        Step("attention (vit-attn)", attention_split_kernel, (p + "qkT", p + "v"), (p + "a",),
+             {"num_heads": cfg.heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy)}),
+    ]  # fmt: skip
+
+
 def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:
     """The encoder forward from ``patches`` [batch * patches, patch_dim] to ``out`` [batch * seq, dim]."""
     if mode not in ("eager", "fused"):
@@ -168,10 +182,7 @@ def encoder_steps(cfg: ViTConfig, batch: int, mode: str) -> list:
                       Step("bias add", elementwise.bias_add_kernel, (p + "pr0", p + "proj_b"), (p + "pr1",)),
                       Step("residual add", elementwise.add_kernel, (x, p + "pr1"), (p + "x1",))]
         else:
-            steps.append(Step("layernorm + linear", layernorm_linear_kernel, (x, p + "n1_g", p + "n1_b", p + "qkv_w",
-                                                                               p + "qkv_b"), (p + "qkv",),
-                              {"epsilon": EPS, "epilogue": "bias"}))  # fmt: skip
-            steps += fused_attention_steps(batch, cfg.seq, cfg.heads, cfg.head_dim, p + "qkv", p + "a")
+            steps += fused_qkv_attention_steps(cfg, batch, x, p)
             steps.append(_lin("linear", p + "a", p + "proj_w", p + "proj_b", p + "x1", "residual", x))
         if eager:
             steps += [Step("layernorm", layernorm_kernel, (p + "x1", p + "n2_g", p + "n2_b"), (p + "h2",),

@@ -167,7 +167,7 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
 
 def _ln_stage1(norm, bufs, base, t0, size):
     """Rows and normalised rows of tokens ``t0 .. t0 + size - 1``, 128 at a time into ring slots ``base ..``."""
-    return [norm.normalise(bufs, base + k, t0 + s0, ss) for k, (s0, ss) in enumerate(_chunks(size, PMAX))]
+    return norm.normalise_many(bufs, [(base + k, t0 + s0, ss, None) for k, (s0, ss) in enumerate(_chunks(size, PMAX))])
 
 
 def _ln_stage2(norm, x, tiles, size, k1_tiles):

@@ -105,3 +105,32 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
 def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str = "numpy"):
     launch, args, kwargs = plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon)
     return launch(*args, backend=backend, **kwargs)
+
+
+def plan_layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None):
+    """LayerNorm + the fused QKV projection in vit-attn's split layout (``qkv_split``): returns ``(qkT, v)`` with
+    ``qkT`` (2 * hd, M) = [q^T; (scale * k)^T] and ``v`` (M, hd). ``scale`` defaults to head_dim ** -0.5 (give
+    ``num_heads``, or ``scale`` itself)."""
+    from .qkv_split import layernorm_qkv_kernel
+
+    if len(x.shape) != 2 or len(w.shape) != 2 or w.shape[0] != x.shape[1] or w.shape[1] % 3:
+        raise ValueError(f"layernorm_qkv takes x (M, K) and w (K, 3 * hd), got {tuple(x.shape)} and {tuple(w.shape)}")
+    hd = w.shape[1] // 3
+    if hd % 128:
+        raise ValueError(f"layernorm_qkv: heads * head_dim ({hd}) must be a multiple of 128 (q^T and k^T are made in "
+                         f"blocks of 128 features on the partitions)")  # fmt: skip
+    if tuple(b.shape) != (3 * hd,):
+        raise ValueError(f"layernorm_qkv: the bias must be ({3 * hd},)")
+    _check_norm(x, gamma, beta, "layernorm_qkv")
+    if x.shape[1] > MAX_K or w.shape[1] > MAX_N:
+        raise ValueError(f"layernorm_qkv: K and 3 * hd must be at most {MAX_K} and {MAX_N} (the weight stays in SBUF)")
+    if scale is None:
+        if num_heads is None:
+            raise ValueError("layernorm_qkv: give the softmax scale or num_heads (scale = head_dim ** -0.5)")
+        scale = (hd // int(num_heads)) ** -0.5
+    return layernorm_qkv_kernel, (x, gamma, beta, w, b), {"scale": float(scale), "epsilon": float(epsilon)}
+
+
+def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None, *, backend: str = "numpy"):
+    launch, args, kwargs = plan_layernorm_qkv(x, gamma, beta, w, b, scale, epsilon, num_heads)
+    return launch(*args, backend=backend, **kwargs)

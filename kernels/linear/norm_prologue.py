@@ -69,22 +69,45 @@ class LayerNormPrologue:
         """Load rows ``r0 .. r0 + nrows - 1`` (``r0`` may be a loop index; ``ok`` masks a ragged tile) into slot
         ``slot`` of ``bufs`` (from ``ring``) and normalise them there: ``(rows - mean) * rstd`` (Vector
         statistics, Scalar normalisation), in x's dtype. Returns (rows, normalised rows)."""
+        return self.normalise_many(bufs, [(slot, r0, nrows, ok)], z_on_vector=False)[0]
+
+    def normalise_many(self, bufs, tiles, z_on_vector=True):
+        """``normalise`` for several row tiles (``(slot, r0, nrows, ok)`` each), stage by stage: every tile's
+        statistics (Vector), every ``rstd`` (Scalar), then every normalisation, so that one tile's Vector -> Scalar
+        -> Vector round trip does not hold up the next tile's statistics. ``z_on_vector``: the normalisation as one
+        Vector ``tensor_scalar`` (``(x - mean) * rstd``; bf16 in and out of SBUF runs in the 4x perf mode, §3.3)
+        for kernels whose Scalar engine is the busier one, else one Scalar ``activation``."""
         x, n = self.x, self.x.shape[1]
         rows_sb, z_sb, st = bufs
-        i_p, i_f = nl.arange(nrows)[:, None], nl.arange(n)[None, :]
-        nisa.dma_copy(dst=rows_sb[slot, i_p, i_f], src=x[r0 + i_p, i_f], mask=ok)  # straight into the slot
-        rows = rows_sb[slot, i_p, i_f]
-        for c, (start, size) in enumerate(self.chunks):
-            st[slot, i_p, 6 * c + nl.arange(6)[None, :]] = nisa.bn_stats(rows_sb[slot, i_p, start + nl.arange(size)[
-                None, :]], mask=ok, dtype=nl.float32)  # fmt: skip
-        at = 6 * len(self.chunks)  # then: mean, variance, rstd, -mean * rstd
-        st[slot, i_p, at + nl.arange(2)[None, :]] = nisa.bn_aggr(st[slot, i_p, nl.arange(at)[None, :]], mask=ok)
-        st[slot, i_p, at + 2] = nisa.activation(nl.rsqrt, st[slot, i_p, at + 1], bias=self.eps[i_p, 0], mask=ok)
-        st[slot, i_p, at + 3] = nisa.tensor_scalar(st[slot, i_p, at], nl.multiply, st[slot, i_p, at + 2],
-                                                   op1=nl.multiply, operand1=-1.0, mask=ok)  # fmt: skip
-        z_sb[slot, i_p, i_f] = nisa.activation(nl.copy, rows, scale=st[slot, i_p, at + 2], bias=st[slot, i_p, at + 3],
-                                               mask=ok, dtype=x.dtype)  # fmt: skip
-        return rows, z_sb[slot, i_p, i_f]
+        i_f = nl.arange(n)[None, :]
+        at = 6 * len(self.chunks)  # after the bn_stats: mean, variance, rstd, -mean * rstd
+        for slot, r0, nrows, ok in tiles:
+            i_p = nl.arange(nrows)[:, None]
+            nisa.dma_copy(dst=rows_sb[slot, i_p, i_f], src=x[r0 + i_p, i_f], mask=ok)  # straight into the slot
+        for slot, _, nrows, ok in tiles:
+            i_p = nl.arange(nrows)[:, None]
+            for c, (start, size) in enumerate(self.chunks):
+                st[slot, i_p, 6 * c + nl.arange(6)[None, :]] = nisa.bn_stats(rows_sb[slot, i_p, start + nl.arange(
+                    size)[None, :]], mask=ok, dtype=nl.float32)  # fmt: skip
+            st[slot, i_p, at + nl.arange(2)[None, :]] = nisa.bn_aggr(st[slot, i_p, nl.arange(at)[None, :]], mask=ok)
+        for slot, _, nrows, ok in tiles:
+            i_p = nl.arange(nrows)[:, None]
+            st[slot, i_p, at + 2] = nisa.activation(nl.rsqrt, st[slot, i_p, at + 1], bias=self.eps[i_p, 0], mask=ok)
+        out = []
+        for slot, _, nrows, ok in tiles:
+            i_p = nl.arange(nrows)[:, None]
+            rows = rows_sb[slot, i_p, i_f]
+            if z_on_vector:
+                z_sb[slot, i_p, i_f] = nisa.tensor_scalar(rows, nl.subtract, st[slot, i_p, at], op1=nl.multiply,
+                                                          operand1=st[slot, i_p, at + 2], mask=ok,
+                                                          dtype=x.dtype)  # fmt: skip
+            else:
+                st[slot, i_p, at + 3] = nisa.tensor_scalar(st[slot, i_p, at], nl.multiply, st[slot, i_p, at + 2],
+                                                           op1=nl.multiply, operand1=-1.0, mask=ok)  # fmt: skip
+                z_sb[slot, i_p, i_f] = nisa.activation(nl.copy, rows, scale=st[slot, i_p, at + 2],
+                                                       bias=st[slot, i_p, at + 3], mask=ok, dtype=x.dtype)  # fmt: skip
+            out.append((rows, z_sb[slot, i_p, i_f]))
+        return out
 
     def transpose(self, z, nrows, xT, col0, cols_ok=None):
         """Write ``z^T * gamma + beta`` (``z`` [nrows, K] from ``normalise``) into columns ``col0 .. col0 + nrows - 1``

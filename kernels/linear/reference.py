@@ -39,3 +39,12 @@ def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue="none"):
 
 def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
     return mlp(layer_norm(x, gamma, beta, epsilon), w1, b1, w2, b2, x).astype(x.dtype)
+
+
+def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None):
+    """``(qkT, v)``: [q^T; (scale * k)^T] (2 * hd, M) and v (M, hd) of ``LN(x) @ w + b``."""
+    hd = w.shape[1] // 3
+    scale = (hd // int(num_heads)) ** -0.5 if scale is None else float(scale)
+    y = layer_norm(x, gamma, beta, epsilon) @ np.asarray(w, np.float64) + np.asarray(b, np.float64)
+    qkT = np.concatenate([y[:, :hd].T, scale * y[:, hd:2 * hd].T], 0)
+    return qkT.astype(x.dtype), y[:, 2 * hd:].astype(x.dtype)

@@ -3,10 +3,12 @@ used when publishing from this repository, not shipped in the bundle).
 
 Eager PyTorch attention as timm writes it, one kernel per framework op from ``kernels/eager``, every
 intermediate in HBM: for ``attention_qkv`` split heads, scale q, q @ k^T, softmax, @ v, merge heads (six
-launches); for ``attention`` (q, k, v already (B, H, S, D)) scale q, q @ k^T, softmax, @ v (four launches).
+launches; the same for ``attention_split``, whose input is the projection's output that eager keeps token-major);
+for ``attention`` (q, k, v already (B, H, S, D)) scale q, q @ k^T, softmax, @ v (four launches).
 The figure is the sum of the launches' modelled latencies in microseconds.
 """
 
+import nki_dsl as nki
 from kernels.eager import compose
 from kernels.eager.vit import eager_attention_bhsd_steps, eager_attention_steps
 
@@ -18,6 +20,12 @@ def eager_attention(entry: str, specs, constants: dict, target: str) -> float:
         batch, seq, width = qkv.shape
         heads = int(constants["num_heads"])
         steps, values = eager_attention_steps(batch, seq, heads, width // (3 * heads)), {"qkv": qkv}
+    elif entry == "attention_split":  # eager has the projection's output token-major: the attention_qkv composition
+        _, v = specs
+        seq, heads = int(constants["seq"]), int(constants["num_heads"])
+        batch, hd = v.shape[0] // seq, v.shape[1]
+        qkv = nki.spec((batch, seq, 3 * hd), str(v.dtype))
+        steps, values = eager_attention_steps(batch, seq, heads, hd // heads), {"qkv": qkv}
     else:
         q, k, v = specs
         batch, heads, seq, d = q.shape

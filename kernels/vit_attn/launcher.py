@@ -76,6 +76,34 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
     return attention_qkv_kernel, (qkv,), consts
 
 
+def plan_attention_split(qkT, v, num_heads, seq, strategy="auto", evict="auto"):
+    """Attention from the split layout (``split_layout``): ``qkT`` (2 * heads * head_dim, batch * seq) holding q^T
+    and (scale * k)^T, ``v`` (batch * seq, heads * head_dim); out (batch * seq, heads * head_dim)."""
+    from .split_layout import attention_split_kernel
+
+    if len(qkT.shape) != 2 or len(v.shape) != 2:
+        raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
+                                f"{tuple(qkT.shape)} and {tuple(v.shape)}")  # fmt: skip
+    tokens, hd = v.shape
+    num_heads, seq = int(num_heads), int(seq)
+    if tuple(qkT.shape) != (2 * hd, tokens) or qkT.dtype != v.dtype:
+        raise VitAttnShapeError(f"vit-attn: qkT must be (2 * {hd}, {tokens}) of v's dtype, got {tuple(qkT.shape)} "
+                                f"{qkT.dtype}")  # fmt: skip
+    if num_heads < 1 or hd % num_heads or seq < 1 or tokens % seq:
+        raise VitAttnShapeError(f"vit-attn: {hd} features are not num_heads ({num_heads}) * head_dim, or {tokens} "
+                                f"tokens not batch * seq ({seq})")  # fmt: skip
+    _check(seq, hd // num_heads, v.dtype)
+    strategy = choose_strategy(seq, strategy)
+    consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
+    return attention_split_kernel, (qkT, v), consts
+
+
+def attention_split(qkT, v, num_heads, seq, *, backend: str = "numpy", strategy: str = "auto"):
+    """Attention from the split layout a fused LayerNorm + QKV projection writes (``linear.layernorm_qkv``)."""
+    launch, args, kwargs = plan_attention_split(qkT, v, num_heads, seq, strategy)
+    return launch(*args, backend=backend, **kwargs)
+
+
 def attention(q, k, v, scale=None, *, backend: str = "numpy", strategy: str = "auto"):
     """Bidirectional attention over (batch, heads, seq, head_dim); returns the same shape."""
     launch, args, kwargs = plan_attention(q, k, v, scale, strategy)

@@ -20,3 +20,17 @@ def attention_qkv(qkv, num_heads, scale=None):
     split = np.asarray(qkv).reshape(b, s, 3, num_heads, d).transpose(2, 0, 3, 1, 4)  # (3, b, h, s, d)
     out = attention(split[0], split[1], split[2], scale)
     return out.transpose(0, 2, 1, 3).reshape(b, s, num_heads * d)
+
+
+def attention_split(qkT, v, num_heads, seq):
+    """The same from the split layout: ``qkT`` (2 * hd, batch * seq) = [q^T; (scale * k)^T], ``v`` (batch * seq,
+    hd); returns (batch * seq, hd). The scale is already in k (scale 1 here)."""
+    two_hd, tokens = qkT.shape
+    hd, batch = two_hd // 2, tokens // seq
+    d = hd // num_heads
+    f = np.asarray(qkT, np.float64)
+    q = f[:hd].T.reshape(batch, seq, num_heads, d).transpose(0, 2, 1, 3)
+    k = f[hd:].T.reshape(batch, seq, num_heads, d).transpose(0, 2, 1, 3)
+    vv = np.asarray(v, np.float64).reshape(batch, seq, num_heads, d).transpose(0, 2, 1, 3)
+    out = attention(q, k, vv, scale=1.0)
+    return out.transpose(0, 2, 1, 3).reshape(tokens, hd).astype(v.dtype)

@@ -162,3 +162,24 @@ def test_layernorm_fusions_refuse_bad_shapes():
         plan_layernorm_linear(s(4, 8), s(8), s(8), s(8, 4), s(4), epilogue="residual")
     with pytest.raises(ValueError, match="the residual is x"):
         plan_layernorm_mlp(s(4, 8), s(8), s(8), s(8, 16), s(16), s(16, 4), s(4))
+
+
+@pytest.mark.parametrize("m, k, hd, dtype", [
+    (300, 256, 256, "float32"),  # a full token block of 512 is not reached: one ragged block of 300
+    (600, 192, 128, "bfloat16"),  # two blocks (the one-ahead pipeline), a ragged K tile
+    (130, 128, 384, "float32"),  # three q and three k feature tiles, V in one 384-column block
+])  # fmt: skip
+def test_layernorm_qkv_split_layout(m, k, hd, dtype):
+    from kernels.linear import layernorm_qkv, layernorm_qkv_reference, plan_layernorm_qkv
+
+    rng = np.random.default_rng(9)
+    dt = DT[dtype]
+    x, g, be = _norm_inputs(rng, m, k, dt)
+    w, b = (rng.standard_normal((k, 3 * hd)) / np.sqrt(k)).astype(dt), rng.standard_normal(3 * hd).astype(dt)
+    qkT, v = layernorm_qkv(x, g, be, w, b, num_heads=2)
+    ref_qkT, ref_v = layernorm_qkv_reference(x.astype(np.float64), g, be, w, b, num_heads=2)
+    assert qkT.shape == (2 * hd, m) and v.shape == (m, hd)
+    _close(qkT, ref_qkT, dtype)
+    _close(v, ref_v, dtype)
+    with pytest.raises(ValueError, match="multiple of 128"):
+        plan_layernorm_qkv(x, g, be, w[:, :3 * 64], b[:3 * 64], num_heads=1)

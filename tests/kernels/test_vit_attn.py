@@ -148,3 +148,34 @@ def test_table(model, seq, heads, d, batch, dtype, layout):
 @pytest.mark.slow
 def test_flash_beyond_the_resident_limit():
     _run("qkv", 1, RESIDENT_MAX_SEQ + 300, 1, 64, "bfloat16", seed=6)
+
+
+@pytest.mark.parametrize("batch, seq, heads, d, dtype", [
+    (2, 197, 2, 64, "float32"),  # two batch elements side by side in qkT's columns, a head pair
+    (1, 600, 2, 72, "bfloat16"),  # a two-chunk strip, one head per transpose width
+    (1, 130, 3, 80, "float32"),  # a 2-row ragged query tile
+])  # fmt: skip
+def test_split_layout_matches_attention_qkv(batch, seq, heads, d, dtype):
+    # attention_split from [q^T; (scale * k)^T] and V as the fused projection writes them, against the
+    # attention_qkv reference on the same qkv (the scale folded into k in float64 before rounding)
+    from kernels.vit_attn import attention_split, attention_split_reference
+
+    rng = np.random.default_rng(8)
+    dt = DTYPES[dtype]
+    hd = heads * d
+    qkv = rng.standard_normal((batch, seq, 3 * hd)).astype(dt)
+    f = np.asarray(qkv, np.float64).reshape(batch * seq, 3 * hd)
+    qkT = np.concatenate([f[:, :hd].T, d**-0.5 * f[:, hd:2 * hd].T], 0).astype(dt)
+    v = f[:, 2 * hd:].astype(dt)
+    out = attention_split(qkT, v, heads, seq)
+    _check(out, attention_split_reference(qkT, v, heads, seq), dtype)
+    _check(out, attention_qkv_reference(qkv, heads).reshape(batch * seq, hd), dtype)
+
+
+def test_split_layout_refusals():
+    from kernels.vit_attn import plan_attention_split
+
+    with pytest.raises(VitAttnShapeError, match="qkT must be"):
+        plan_attention_split(nki.spec((256, 197), "bfloat16"), nki.spec((197, 64), "bfloat16"), 1, 197)
+    with pytest.raises(VitAttnShapeError, match="not batch \\* seq"):
+        plan_attention_split(nki.spec((256, 200), "bfloat16"), nki.spec((200, 128), "bfloat16"), 2, 197)

@@ -1,0 +1,145 @@
+"""LayerNorm + the QKV projection of a ViT block, written in the split layout vit-attn's ``attention_split``
+reads (``kernels/vit_attn/split_layout.py``): ``qkT`` (2 * hd, M), q^T and (scale * k)^T feature-major, and
+``v`` (M, hd) token-major, for ``x`` (M, K) and the fused QKV weight ``w`` (K, 3 * hd) with bias ``b`` (3 * hd,).
+
+The LayerNorm is the prologue (``norm_prologue``): LN(x)^T tiles [128 of K, up to 512 tokens] per token block.
+Those are exactly the moving operand of the q/k matmuls in the transposed orientation, ``(x W)^T = W^T x^T``:
+a [128 of K, 128 features] block of w stationary, LN(x)^T moving, the result [128 features, tokens] in PSUM, so
+q^T and k^T come out of the matmuls with the features on the partitions, as attention needs them, and their
+bias is per partition: the PSUM copy adds it (and multiplies k by the softmax scale) as one Scalar-engine
+activation. V keeps the token-major orientation (LN(x)^T stationary, w's V columns moving) and its bias is a row
+(broadcast once by a ones matmul). Compared with the token-major projection plus ``attention_qkv``, attention
+no longer transposes q and k on the Tensor engine nor copies the transposes out of PSUM.
+
+Token blocks of 512 are pipelined one block ahead (``fused_mlp._ln_blocks``' scheme): block t+1's rows and
+LayerNorm row work come before block t's V part in program order, its transposes after.
+"""
+
+import numpy as np
+
+import nki_dsl as nki
+import nki_dsl.isa as nisa
+import nki_dsl.language as nl
+
+from .fused_mlp import _ln_stage1, _ln_stage2
+from .norm_prologue import LayerNormPrologue, norm_columns
+
+PMAX = 128
+BLOCK = 512  # tokens per block: the q/k matmuls' moving width (one PSUM bank of fp32, reference/nki.md §1.2)
+W_CHUNK = 1024  # weight columns per load (2 KiB rows per partition), in the order the matmuls use them
+
+
+def _chunks(n, size):
+    return [(s, min(size, n - s)) for s in range(0, n, size)]
+
+
+class _Projection:
+    def __init__(self, x, w, b, qkT, v, scale):
+        self.x, self.qkT, self.v, self.scale = x, qkT, v, float(scale)
+        k_dim, n_dim = w.shape
+        self.hd = n_dim // 3
+        self.k_tiles, self.f_tiles = _chunks(k_dim, PMAX), _chunks(2 * self.hd, PMAX)
+        self.v_blocks = _chunks(self.hd, BLOCK)
+        # the bias of q and k as per-partition columns (k's multiplied by the scale), V's as a row
+        self.b_cols = norm_columns((b,), _chunks(n_dim, PMAX))
+        row = nl.ndarray((nl.par_dim(1), self.hd), dtype=b.dtype)  # before the weight in DMA order, which is FIFO
+        nisa.dma_copy(dst=row[0, nl.arange(self.hd)[None, :]], src=b.reshape((1, n_dim))[0, 2 * self.hd + nl.arange(
+            self.hd)[None, :]])  # fmt: skip
+        self.w_sb = nl.ndarray((len(self.k_tiles), nl.par_dim(PMAX), n_dim), dtype=w.dtype)
+        for c0, cs in _chunks(n_dim, W_CHUNK):
+            i_c = c0 + nl.arange(cs)[None, :]
+            for j, (k0, ks) in enumerate(self.k_tiles):
+                self.w_sb[j, nl.arange(ks)[:, None], i_c] = nl.load(w[k0 + nl.arange(ks)[:, None], i_c])
+        kt_cols = nl.ndarray((nl.par_dim(PMAX), len(self.f_tiles)), dtype=nl.float32)
+        half = len(self.f_tiles) // 2
+        i_p = nl.arange(PMAX)[:, None]
+        kt_cols[i_p, nl.arange(half)[None, :]] = nisa.tensor_copy(self.b_cols[i_p, nl.arange(half)[None, :]],
+                                                                  dtype=nl.float32)  # fmt: skip
+        kt_cols[i_p, half + nl.arange(half)[None, :]] = nisa.tensor_scalar(
+            self.b_cols[i_p, half + nl.arange(half)[None, :]], np.multiply, self.scale, dtype=nl.float32)
+        self.qk_bias = kt_cols
+        self.row, self.v_bias = row, None
+
+    def ring(self):
+        """The PSUM accumulators of one token block, q/k and V alike rotating over two banks."""
+        self.turn = 0
+        return nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
+
+    def qk(self, ring, xT, t0, size):
+        """q^T and (scale * k)^T of one token block: per 128 features, K / 128 matmuls into a PSUM bank, then one
+        activation (bias, and the scale for k) into SBUF, and the store."""
+        i_t = nl.arange(size)[None, :]
+        out = nl.ndarray((len(self.f_tiles), nl.par_dim(PMAX), BLOCK), dtype=self.x.dtype)
+        half = len(self.f_tiles) // 2
+        for jf, (f0, fs) in enumerate(self.f_tiles):
+            i_f = nl.arange(fs)[:, None]
+            slot = self.turn % 2
+            self.turn += 1
+            for j, (_, ks) in enumerate(self.k_tiles):
+                prod = nisa.nc_matmul(self.w_sb[j, nl.arange(ks)[:, None], f0 + nl.arange(fs)[None, :]],
+                                      xT[j, nl.arange(ks)[:, None], i_t])  # fmt: skip
+                if j == 0:
+                    ring[slot, i_f, i_t] = prod
+                else:
+                    ring[slot, i_f, i_t] += prod
+            scale = self.scale if jf >= half else 1.0
+            out[jf, i_f, i_t] = nisa.activation(nl.copy, ring[slot, i_f, i_t], scale=scale,
+                                                bias=self.qk_bias[i_f, jf], dtype=self.x.dtype)  # fmt: skip
+            nl.store(self.qkT[f0 + i_f, t0 + i_t], value=out[jf, i_f, i_t])
+
+    def _broadcast_v_bias(self):
+        """V's bias row spread over the partitions by a ones matmul (reference/nki.md §2.4), made when the first
+        V block needs it: earlier, the in-order Tensor engine would wait for it before the first q/k matmuls."""
+        i_p = nl.arange(PMAX)[:, None]
+        ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=self.row.dtype)
+        self.v_bias = nl.ndarray((nl.par_dim(PMAX), self.hd), dtype=self.row.dtype)
+        for n0, ns in self.v_blocks:
+            i_c = nl.arange(ns)[None, :]
+            self.v_bias[i_p, n0 + i_c] = nisa.activation(nl.copy, nisa.nc_matmul(ones, self.row[0, n0 + i_c]),
+                                                         dtype=self.row.dtype)  # fmt: skip
+
+    def values(self, ring, xT, t0, size):
+        """V of one token block, token-major: per 128 tokens and 512 columns, K / 128 matmuls, the bias row added
+        in the PSUM copy (Vector), the store."""
+        if self.v_bias is None:
+            self._broadcast_v_bias()
+        outs = [(s0, ss, n0, ns) for s0, ss in _chunks(size, PMAX) for n0, ns in self.v_blocks]
+        y = nl.ndarray((len(outs), nl.par_dim(PMAX), BLOCK), dtype=self.x.dtype)
+        for u, (s0, ss, n0, ns) in enumerate(outs):
+            i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
+            slot = self.turn % 2
+            self.turn += 1
+            for j, (_, ks) in enumerate(self.k_tiles):
+                prod = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], s0 + nl.arange(ss)[None, :]],
+                                      self.w_sb[j, nl.arange(ks)[:, None], 2 * self.hd + n0 + i_c])  # fmt: skip
+                if j == 0:
+                    ring[slot, i_s, i_c] = prod
+                else:
+                    ring[slot, i_s, i_c] += prod
+            y[u, i_s, i_c] = nisa.tensor_tensor(ring[slot, i_s, i_c], self.v_bias[i_s, n0 + i_c], np.add,
+                                                dtype=self.x.dtype)  # fmt: skip
+            nl.store(self.v[t0 + s0 + i_s, n0 + i_c], value=y[u, i_s, i_c])
+
+
+@nki.jit
+def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
+    m_rows, k_dim = x.shape
+    hd = w.shape[1] // 3
+    qkT = nl.ndarray((2 * hd, m_rows), dtype=x.dtype, buffer=nl.shared_hbm)
+    v = nl.ndarray((m_rows, hd), dtype=x.dtype, buffer=nl.shared_hbm)
+    k_tiles = _chunks(k_dim, PMAX)
+    norm = LayerNormPrologue(x, gamma, beta, epsilon, k_tiles)
+    blocks = _chunks(m_rows, BLOCK)
+    per = BLOCK // PMAX
+    bufs = norm.ring(2 * per, PMAX)
+    tiles = _ln_stage1(norm, bufs, 0, *blocks[0])  # the first block's rows before the weight, in DMA order too
+    proj = _Projection(x, w, b, qkT, v, scale)
+    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k_tiles)
+    for t, (t0, size) in enumerate(blocks):  # static: one block ahead (see the module docstring)
+        ring = proj.ring()
+        proj.qk(ring, xT, t0, size)
+        ahead = _ln_stage1(norm, bufs, (t + 1) % 2 * per, *blocks[t + 1]) if t + 1 < len(blocks) else None
+        proj.values(ring, xT, t0, size)
+        if ahead is not None:
+            xT = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k_tiles)
+    return qkT, v
