@@ -165,9 +165,14 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     return out
 
 
-def _ln_stage1(norm, bufs, base, t0, size):
-    """Rows and normalised rows of tokens ``t0 .. t0 + size - 1``, 128 at a time into ring slots ``base ..``."""
-    return norm.normalise_many(bufs, [(base + k, t0 + s0, ss, None) for k, (s0, ss) in enumerate(_chunks(size, PMAX))])
+def _ln_tiles(base, t0, size):
+    return [(base + k, t0 + s0, ss, None) for k, (s0, ss) in enumerate(_chunks(size, PMAX))]
+
+
+def _ln_stage1(norm, bufs, base, t0, size, loaded=False):
+    """Rows and normalised rows of tokens ``t0 .. t0 + size - 1``, 128 at a time into ring slots ``base ..``
+    (``loaded``: the rows are already there, ``norm.load(bufs, _ln_tiles(...))``)."""
+    return norm.normalise_many(bufs, _ln_tiles(base, t0, size), loaded=loaded)
 
 
 def _ln_stage2(norm, x, tiles, size, k1_tiles):
@@ -189,8 +194,11 @@ def _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, blocks, k1_tiles, h_tiles
     tiles = ready if ready is not None else _ln_stage1(norm, bufs, 0, *blocks[0])
     xT = _ln_stage2(norm, x, tiles, blocks[0][1], k1_tiles)
     for t, (t0, size) in enumerate(blocks):
+        nxt = (t + 1) % 2 * per
+        if t + 1 < len(blocks):  # block t+1's rows first in DMA order (bandwidth is booked in issue order)
+            norm.load(bufs, _ln_tiles(nxt, *blocks[t + 1]))
         hT = _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles)
-        ahead = _ln_stage1(norm, bufs, (t + 1) % 2 * per, *blocks[t + 1]) if t + 1 < len(blocks) else None
+        ahead = _ln_stage1(norm, bufs, nxt, *blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
         _fc2(x, hT, w2_sb, b2_sb, None, out, t0, size, h_tiles, n_blocks, res_rows=[r for r, _ in tiles])
         if ahead is not None:
             xT, tiles = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k1_tiles), ahead

@@ -71,19 +71,27 @@ class LayerNormPrologue:
         statistics, Scalar normalisation), in x's dtype. Returns (rows, normalised rows)."""
         return self.normalise_many(bufs, [(slot, r0, nrows, ok)], z_on_vector=False)[0]
 
-    def normalise_many(self, bufs, tiles, z_on_vector=True):
+    def load(self, bufs, tiles):
+        """The DMA part of ``normalise_many`` alone (``(slot, r0, nrows, ok)`` each), for a caller that issues the
+        loads earlier in program order than the row work (DMA bandwidth is booked in issue order)."""
+        i_f = nl.arange(self.x.shape[1])[None, :]
+        for slot, r0, nrows, ok in tiles:
+            i_p = nl.arange(nrows)[:, None]
+            nisa.dma_copy(dst=bufs[0][slot, i_p, i_f], src=self.x[r0 + i_p, i_f], mask=ok)  # straight into the slot
+
+    def normalise_many(self, bufs, tiles, z_on_vector=True, loaded=False):
         """``normalise`` for several row tiles (``(slot, r0, nrows, ok)`` each), stage by stage: every tile's
         statistics (Vector), every ``rstd`` (Scalar), then every normalisation, so that one tile's Vector -> Scalar
         -> Vector round trip does not hold up the next tile's statistics. ``z_on_vector``: the normalisation as one
         Vector ``tensor_scalar`` (``(x - mean) * rstd``; bf16 in and out of SBUF runs in the 4x perf mode, §3.3)
-        for kernels whose Scalar engine is the busier one, else one Scalar ``activation``."""
+        for kernels whose Scalar engine is the busier one, else one Scalar ``activation``. ``loaded``: the rows
+        are already in their slots (``load``)."""
         x, n = self.x, self.x.shape[1]
         rows_sb, z_sb, st = bufs
         i_f = nl.arange(n)[None, :]
         at = 6 * len(self.chunks)  # after the bn_stats: mean, variance, rstd, -mean * rstd
-        for slot, r0, nrows, ok in tiles:
-            i_p = nl.arange(nrows)[:, None]
-            nisa.dma_copy(dst=rows_sb[slot, i_p, i_f], src=x[r0 + i_p, i_f], mask=ok)  # straight into the slot
+        if not loaded:
+            self.load(bufs, tiles)
         for slot, _, nrows, ok in tiles:
             i_p = nl.arange(nrows)[:, None]
             for c, (start, size) in enumerate(self.chunks):

@@ -21,7 +21,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
-from .fused_mlp import _ln_stage1, _ln_stage2
+from .fused_mlp import _ln_stage1, _ln_stage2, _ln_tiles
 from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
@@ -59,6 +59,7 @@ class _Projection:
             self.b_cols[i_p, half + nl.arange(half)[None, :]], np.multiply, self.scale, dtype=nl.float32)
         self.qk_bias = kt_cols
         self.row, self.v_bias = row, None
+        self.ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=b.dtype)  # made early: the Vector queue fills up
 
     def ring(self):
         """The PSUM accumulators of one token block, q/k and V alike rotating over two banks."""
@@ -91,7 +92,7 @@ class _Projection:
         """V's bias row spread over the partitions by a ones matmul (reference/nki.md §2.4), made when the first
         V block needs it: earlier, the in-order Tensor engine would wait for it before the first q/k matmuls."""
         i_p = nl.arange(PMAX)[:, None]
-        ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=self.row.dtype)
+        ones = self.ones
         self.v_bias = nl.ndarray((nl.par_dim(PMAX), self.hd), dtype=self.row.dtype)
         for n0, ns in self.v_blocks:
             i_c = nl.arange(ns)[None, :]
@@ -136,9 +137,12 @@ def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
     proj = _Projection(x, w, b, qkT, v, scale)
     xT = _ln_stage2(norm, x, tiles, blocks[0][1], k_tiles)
     for t, (t0, size) in enumerate(blocks):  # static: one block ahead (see the module docstring)
+        nxt = (t + 1) % 2 * per
+        if t + 1 < len(blocks):  # block t+1's rows before block t's stores in DMA order (booked in issue order)
+            norm.load(bufs, _ln_tiles(nxt, *blocks[t + 1]))
         ring = proj.ring()
         proj.qk(ring, xT, t0, size)
-        ahead = _ln_stage1(norm, bufs, (t + 1) % 2 * per, *blocks[t + 1]) if t + 1 < len(blocks) else None
+        ahead = _ln_stage1(norm, bufs, nxt, *blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
         proj.values(ring, xT, t0, size)
         if ahead is not None:
             xT = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k_tiles)
