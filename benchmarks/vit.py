@@ -7,7 +7,8 @@
 2. a whole ViT-B/16 encoder forward, batch 1 and 8, bf16, trn2: eager total against the library's kernels, and
    the per-op breakdown;
 3. ``--ideas``: what the kernel's design choices buy on ViT-B/16 batch 8 (PSUM-copy engines, layout, resident
-   strip vs flash).
+   strip vs flash, the split layout of the fused projection), and on long sequences (strategy and PSUM-copy
+   engines for SigLIP, DINOv2 and 2048 keys).
 
     python benchmarks/vit.py              # everything (a few minutes on 2 cores)
     python benchmarks/vit.py --quick      # one row: ViT-B/16, batch 8, bf16, trn2
@@ -35,7 +36,8 @@ from kernels.eager.vit import (  # noqa: E402
     fused_attention_steps,
     weight_shapes,  # noqa: E402
 )
-from kernels.vit_attn import plan_attention, plan_attention_qkv  # noqa: E402
+from kernels.vit_attn import plan_attention, plan_attention_qkv, plan_attention_split  # noqa: E402
+from kernels.vit_attn.kernel import DEFAULT_EVICT, FLASH_EVICT, LONG_EVICT  # noqa: E402
 
 # (model, seq, heads, head_dim): the shape table of issue 9.
 MODELS = [
@@ -103,12 +105,35 @@ def ideas(batch: int = 8, target: str = "trn2") -> list[tuple[str, float, str]]:
                   {"strategy": "flash", "evict": ("scalar", "scalar", "vector", "scalar")}),
                  ("(B, H, S, D) layout (q^T, k^T by DMA transpose)", plan_attention, (q, q, q),
                   {"evict": ("scalar", "scalar", "vector", "scalar")})]  # fmt: skip
+    hd = heads * d
+    variants.append(("split layout (q^T, k^T written by the fused LN + QKV projection)", plan_attention_split,
+                     (nki.spec((2 * hd, batch * seq), "bfloat16"), nki.spec((batch * seq, hd), "bfloat16"), heads,
+                      seq), {}))  # fmt: skip
+    return _measure(variants, target)
+
+
+def _measure(variants, target):
     out = []
     for name, plan, args, kw in variants:
         kern, a, consts = plan(*args, **kw)
         p = nki.benchmark(kern, *a, target=target, **consts)
         out.append((name, p.latency_us, f"{p.bottleneck} {p.engine_busy[p.bottleneck]:.0%}"))
     return out
+
+
+def long_ideas(target: str = "trn2") -> list[tuple[str, float, str]]:
+    """The long-sequence choices, batch 1 bf16: PSUM-copy engines of the resident strip and of the flash loop
+    (``choose_evict``), and the flash loop against the resident strip, for SigLIP (729), DINOv2 (1370) and a
+    2048-key sequence (flash only: beyond the resident limit)."""
+    variants = []
+    for name, seq, heads, d in (("SigLIP", 729, 16, 72), ("DINOv2", 1370, 16, 64), ("seq 2048", 2048, 16, 64)):
+        qkv = (nki.spec((1, seq, 3 * heads * d), "bfloat16"), heads)
+        strategies = ("resident", "flash") if seq <= 1536 else ("flash",)
+        for strategy in strategies:
+            for ev in (DEFAULT_EVICT, LONG_EVICT, FLASH_EVICT):
+                variants.append((f"{name}, {strategy}, copies on {'+'.join(ev)}", plan_attention_qkv, qkv,
+                                 {"strategy": strategy, "evict": ev}))  # fmt: skip
+    return _measure(variants, target)
 
 
 def _print_attention(rows):
@@ -150,7 +175,11 @@ def main(argv=None) -> int:
         print("\nViT-B/16 attention, batch 8, bf16, trn2: design choices")
         result["ideas"] = [{"variant": n, "latency_us": round(us, 2), "binds": b} for n, us, b in ideas()]
         for r in result["ideas"]:
-            print(f"  {r['variant']:<58} {r['latency_us']:>8.1f} us  binds {r['binds']}")
+            print(f"  {r['variant']:<66} {r['latency_us']:>8.1f} us  binds {r['binds']}")
+        print("\nLong sequences, batch 1, bf16, trn2: the strategy and PSUM-copy choices")
+        result["long_ideas"] = [{"variant": n, "latency_us": round(us, 2), "binds": b} for n, us, b in long_ideas()]
+        for r in result["long_ideas"]:
+            print(f"  {r['variant']:<66} {r['latency_us']:>8.1f} us  binds {r['binds']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     print(f"\n({time.time() - t0:.0f} s)")

@@ -54,6 +54,10 @@ FLASH_INTERLEAVE = 4  # query tiles whose key blocks the flash loop interleaves 
 # on trn2 bf16 (benchmarks/vit.py): ViT-B/16 attention at batch 8 100.9 us with groups of 8 tiles, 95.8 us with
 # 24 (all 12 heads); SigLIP (seq 729) slows down with 24 (1860 -> 1949 us), which the budget rules out.
 GROUP_ITEMS = 24
+# Heads whose q^T and k^T come by DMA transpose (the (B, H, S, D) layout) go in smaller groups: a group's DMA
+# transposes all precede its first scores, so large groups serialise them (ViT-B/16 batch 8: 152.8 us with 8
+# tiles per group, 264.9 us with 24).
+GROUP_ITEMS_BY_DMA = 8
 GROUP_SBUF_BUDGET = 32 * 1024
 ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
 
@@ -262,13 +266,13 @@ def _pipelined(group, items, strategy):
                     it["write"](o)
 
 
-def heads_per_group(heads: int, q_tiles: int, seq: int, itemsize: int) -> int:
+def heads_per_group(heads: int, q_tiles: int, seq: int, itemsize: int, items: int = GROUP_ITEMS) -> int:
     """Heads pipelined together: the smallest divisor of ``heads`` giving at least ``GROUP_ITEMS`` query tiles,
     fewer where their per-tile SBUF buffers (probability strip, its transposed blocks, q^T) would pass
     ``GROUP_SBUF_BUDGET``. A group's pipeline fills and drains once (the groups are iterations of an affine loop),
     so the larger the group, the less of the kernel runs with idle engines."""
     per_item = itemsize * (seq + (math.ceil(seq / PMAX) + 1) * PMAX)
-    want = max(1, min(GROUP_ITEMS, GROUP_SBUF_BUDGET // per_item))
+    want = max(1, min(items, GROUP_SBUF_BUDGET // per_item))
     return next(g for g in range(1, heads + 1) if heads % g == 0 and (g * q_tiles >= want or g == heads))
 
 
@@ -478,7 +482,7 @@ def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict
 def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=DEFAULT_EVICT):
     batch, heads, seq, d = q.shape
     out = nl.ndarray((batch, heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
-    group = heads_per_group(heads, len(_query_tiles(seq)), seq, np.dtype(q.dtype).itemsize)
+    group = heads_per_group(heads, len(_query_tiles(seq)), seq, np.dtype(q.dtype).itemsize, GROUP_ITEMS_BY_DMA)
     for b in nl.affine_range(batch):
         for hg in nl.affine_range(heads // group):
             _bhsd_group(q, k, v, out, b, hg, group, seq, d, scale, strategy, evict)
@@ -494,6 +498,7 @@ def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evi
     q_tiles = _query_tiles(seq)
     group = heads_per_group(num_heads, len(q_tiles), seq, np.dtype(qkv.dtype).itemsize)
     if not rows_fit(seq, num_heads, d, np.dtype(qkv.dtype).itemsize):
+        group = heads_per_group(num_heads, len(q_tiles), seq, np.dtype(qkv.dtype).itemsize, GROUP_ITEMS_BY_DMA)
         for b in nl.affine_range(batch):  # per-head slices: strided rows of head_dim columns
             for hg in nl.affine_range(num_heads // group):
                 _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict)
