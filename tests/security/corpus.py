@@ -77,9 +77,22 @@ def seeds() -> tuple[Seed, ...]:
     return tuple(found)
 
 
-def same_outputs(got, expected: tuple) -> bool:
+# Backends whose fp32 results are XLA's: exp, tanh, erf, ... and sums in another order than NumPy's, a few ulps
+# from the reference; everything else (integers, NaN positions, shapes) must agree exactly.
+XLA_BACKENDS = ("jax",)
+
+
+def close_to_reference(g, e, backend: str) -> bool:
+    g, e = np.asarray(g), np.asarray(e)
+    if backend not in XLA_BACKENDS or g.dtype.kind != "f" or g.shape != e.shape:
+        return np.shape(g) == np.shape(e) and np.array_equal(g, e, equal_nan=True)
+    g64, e64 = g.astype(np.float64), e.astype(np.float64)
+    finite = np.isfinite(e64)
+    scale = float(np.max(np.abs(e64[finite]), initial=0.0))  # cancellation makes ulps of the largest value matter
+    return bool(np.array_equal(np.isfinite(g64), finite) and np.array_equal(g64[~finite], e64[~finite],
+                equal_nan=True) and np.allclose(g64[finite], e64[finite], rtol=1e-5, atol=1e-5 * scale))  # fmt: skip
+
+
+def same_outputs(got, expected: tuple, backend: str = "numpy") -> bool:
     got = _outputs(got)
-    return len(got) == len(expected) and all(
-        np.shape(g) == np.shape(e) and np.array_equal(np.asarray(g), np.asarray(e), equal_nan=True)
-        for g, e in zip(got, expected)
-    )
+    return len(got) == len(expected) and all(close_to_reference(g, e, backend) for g, e in zip(got, expected))

@@ -129,7 +129,7 @@ def test_payloads_in_strings_and_names_never_run(case):
             out = traced.compile(backend=backend).run(arrays)
         except NkiError:
             continue
-        assert same_outputs(out, seed.expected), f"{seed.name} on {backend}: names and files changed the outputs"
+        assert same_outputs(out, seed.expected, backend), f"{seed.name} on {backend}: names and files changed outputs"
     _assert_nothing_ran()
 
 
@@ -161,7 +161,7 @@ def test_printable_code_in_every_string_runs_nowhere():
     traced = nki.parse_ir(text)
     assert all(FLAG not in source for source in _generated_sources(traced))
     for backend in nki.backend_names():
-        assert same_outputs(traced.compile(backend=backend).run(seed.arrays), seed.expected)
+        assert same_outputs(traced.compile(backend=backend).run(seed.arrays), seed.expected, backend)
 
 
 def test_the_backends_write_no_ir_text_even_for_ir_that_skipped_the_parser():
@@ -180,7 +180,7 @@ def test_the_backends_write_no_ir_text_even_for_ir_that_skipped_the_parser():
     arrays = {t.name: seed.arrays[t.name.rsplit("\n", 1)[1]] for t in kernel.params}
     for backend in nki.backend_names():
         out = backends.load(backend).compile_kernel(kernel, nki.get_target("trn2")).run(arrays)
-        assert same_outputs(out, seed.expected)
+        assert same_outputs(out, seed.expected, backend)
     _assert_nothing_ran()
 
 

@@ -143,4 +143,7 @@ def test_the_deepest_kernel_the_default_budget_allows_compiles_and_runs_on_every
     for backend in nki.backend_names():
         out = nki.parse_ir(text).compile(backend=backend).run({"a": a})
         # the last instance (pid3 = 1) masks column 0 off: its exp tile keeps the poison there, and is stored
-        assert np.array_equal(out[:100, 1:], np.exp(a[:100, 1:])) and np.isnan(out[:100, 0]).all()
+        # (XLA's exp, on the jax backend, is within two fp32 ulps of NumPy's rather than equal to it)
+        rtol = 3e-7 if backend == "jax" else 0
+        np.testing.assert_allclose(out[:100, 1:], np.exp(a[:100, 1:]), rtol=rtol, atol=0)
+        assert np.isnan(out[:100, 0]).all()

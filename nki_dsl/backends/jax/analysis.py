@@ -1,0 +1,104 @@
+"""What the JAX lowering needs to know about a kernel before tracing it: tensor types, reshape views, index
+ranges, the tensors each loop writes and those read after it (which decide a loop's carried state)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nki_dsl.errors import NkiError
+from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
+from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.types import Buffer, TensorType
+
+# The random generator's state, carried through loops like a tensor; not a string, so no tensor name is it.
+RNG = ("rng",)
+_RANDOM_FAMILIES = ("dropout", "random_seed", "isa.dropout")
+
+
+@dataclass
+class KernelInfo:
+    kernel: Kernel
+    types: dict[str, TensorType] = field(default_factory=dict)
+    roots: dict[str, str] = field(default_factory=dict)  # hbm.reshape view -> the tensor holding its storage
+    ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # loop index / program id -> [lo, hi]
+    written: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots written inside it
+    read_after: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots read after it
+    all_written: set = field(default_factory=set)  # roots written anywhere (the launch grid's carried state)
+    written_params: list[str] = field(default_factory=list)  # parameters the kernel writes into
+
+    def root(self, name: str) -> str:
+        return self.roots.get(name, name)
+
+    @property
+    def outputs(self) -> set:
+        return {self.root(t.name) for t in self.kernel.outputs}
+
+
+def _reads(op: Op, info: KernelInfo) -> set:
+    names = {info.root(v.tensor.name) for v in op.operands.values() if isinstance(v, Access)}
+    if OPS[op.name].family in _RANDOM_FAMILIES:
+        names.add(RNG)
+    return names
+
+
+def _writes(op: Op, info: KernelInfo) -> set:
+    spec = OPS.get(op.name)
+    if spec is None:
+        raise NkiError(f"the JAX backend has no lowering for {op.name!r}", op.loc)
+    names = set()
+    if op.result is not None and op.name != "hbm.reshape":
+        names.add(info.root(op.result.name))
+    for o in spec.writes:
+        v = op.operands.get(o.name)
+        if isinstance(v, Access):
+            names.add(info.root(v.tensor.name))
+    if spec.family in _RANDOM_FAMILIES:
+        names.add(RNG)
+    return names
+
+
+def analyse(kernel: Kernel) -> KernelInfo:
+    info = KernelInfo(kernel)
+    for p in kernel.params:
+        info.types[p.name] = p.type
+    for g, n in enumerate(kernel.grid or ()):
+        info.ranges[f"pid{g}"] = (0, n - 1)
+    flat: list[Op] = []
+    spans: list[tuple[Loop, int, int]] = []
+
+    def visit(body):
+        for stmt in body:
+            if isinstance(stmt, Loop):
+                first = len(flat)
+                info.ranges[stmt.var] = (stmt.start, stmt.last) if stmt.trip_count else (stmt.start, stmt.start)
+                visit(stmt.body)
+                spans.append((stmt, first, len(flat)))
+            else:
+                if stmt.result is not None:
+                    info.types[stmt.result.name] = stmt.result.type
+                if stmt.name == "hbm.reshape":
+                    src = stmt.operands["x"].tensor.name
+                    info.roots[stmt.result.name] = info.root(src)
+                for v in stmt.operands.values():
+                    if isinstance(v, Access):
+                        info.types.setdefault(v.tensor.name, v.tensor.type)
+                flat.append(stmt)
+
+    visit(kernel.body)
+    writes = [_writes(op, info) for op in flat]
+    reads = [_reads(op, info) for op in flat]
+    end = info.outputs | {p.name for p in kernel.params}
+    suffix = [set() for _ in range(len(flat) + 1)]
+    suffix[len(flat)] = set(end)
+    for k in range(len(flat) - 1, -1, -1):
+        suffix[k] = suffix[k + 1] | reads[k]
+    for loop, first, last in spans:
+        info.written[id(loop)] = set().union(*writes[first:last]) if last > first else set()
+        info.read_after[id(loop)] = suffix[last]
+    info.all_written = set().union(*writes) if writes else set()
+    info.written_params = [p.name for p in kernel.params if p.name in info.all_written]
+    return info
+
+
+def is_shared_alloc(op: Op) -> bool:
+    return op.name == "alloc" and op.result is not None and op.result.type.buffer == Buffer.SHARED_HBM

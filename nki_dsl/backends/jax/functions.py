@@ -1,0 +1,165 @@
+"""``jax.numpy`` implementations of every function name in ``nki_dsl.ir.functions``, computed in fp32.
+
+XLA's transcendental functions (exp, log, tanh, erf, ...) are not NumPy's: results may differ from the reference
+by about one fp32 ulp, which every test tolerance comparing float outputs already allows.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.scipy.special import erf as _erf
+
+F32 = jnp.float32
+_SQRT_HALF = np.float32(np.sqrt(0.5))
+_SQRT_2_OVER_PI = np.float32(np.sqrt(2.0 / np.pi))
+_TWO_OVER_SQRT_PI = np.float32(2.0 / np.sqrt(np.pi))
+_INV_SQRT_2PI = np.float32(1.0 / np.sqrt(2.0 * np.pi))
+
+
+def _f32(x):
+    x = jnp.asarray(x)
+    return x if x.dtype == F32 else x.astype(F32)
+
+
+def erf(x):
+    return _erf(_f32(x))
+
+
+def sigmoid(x):
+    x = _f32(x)
+    return 1.0 / (1.0 + jnp.exp(-x))
+
+
+def gelu(x):
+    x = _f32(x)
+    return 0.5 * x * (1.0 + erf(x * _SQRT_HALF))
+
+
+def gelu_dx(x):
+    x = _f32(x)
+    cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
+    return cdf + x * (jnp.exp(-0.5 * x * x) * _INV_SQRT_2PI)
+
+
+def gelu_apprx_tanh(x):
+    x = _f32(x)
+    return 0.5 * x * (1.0 + jnp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+def silu_dx(x):
+    s = sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def softplus(x):
+    return jnp.logaddexp(np.float32(0.0), _f32(x))
+
+
+def _float(fn):
+    """An elementwise float function: integer tiles are computed as fp32, as NumPy's ufuncs promote them."""
+    return lambda x: fn(_f32(x) if not jnp.issubdtype(jnp.asarray(x).dtype, jnp.floating) else x)
+
+
+UNARY = {
+    "copy": lambda x: x,
+    "exp": _float(jnp.exp),
+    "log": _float(jnp.log),
+    "sqrt": _float(jnp.sqrt),
+    "rsqrt": _float(lambda x: 1.0 / jnp.sqrt(x)),
+    "reciprocal": _float(lambda x: 1.0 / x),
+    "tanh": _float(jnp.tanh),
+    "sigmoid": sigmoid,
+    "relu": lambda x: jnp.maximum(x, 0.0),
+    "gelu": gelu,
+    "gelu_apprx_tanh": gelu_apprx_tanh,
+    "gelu_apprx_sigmoid": lambda x: _f32(x) * sigmoid(1.702 * _f32(x)),
+    "gelu_dx": gelu_dx,
+    "silu": lambda x: _f32(x) * sigmoid(x),
+    "silu_dx": silu_dx,
+    "erf": erf,
+    "erf_dx": lambda x: _TWO_OVER_SQRT_PI * jnp.exp(-jnp.square(_f32(x))),
+    "softplus": softplus,
+    "mish": lambda x: _f32(x) * jnp.tanh(softplus(x)),
+    "abs": jnp.abs,
+    "negative": jnp.negative,
+    "square": jnp.square,
+    "sin": _float(jnp.sin),
+    "cos": _float(jnp.cos),
+    "tan": _float(jnp.tan),
+    "arctan": _float(jnp.arctan),
+    "sign": jnp.sign,
+    "floor": _float(jnp.floor),
+    "ceil": _float(jnp.ceil),
+    "trunc": _float(jnp.trunc),
+    "logical_not": jnp.logical_not,
+    "invert": jnp.invert,
+}
+
+
+def _divide(a, b):
+    # XLA rewrites a division by a broadcast value into a multiplication by its reciprocal (two roundings, off by
+    # an ulp from the reference's one); a divisor broadcast to the full shape behind a barrier keeps the division.
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    shape = jnp.broadcast_shapes(a.shape, b.shape)
+    if b.shape != shape:
+        b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
+    return jnp.true_divide(a, b)
+
+
+BINARY = {
+    "add": jnp.add,
+    "subtract": jnp.subtract,
+    "multiply": jnp.multiply,
+    "divide": _divide,
+    "maximum": jnp.maximum,
+    "minimum": jnp.minimum,
+    "power": jnp.power,
+    "mod": jnp.mod,
+    "fmod": jnp.fmod,
+    "equal": jnp.equal,
+    "not_equal": jnp.not_equal,
+    "greater": jnp.greater,
+    "greater_equal": jnp.greater_equal,
+    "less": jnp.less,
+    "less_equal": jnp.less_equal,
+    "logical_and": jnp.logical_and,
+    "logical_or": jnp.logical_or,
+    "logical_xor": jnp.logical_xor,
+    "bitwise_and": jnp.bitwise_and,
+    "bitwise_or": jnp.bitwise_or,
+    "bitwise_xor": jnp.bitwise_xor,
+    "left_shift": jnp.left_shift,
+    "right_shift": jnp.right_shift,
+}
+
+
+def _bitwise_reduce(op):
+    def reduce(x, axis, keepdims):
+        x = jnp.asarray(x)
+        out = lax.reduce(x, np.array(-1 if op is lax.bitwise_and else 0, x.dtype), op, tuple(axis))
+        if keepdims:
+            for a in sorted(axis):
+                out = jnp.expand_dims(out, a)
+        return out
+
+    return reduce
+
+
+# The reduction each reducible operator defines, as f(x, axis: tuple, keepdims: bool).
+REDUCTIONS = {
+    "add": lambda x, axis, keepdims: jnp.sum(x, axis=axis, keepdims=keepdims),
+    "multiply": lambda x, axis, keepdims: jnp.prod(x, axis=axis, keepdims=keepdims),
+    "maximum": lambda x, axis, keepdims: jnp.max(x, axis=axis, keepdims=keepdims),
+    "minimum": lambda x, axis, keepdims: jnp.min(x, axis=axis, keepdims=keepdims),
+    "logical_and": lambda x, axis, keepdims: jnp.all(x, axis=axis, keepdims=keepdims),
+    "logical_or": lambda x, axis, keepdims: jnp.any(x, axis=axis, keepdims=keepdims),
+    "mean": lambda x, axis, keepdims: jnp.mean(x, axis=axis, keepdims=keepdims),
+    "var": lambda x, axis, keepdims: jnp.var(x, axis=axis, keepdims=keepdims),
+    "bitwise_and": _bitwise_reduce(lax.bitwise_and),
+    "bitwise_or": _bitwise_reduce(lax.bitwise_or),
+}
+
+# The value an accumulator register resets to, per reduction (fused reductions of the Scalar/Vector engines).
+IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}

@@ -1,0 +1,10 @@
+"""Every test here runs on each backend (``tests/backend_fixture.py``), the JAX side in the default run too."""
+
+import pytest
+
+from tests.backend_fixture import backend_params, use_backend
+
+
+@pytest.fixture(autouse=True, params=backend_params(jax_slow=False))
+def kernel_backend(request, monkeypatch):
+    return use_backend(monkeypatch, request.param)
