@@ -64,6 +64,13 @@ def test_run_compares_with_a_reference(kernel_file, capsys, reference, status, c
     assert status in out and "[256, 64]" in out
 
 
+def test_run_on_the_jax_backend(kernel_file, capsys):
+    ref = f"{kernel_file}:good_reference"
+    assert main(["run", f"{kernel_file}:scaled_exp", *ARGS, "--backend", "jax", "--reference", ref]) == 0
+    out = capsys.readouterr().out
+    assert "jax" in out and "match" in out and "MISMATCH" not in out  # the title wraps
+
+
 def test_bad_invocations_explain_themselves(kernel_file, capsys):
     with pytest.raises(SystemExit, match="defines no 'missing'"):
         main(["trace", f"{kernel_file}:missing", *ARGS])
