@@ -5,14 +5,11 @@ use it autouse (their ``conftest.py``): under the ``jax`` parameter those calls 
 same inputs and the same assertions (tests state their tolerances; where the JAX backend cannot give the reference's
 numbers, e.g. dropout's random draws, the test says so and checks what holds on both).
 
-The JAX side of the op-family directories is ``slow`` (``pytest -m slow``): every test there compiles a fresh XLA
-program, which would double the default run. The default run keeps the JAX side of the kernel library, the
-NKI-style kernels, the tutorials and ``tests/backends/jax``, which between them reach every op family.
+Both sides run in the default suite: the JAX side adds about 80 s of CPU to the op-family directories (each test
+compiles a fresh XLA program) and 50 s to the kernel library, NKI-style kernels and tutorials.
 """
 
 from __future__ import annotations
-
-import pytest
 
 from nki_dsl.trace.jit import Launch
 
@@ -26,9 +23,7 @@ def _calling_on(backend: str):
     return call
 
 
-def backend_params(jax_slow: bool):
-    """The fixture's parameters: numpy always, jax (marked slow when ``jax_slow``)."""
-    return ["numpy", pytest.param("jax", marks=[pytest.mark.slow] if jax_slow else [])]
+BACKENDS = ("numpy", "jax")
 
 
 def use_backend(monkeypatch, name: str) -> str:

@@ -1,10 +1,10 @@
-"""Every test here runs on each backend (``tests/backend_fixture.py``); the JAX side is ``slow``."""
+"""Every test here runs on each backend (``tests/backend_fixture.py``)."""
 
 import pytest
 
-from tests.backend_fixture import backend_params, use_backend
+from tests.backend_fixture import BACKENDS, use_backend
 
 
-@pytest.fixture(autouse=True, params=backend_params(jax_slow=True))
+@pytest.fixture(autouse=True, params=BACKENDS)
 def kernel_backend(request, monkeypatch):
     return use_backend(monkeypatch, request.param)
