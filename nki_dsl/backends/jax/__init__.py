@@ -28,9 +28,9 @@ class Executable:
 
     def call(self, *arrays):
         """The kernel on positional arrays (JAX or NumPy, in parameter order): a tuple of JAX output arrays."""
+        if len(arrays) != len(self.kernel.params):
+            raise NkiError(f"kernel {self.kernel.name!r} takes {len(self.kernel.params)} arrays, got {len(arrays)}")
         held = [to_held(a, p.type) for a, p in zip(arrays, self.kernel.params)]
-        if len(held) != len(self.kernel.params):
-            raise NkiError(f"kernel {self.kernel.name!r} takes {len(self.kernel.params)} arrays, got {len(held)}")
         try:
             outs, written = self._jitted(*held)
         except MemoryError:
