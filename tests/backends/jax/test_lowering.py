@@ -150,3 +150,16 @@ def test_an_unknown_backend_is_refused_with_the_available_ones():
     with pytest.raises(nki.NkiError, match="unknown backend 'cuda'"):
         _ragged_rows(np.ones((128, 8), np.float32), backend="cuda")
     assert "jax" in nki.backend_names()
+
+
+@nki.jit
+def _doubles_in_place(x):
+    nl.store(x, value=nl.multiply(nl.load(x), 2.0))  # writes its parameter, returns nothing
+
+
+def test_a_kernel_writing_its_parameter_updates_the_callers_numpy_array_like_the_reference():
+    ref = np.arange(128 * 4, dtype=np.float32).reshape(128, 4)
+    got = ref.copy()
+    assert _doubles_in_place(ref) is None and _doubles_in_place(got, backend="jax") is None
+    np.testing.assert_array_equal(got, ref)
+    assert ref[1, 0] == 8.0
