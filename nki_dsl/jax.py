@@ -20,21 +20,23 @@ import importlib
 
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.jit import as_launch
 
 
 class MeshKernel:
     """A kernel launch (``kernel[grid]``) whose grid axes run on mesh axes; call it like the kernel."""
 
-    def __init__(self, launch, mesh, axes: dict[int, str]):
+    def __init__(self, launch, mesh, axes: dict[int, str], target):
         self.launch = launch
         self.mesh = mesh
         self.axes = dict(axes)
+        self.target = target  # the Target the kernel is traced and verified for
         self._compiled: dict[tuple, object] = {}
 
     def executable(self, *args, **kwargs):
         """The mesh executable of this specialisation (its ``layout`` / ``sharding(name)`` say where arrays live)."""
-        kernel, arrays, key = self.launch.jit.specialize(self.launch.grid, args, kwargs)
+        kernel, arrays, key = self.launch.jit.specialize(self.launch.grid, args, kwargs, self.target)
         exe = self._compiled.get(key)
         if exe is None:
             mesh_module = importlib.import_module("nki_dsl.backends.jax.mesh")  # imports jax: only when used
@@ -46,13 +48,13 @@ class MeshKernel:
         return exe.run(arrays)
 
 
-def on_mesh(kernel, mesh, axes: dict[int, str] | None = None) -> MeshKernel:
+def on_mesh(kernel, mesh, axes: dict[int, str] | None = None, target: str | Target = DEFAULT_TARGET) -> MeshKernel:
     """``kernel[grid]`` spread over ``mesh``: ``axes`` maps grid axes to mesh axis names (default: grid axis 0 to
-    the mesh's first axis)."""
+    the mesh's first axis); the kernel is traced and verified for ``target``, as ``kernel(..., target=)`` is."""
     backends.load("jax")  # a clear error when jax is not installed
     launch = as_launch(kernel)
     if not launch.grid:
         raise NkiApiError("on_mesh spreads a launch grid over devices: give the kernel one, e.g. kernel[8](...)")
     if axes is None:
         axes = {0: mesh.axis_names[0]}
-    return MeshKernel(launch, mesh, axes)
+    return MeshKernel(launch, mesh, axes, get_target(target))

@@ -103,7 +103,7 @@ def test_two_versions_load_side_by_side(tmp_path, softmax_bundles):
 
 
 def test_unknown_backend_is_refused_early(bundle_dir):
-    with pytest.raises(ValueError, match="unknown backend 'vulkan'; available: numpy"):
+    with pytest.raises(ValueError, match="unknown backend 'vulkan'; available: jax, numpy, simulator"):
         kernels.get_local_kernel(bundle_dir, backend="vulkan")
 
 

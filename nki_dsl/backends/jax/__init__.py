@@ -50,13 +50,14 @@ class Executable:
         return outs[0] if len(outs) == 1 else outs
 
 
-def compile_kernel(kernel: Kernel, target: str = "trn2") -> Executable:
+def compile_kernel(kernel: Kernel, target=None) -> Executable:
     """``target`` is part of the backend interface; the JAX backend models no hardware and ignores it."""
     return Executable(kernel)
 
 
-def emit_source(kernel: Kernel) -> str:
-    """The kernel's jaxpr (the program handed to XLA), for shape-and-dtype arguments of its parameters."""
+def emit_source(kernel: Kernel, target=None) -> str:
+    """The kernel's jaxpr (the program handed to XLA), for shape-and-dtype arguments of its parameters; ``target``
+    is part of the backend interface and ignored here."""
     import jax
 
     from nki_dsl.backends.jax import runtime

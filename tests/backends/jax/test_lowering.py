@@ -127,7 +127,7 @@ def test_a_kernel_compiles_once_per_specialisation():
 
 def test_emit_shows_the_jaxpr_handed_to_xla():
     x = np.ones((256, 48), np.float32)
-    text = nki.emit(_ragged_rows, x, target="jax")
+    text = nki.emit(_ragged_rows, x, backend="jax")
     assert "scan" in text or "while" in text  # the tile loop stays a loop
     assert "exp" in text and ("dynamic_slice" in text or "gather" in text)
 
