@@ -42,6 +42,7 @@ NL = frozenset(n for n in ALL if n.startswith("nl."))
 #     "jax": ("jax lowering", lambda: importlib.import_module("nki_dsl.backends.jax.lowering").LOWERINGS, ALL),
 BACKEND_TABLES = {
     "numpy_ref": ("numpy_ref.HANDLERS", lambda: importlib.import_module("nki_dsl.backends.numpy_ref").HANDLERS, ALL),
+    "jax": ("jax.HANDLERS", lambda: importlib.import_module("nki_dsl.backends.jax").HANDLERS, ALL),
     # The simulator times lowered IR: engine instructions, each priced by a cost rule (simulator/cost.py).
     "simulator": ("simulator cost rules (COMPUTE + DMA_RULES)", lambda: {**COMPUTE, **DMA_RULES}, INSTRUCTIONS),
 }

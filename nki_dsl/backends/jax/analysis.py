@@ -12,7 +12,7 @@ from nki_dsl.ir.types import Buffer, TensorType
 
 # The random generator's state, carried through loops like a tensor; not a string, so no tensor name is it.
 RNG = ("rng",)
-_RANDOM_FAMILIES = ("dropout", "random_seed", "isa.dropout")
+_RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout")
 
 
 @dataclass
@@ -36,7 +36,7 @@ class KernelInfo:
 
 def _reads(op: Op, info: KernelInfo) -> set:
     names = {info.root(v.tensor.name) for v in op.operands.values() if isinstance(v, Access)}
-    if OPS[op.name].family in _RANDOM_FAMILIES:
+    if op.name in _RANDOM_OPS:
         names.add(RNG)
     return names
 
@@ -52,7 +52,7 @@ def _writes(op: Op, info: KernelInfo) -> set:
         v = op.operands.get(o.name)
         if isinstance(v, Access):
             names.add(info.root(v.tensor.name))
-    if spec.family in _RANDOM_FAMILIES:
+    if op.name in _RANDOM_OPS:
         names.add(RNG)
     return names
 

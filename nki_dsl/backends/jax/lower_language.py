@@ -23,9 +23,7 @@ HIGHEST = lax.Precision.HIGHEST  # fp32 products on every device (GPUs and TPUs 
 
 def fn_name(ctx: OpContext) -> str:
     """The function an nl unary/binary/reduce op applies (its op table entry names it)."""
-    spec = OPS[ctx.op.name]
-    name = getattr(spec, "fn", None) or spec.extra.get("fn")
-    return name if name is not None else ctx.op.name.split(".", 1)[1]
+    return OPS[ctx.op.name].fn
 
 
 def alloc(ctx: OpContext) -> Lowered:
