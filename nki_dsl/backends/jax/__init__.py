@@ -9,8 +9,10 @@ surrounding JAX code. ``emit_source(kernel)`` returns the jaxpr the kernel lower
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
+from nki_dsl.backends.jax import runtime
 from nki_dsl.backends.jax.program import HANDLERS, build, to_held
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel
@@ -20,8 +22,6 @@ __all__ = ["HANDLERS", "Executable", "compile_kernel", "emit_source"]
 
 class Executable:
     def __init__(self, kernel: Kernel):
-        import jax
-
         self.kernel = kernel
         self.info, self.fn = build(kernel)
         self._jitted = jax.jit(self.fn)
@@ -58,10 +58,6 @@ def compile_kernel(kernel: Kernel, target=None) -> Executable:
 def emit_source(kernel: Kernel, target=None) -> str:
     """The kernel's jaxpr (the program handed to XLA), for shape-and-dtype arguments of its parameters; ``target``
     is part of the backend interface and ignored here."""
-    import jax
-
-    from nki_dsl.backends.jax import runtime
-
     _, fn = build(kernel)
     specs = [jax.ShapeDtypeStruct(p.type.shape, runtime.storage_dtype(p.type.dtype)) for p in kernel.params]
     return str(jax.make_jaxpr(fn)(*specs))
