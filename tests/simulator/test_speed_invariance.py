@@ -123,10 +123,11 @@ def same_schedule(fast, exact) -> None:
         diff = np.abs(np.asarray(getattr(b, name)) - np.asarray(getattr(a, name)))
         assert diff.max(initial=0.0) <= tol, name
     # a predecessor may differ where rounding broke a tie the other way: it must still be one the scheduler could
-    # have named, an instruction ending when this one starts, or a transfer holding the DMA engines before it ends
+    # have named, an instruction ending when this one starts, or a transfer holding the DMA engines before it ends.
+    # How many differ is not bounded: a short generated loop whose every iteration has a tie differs in each one
+    # (6 of 72 in a hypothesis example), and each of those is checked below to be a valid predecessor.
     pa, pb = np.asarray(a.pred), np.asarray(b.pred)
     other = np.nonzero(pa != pb)[0]
-    assert len(other) <= max(4, 0.01 * len(pa))  # rare: a tie, not a different schedule
     starts, ends, units = np.asarray(a.start), np.asarray(a.end), np.asarray(a.unit)
     p = pb[other]
     assert (p >= 0).all() and (p < other).all()

@@ -134,6 +134,7 @@ def test_steady_false_schedules_every_instruction():
 @given(plans(), st.integers(12, 32))
 @example(Plan("sequential", 1, 128, 256, (("matmul", 2), ("reduce", "max"), ("inplace",))), 16)
 @example(Plan("affine", 1, 32, 128, (("transpose",), ("unary", "exp"), ("binary", "add"))), 12)
+@example(Plan("none", 1, 1, 1, (("unary", "exp"),)), 24)  # a predecessor tie in every iteration (CI, 2026-12-01)
 def test_generated_kernels_with_long_loops_advance_like_they_schedule(plan, trips):
     """Hypothesis-built kernels (tests/simulator/generated_kernels.py) with a loop long enough to watch: whatever
     the default path advances, the schedule is the instruction-by-instruction one."""
