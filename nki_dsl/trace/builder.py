@@ -39,7 +39,9 @@ def is_tracing() -> bool:
 
 
 # The public namespaces of the kernel language and the aliases kernels import them as (nl.load, nisa.iota).
-API_NAMESPACES = {"nki_dsl.language": "nl", "nki_dsl.isa": "nisa"}
+API_NAMESPACES = {
+    "nki_dsl.language": "nl", "nki_dsl.isa": "nisa", "nki_dsl.current.language": "nl", "nki_dsl.current.isa": "nisa",
+}
 
 
 def _entry_point(op: str) -> str:

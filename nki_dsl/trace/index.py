@@ -8,11 +8,24 @@ are predicates known at compile time; using either as a Python bool is an error,
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import dataclass
 
 from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind, var_number
 from nki_dsl.trace.builder import caller_loc
+
+# A front end whose loops are unrolled when their index must be a Python int (the current NKI API, whose compiler
+# unrolls every loop at specialisation: nki_dsl/current/specialize.py) installs a hook called with the variables of
+# a symbolic index about to be refused as a Python int or bool; the hook raises to retrace with those loops
+# unrolled. Legacy kernels install none and get the errors below.
+concrete_index_hook: contextvars.ContextVar = contextvars.ContextVar("nki_concrete_index_hook", default=None)
+
+
+def _needs_concrete(variables) -> None:
+    hook = concrete_index_hook.get()
+    if hook is not None:
+        hook(set(variables))
 
 
 def _align(expr: Affine, own_ndim: int, ndim: int) -> Affine:
@@ -76,6 +89,8 @@ class IndexValue:
         return IndexValue(-self.expr, self.shape)
 
     def __mul__(self, k):
+        if isinstance(k, IndexValue):
+            _needs_concrete(self.expr.vars() | k.expr.vars())
         k = _static_int(k, "multiply an index by")
         return IndexValue(self.expr * k, self.shape)
 
@@ -84,6 +99,7 @@ class IndexValue:
     def __floordiv__(self, k):
         k = _static_int(k, "divide an index by")
         if self.expr.const % k or any(c % k for _, c in self.expr.terms):
+            _needs_concrete(self.expr.vars())
             raise NkiTraceError(
                 f"index {self.expr} // {k} is not affine; only exact division of every coefficient is allowed",
                 caller_loc(),
@@ -137,7 +153,12 @@ class IndexValue:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __mod__(self, k):
+        _needs_concrete(self.expr.vars())
+        raise NkiTraceError(f"index {self.expr} % {k!r} is not affine (use nl.static_range to unroll)", caller_loc())
+
     def __bool__(self):
+        _needs_concrete(self.expr.vars())
         raise NkiTraceError(
             "an index (loop variable, nl.arange or program id) cannot decide Python control flow: the loop body "
             "is traced once; use a mask=, nl.static_range, or a Python int",
@@ -145,6 +166,7 @@ class IndexValue:
         )
 
     def __index__(self):
+        _needs_concrete(self.expr.vars())
         raise NkiTraceError(
             f"index {self.expr} is symbolic and has no Python int value (use nl.static_range to unroll)",
             caller_loc(),
@@ -180,6 +202,7 @@ class MaskValue:
         raise NkiTraceError("masks support only & (a conjunction of affine conditions), not |", caller_loc())
 
     def __bool__(self):
+        _needs_concrete(self.mask.vars())
         raise NkiTraceError(
             "a mask cannot decide Python control flow; pass it as mask= to an op, and combine masks with & "
             "rather than 'and'",

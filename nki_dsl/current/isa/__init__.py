@@ -1,0 +1,48 @@
+"""``nki.isa`` of the current (0.6) API: engine instructions in destination-passing form. Every instruction takes
+``dst`` first, writes it, and returns None (reference/nki.md §2.6, §2.7). ``mask=`` and ``dtype=`` are gone: edges
+are slices, and the result dtype is ``dst``'s. Each is a thin wrapper over the legacy instruction (``nki_dsl.isa``):
+one IR, one verifier, one set of backends for both generations."""
+
+from nki_dsl.current.isa import constants
+from nki_dsl.current.isa.compute import (
+    activation,
+    activation_reduce,
+    affine_select,
+    bn_aggr,
+    bn_stats,
+    iota,
+    reciprocal,
+    scalar_tensor_tensor,
+    tensor_reduce,
+    tensor_scalar,
+    tensor_scalar_reduce,
+    tensor_tensor,
+    tensor_tensor_scan,
+)
+from nki_dsl.current.isa.data_movement import (
+    dma_copy,
+    dma_transpose,
+    memset,
+    tensor_copy,
+    tensor_copy_predicated,
+)
+from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_transpose
+
+
+def get_nc_version() -> nc_version:
+    """The NeuronCore generation the kernel is being specialised for (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3)."""
+    from nki_dsl.current.target import generation
+
+    return nc_version(generation())
+
+
+__all__ = [
+    "dma_copy", "dma_transpose", "tensor_copy", "tensor_copy_predicated", "memset",
+    "nc_matmul", "nc_transpose",
+    "activation", "activation_reduce", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
+    "tensor_tensor_scan", "tensor_reduce", "tensor_scalar_reduce", "reciprocal", "bn_stats", "bn_aggr",
+    "iota", "affine_select",
+    "engine", "reduce_cmd", "dge_mode", "oob_mode", "dma_engine", "matmul_perf_mode", "nc_version",
+    "get_nc_version", "constants",
+]  # fmt: skip

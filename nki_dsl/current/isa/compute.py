@@ -1,0 +1,195 @@
+"""Scalar-, Vector- and GpSimd-engine instructions of the current API in destination-passing form (reference/nki.md
+§2.7 "ScalarE", "VectorE", "GpSimd"). Each computes through the legacy instruction of the same name with the
+result dtype of ``dst`` (engines compute in fp32 and round once on the write), then writes ``dst``."""
+
+from __future__ import annotations
+
+from nki_dsl.current.isa.destination import dst_access, dst_dtype, engine_arg, write
+from nki_dsl.current.isa.enums import engine, member, reduce_cmd
+from nki_dsl.errors import NkiApiError
+from nki_dsl.ir import functions
+from nki_dsl.ir.affine import Affine
+from nki_dsl.isa import activations as legacy_act
+from nki_dsl.isa import indexing as legacy_index
+from nki_dsl.isa import reductions as legacy_red
+from nki_dsl.isa import vector_alu as legacy_alu
+from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.index import IndexValue, as_index
+
+# ------------------------------------------------------------------------------------------------ Scalar engine
+
+
+def _legacy_cmd(api: str, value) -> str:
+    cmd = member(api, "reduce_cmd", value, reduce_cmd)
+    if cmd == "load_reduce":
+        raise NkiApiError("reduce_cmd=load_reduce (start from reduce_init) is not modelled; use reset_reduce",
+                          caller_loc(), api)  # fmt: skip
+    return cmd
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+               name=None):  # fmt: skip
+    """``dst = op(data * scale + bias)``; with ``reduce_op`` and ``reduce_res`` (``[P, 1]``) also the free-axis
+    reduction of the activated values (``reduce_cmd`` as in the legacy instruction). The accumulator registers
+    are modelled through ``reduce_res`` only: a reduction without ``reduce_res`` is refused."""
+    api = "nisa.activation"
+    cmd = _legacy_cmd(api, reduce_cmd)
+    if reduce_res is None and (reduce_op is not None or cmd != "idle"):
+        raise NkiApiError("a reduction into the accumulator registers needs reduce_res= (registers that persist "
+                          "across instructions are not modelled)", caller_loc(), api)  # fmt: skip
+    if reduce_res is not None and reduce_op is None:
+        reduce_op = "add"
+    tile = legacy_act.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+                                 reduce_cmd=cmd, dtype=dst_dtype(api, dst))  # fmt: skip
+    write(api, dst, tile)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """``activation`` with ``reset_reduce`` into ``reduce_res`` over all free axes."""
+    api = "nisa.activation_reduce"
+    tile = legacy_act.activation_reduce(op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias,
+                                        scale=scale, dtype=dst_dtype(api, dst))  # fmt: skip
+    write(api, dst, tile)
+
+
+# ------------------------------------------------------------------------------------------------ Vector engine
+
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    """``dst = op(data1, data2)`` elementwise."""
+    api = "nisa.tensor_tensor"
+    tile = legacy_alu.tensor_tensor(data1, data2, op, dtype=dst_dtype(api, dst), engine=engine_arg(api, engine))
+    write(api, dst, tile)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None):  # fmt: skip
+    """``dst = (data op0 operand0) op1 operand1`` with scalar or ``[P, 1]`` operands."""
+    api = "nisa.tensor_scalar"
+    tile = legacy_alu.tensor_scalar(data, op0, operand0, reverse0, op1, operand1, reverse1,
+                                    dtype=dst_dtype(api, dst), engine=engine_arg(api, engine))  # fmt: skip
+    write(api, dst, tile)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    """``dst = (data op0 operand0) op1 operand1``: ``operand0`` scalar or ``[P, 1]``, ``operand1`` a tile."""
+    api = "nisa.scalar_tensor_tensor"
+    tile = legacy_alu.scalar_tensor_tensor(data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                                           reverse0=reverse0, reverse1=reverse1, dtype=dst_dtype(api, dst))  # fmt: skip
+    write(api, dst, tile)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    """``r[0] = op1(op0(data0[0], initial), data1[0])``, ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` per
+    partition along the free axes; ``initial`` an fp32 scalar or ``[P, 1]``."""
+    api = "nisa.tensor_tensor_scan"
+    tile = legacy_alu.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0, reverse1,
+                                         dtype=dst_dtype(api, dst))  # fmt: skip
+    write(api, dst, tile)
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """``dst = op``-reduction of ``data`` along the free ``axis`` (trailing axes; never 0)."""
+    api = "nisa.tensor_reduce"
+    tile = legacy_red.tensor_reduce(op, data, axis, negate=negate, keepdims=keepdims, dtype=dst_dtype(api, dst))
+    write(api, dst, tile)
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False,
+                         name=None):  # fmt: skip
+    """``dst = data op0 operand0`` and ``reduce_res [P, 1] = reduce_op`` of it over all free axes (from the
+    reduction's identity: ``reset_reduce``); ``reduce_res_negate`` negates the written reduction."""
+    api = "nisa.tensor_scalar_reduce"
+    cmd = _legacy_cmd(api, reduce_cmd)
+    if cmd != "reset_reduce" or reduce_res is None:
+        raise NkiApiError("only reduce_cmd=reset_reduce into a reduce_res tile is modelled (accumulator registers "
+                          "that persist across instructions are not)", caller_loc(), api)  # fmt: skip
+    if reduce_init is not None:
+        raise NkiApiError("reduce_init= goes with reduce_cmd=load_reduce, which is not modelled", caller_loc(), api)
+    tile = legacy_alu.tensor_scalar_reduce(data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+                                           reduce_res=reduce_res, reverse0=reverse0,
+                                           dtype=dst_dtype(api, dst))  # fmt: skip
+    write(api, dst, tile)
+    if reduce_res_negate:
+        negated = legacy_alu.tensor_scalar(reduce_res, "multiply", -1.0, dtype=dst_dtype(api, reduce_res))
+        write(api, reduce_res, negated)
+
+
+def reciprocal(dst, data, name=None):
+    """``dst = 1 / data`` (Vector engine, exact fp32 division)."""
+    api = "nisa.reciprocal"
+    write(api, dst, legacy_alu.reciprocal(data, dtype=dst_dtype(api, dst)))
+
+
+def bn_stats(dst, data, name=None):
+    """Per-partition (count, mean, count*var) of the even and of the odd elements of ``data`` (F <= 512)."""
+    api = "nisa.bn_stats"
+    write(api, dst, legacy_red.bn_stats(data, dtype=dst_dtype(api, dst)))
+
+
+def bn_aggr(dst, data, name=None):
+    """Mean and population variance per partition from concatenated ``bn_stats`` outputs."""
+    api = "nisa.bn_aggr"
+    write(api, dst, legacy_red.bn_aggr(data, dtype=dst_dtype(api, dst)))
+
+
+def _count(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+# ------------------------------------------------------------------------------------------------ GpSimd engine
+
+
+def _pattern_value(api: str, shape, pattern, offset, channel_multiplier) -> IndexValue:
+    """``offset + p * channel_multiplier + sum(idx_k * step_k)`` over a tile of ``shape``, for ``pattern``
+    ``[[step, num], ...]`` (outermost first) naming the free axes of ``dst`` one to one."""
+    try:
+        pairs = [(int(step), int(num)) for step, num in pattern]
+    except (TypeError, ValueError):
+        raise NkiApiError(f"pattern={pattern!r} must be a list of [step, num] pairs", caller_loc(), api) from None
+    free = tuple(shape[1:])
+    if len(pairs) != len(free) and not (len(free) == 1 and _count(n for _, n in pairs) == free[0] and len(pairs) == 1):
+        raise NkiApiError(f"pattern {pattern} must have one [step, num] per free axis of 'dst' {list(shape)} (an "
+                          f"access pattern spanning several axes of one dst axis is not affine in it)",
+                          caller_loc(), api)  # fmt: skip
+    if tuple(n for _, n in pairs) != free:
+        raise NkiApiError(f"pattern sizes {[n for _, n in pairs]} do not match the free axes of 'dst' {list(shape)}",
+                          caller_loc(), api)  # fmt: skip
+    expr = Affine.var("d0", int(channel_multiplier))
+    for k, (step, _) in enumerate(pairs):
+        expr = expr + Affine.var(f"d{k + 1}", step)
+    base = as_index(offset)
+    if base is NotImplemented or base.shape:
+        raise NkiApiError(f"offset={offset!r} must be an int or a scalar loop index", caller_loc(), api)
+    return IndexValue(expr + base.expr, tuple(shape))
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    """``dst[p, i...] = offset + p * channel_multiplier + sum(i_k * step_k)`` (int32 math, cast to dst)."""
+    api = "nisa.iota"
+    shape = tuple(dst_access(api, dst).shape)
+    value = _pattern_value(api, shape, pattern, offset, channel_multiplier)
+    write(api, dst, legacy_index.iota(value, dst_dtype(api, dst)))
+
+
+_COMPARISONS = ("equal", "greater_equal", "greater", "less", "less_equal")
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0,
+                  name=None):  # fmt: skip
+    """``dst = on_true_tile`` where ``cmp_op(a, 0)`` for the affine value ``a`` of ``iota``, else
+    ``on_false_value`` (e.g. a causal mask: ``pattern=[[-1, N]], channel_multiplier=1, cmp_op=greater_equal``)."""
+    api = "nisa.affine_select"
+    shape = tuple(dst_access(api, dst).shape)
+    value = _pattern_value(api, shape, pattern, offset, channel_multiplier)
+    try:
+        cmp = functions.function_name(cmp_op, _COMPARISONS, "cmp_op")
+    except NkiApiError as e:
+        raise NkiApiError(e.bare_message, caller_loc(), api) from None
+    pred = {"equal": value == 0, "greater_equal": value >= 0, "greater": value > 0, "less": value < 0,
+            "less_equal": value <= 0}[cmp]  # fmt: skip
+    write(api, dst, legacy_index.affine_select(pred, on_true_tile, on_false_value, dtype=dst_dtype(api, dst)))

@@ -1,0 +1,97 @@
+"""``nki.jit`` of the current API: a kernel specialised with Python loop semantics (``specialize.py``) for the
+target of the call, launched as ``kernel(...)`` or ``kernel[lnc](...)`` with lnc 1 or 2 (reference/nki.md §1.5,
+§2.7 "nki.jit").
+
+Options (§2.7 "nki.jit"): ``mode=`` is accepted and ignored (deprecated in 0.3.0; kernels run on this project's
+backends whatever the framework), ``platform_target=`` is an error as in 0.3.0 (the target comes from
+``NEURON_PLATFORM_TARGET_OVERRIDE``, or ``nki.simulate(kernel, *args, target=...)``), ``debug_kernel``,
+``show_compiler_tb`` and ``experimental_flags`` are accepted (they steer AWS's compiler only); any other option
+is warned about, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from nki_dsl.current.specialize import trace_specialized
+from nki_dsl.current.target import tracing_for
+from nki_dsl.errors import NkiApiError
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.targets import DEFAULT_TARGET
+from nki_dsl.trace.builder import caller_loc, is_tracing
+from nki_dsl.trace.jit import JitKernel, Launch
+
+KNOWN_OPTIONS = {"mode", "debug_kernel", "show_compiler_tb", "experimental_flags", "additional_compile_opt"}
+# NEURON_PLATFORM_TARGET_OVERRIDE spellings (reference/nki.md §2.7 "nki.jit": trn1|inf2|gen2, trn2|gen3, trn3|gen4).
+PLATFORM_NAMES = {"trn1": "trn1", "inf2": "inf2", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
+                  "gen4": "trn3"}  # fmt: skip
+TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
+
+
+def platform_target() -> str:
+    """The target named by ``NEURON_PLATFORM_TARGET_OVERRIDE`` (read once per launch, at the API boundary), else
+    the project's default target."""
+    value = os.environ.get(TARGET_ENV, "").strip().lower()
+    if not value:
+        return DEFAULT_TARGET
+    if value not in PLATFORM_NAMES:
+        raise NkiApiError(f"{TARGET_ENV}={value!r} is not one of {', '.join(PLATFORM_NAMES)}")
+    return PLATFORM_NAMES[value]
+
+
+class CurrentKernel(JitKernel):
+    """A kernel written in the current API."""
+
+    def trace(self, bound, grid: tuple[int, ...], target: str) -> Kernel:
+        with tracing_for(target):
+            return trace_specialized(self.fn, bound, grid, target)
+
+    def __getitem__(self, lnc) -> CurrentLaunch:
+        return CurrentLaunch(self, lnc_grid(lnc))
+
+    def __call__(self, *args, **kwargs):
+        if is_tracing():
+            return self.inline(args, kwargs)
+        return CurrentLaunch(self, ())(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<nki.jit kernel {self.fn.__name__} (current API)>"
+
+
+def lnc_grid(lnc) -> tuple[int, ...]:
+    """``kernel[lnc]``: one int, 1 or 2 logical NeuronCores (§1.5: "The bracket syntax must contain only one
+    number"). LNC=1 is the plain launch."""
+    if isinstance(lnc, tuple):
+        raise NkiApiError(f"kernel[{', '.join(map(str, lnc))}]: the current API launches with one number, the LNC "
+                          f"degree (kernel[2]); SPMD grids are legacy (neuronxcc.nki)")  # fmt: skip
+    if isinstance(lnc, bool) or not isinstance(lnc, int) or lnc not in (1, 2):
+        raise NkiApiError(f"kernel[{lnc!r}]: the LNC degree is 1 or 2")
+    return () if lnc == 1 else (lnc,)
+
+
+class CurrentLaunch(Launch):
+    """A current-API kernel bound to its LNC degree; runs on the NumPy reference for the platform target."""
+
+    def __call__(self, *args, backend: str = "numpy", **kwargs):
+        if is_tracing():
+            return super().__call__(*args, backend=backend, **kwargs)
+        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target=platform_target())
+        return self.jit.executable(kernel, key, backend).run(arrays)
+
+    def __getitem__(self, grid):
+        raise NkiApiError("the LNC degree is given once: kernel[2](...)")
+
+
+def jit(fn=None, **options):
+    """``@nki.jit`` / ``@nki.jit(**options)``: a current-API kernel (see the module docstring for options)."""
+    if "platform_target" in options:
+        raise NkiApiError(f"nki.jit(platform_target=...) was removed in NKI 0.3.0; set {TARGET_ENV} (trn1, trn2, "
+                          f"trn3) or pass target= to nki.simulate", caller_loc())  # fmt: skip
+    unknown = sorted(set(options) - KNOWN_OPTIONS)
+    if unknown:
+        warnings.warn(f"nki.jit: option(s) {', '.join(unknown)} are not used by nki_dsl and are ignored",
+                      stacklevel=2)  # fmt: skip
+    if fn is None:
+        return lambda f: CurrentKernel(f, **options)
+    return CurrentKernel(fn, **options)

@@ -1,0 +1,27 @@
+"""The dtype names of the current ``nki.language`` (reference/nki.md §2.7 "dtypes").
+
+``float8_e4m3fn`` (no infinities) is the storage this project already uses for legacy ``float8_e4m3``
+(``nki_dsl/dtypes.py``), so both names are the one IR dtype ``float8_e4m3``."""
+
+from nki_dsl import dtypes as _dtypes
+
+float32 = _dtypes.get("float32").np_dtype
+bfloat16 = _dtypes.get("bfloat16").np_dtype
+float16 = _dtypes.get("float16").np_dtype
+tfloat32 = _dtypes.get("float32").np_dtype
+float8_e4m3 = _dtypes.get("float8_e4m3").np_dtype
+float8_e4m3fn = float8_e4m3
+float8_e5m2 = _dtypes.get("float8_e5m2").np_dtype
+int32 = _dtypes.get("int32").np_dtype
+int16 = _dtypes.get("int16").np_dtype
+int8 = _dtypes.get("int8").np_dtype
+uint32 = _dtypes.get("uint32").np_dtype
+uint16 = _dtypes.get("uint16").np_dtype
+uint8 = _dtypes.get("uint8").np_dtype
+bool_ = _dtypes.get("bool_").np_dtype
+
+DTYPE_NAMES = [
+    "float32", "bfloat16", "float16", "tfloat32", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+    "int32", "int16", "int8", "uint32", "uint16", "uint8", "bool_",
+]  # fmt: skip
+__all__ = DTYPE_NAMES
