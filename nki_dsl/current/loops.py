@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 
 from nki_dsl.current import specialize
+from nki_dsl.current.carried import carried_names
 from nki_dsl.ir.affine import Affine
 from nki_dsl.language.iterators import _bounds
 from nki_dsl.trace.builder import caller_loc, current
@@ -35,7 +36,7 @@ def _loop(kind: str, api: str, args):
         yield index
         # The body ran once. If it changed Python state, the next iterations (or the code after the loop) would
         # see it: this loop statement must be unrolled.
-        if specialize.state_changed(frame, before, index, loop.body):
+        if specialize.state_changed(frame, before, index, carried_names(frame.f_code, loc.line)):
             spec.carried(loc)
     finally:
         del frame, before

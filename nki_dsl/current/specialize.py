@@ -12,9 +12,8 @@ body needs Python's semantics:
 1. the index is needed as a Python int or bool (``tiles[k]``, ``if k == 0``, ``range(k)``, ``k % 2``): the hook
    of ``trace/index.py`` raises ``Respecialize`` at once;
 2. after the symbolic iteration, Python state of the frame running the loop changed: a list, dict, set or
-   ``NKIObject`` existing before the loop was mutated (``tiles.append(t)``), a non-tile variable was rebound to a
-   different value (``count += 1``), or a tile variable was rebound after the body read its old tile
-   (``acc = acc + x``);
+   ``NKIObject`` existing before the loop was mutated (``tiles.append(t)``), or a variable the loop carries
+   (read before assigned in the body, ``carried.py``) was rebound (``count += 1``, ``acc = acc + x``);
 3. after the trace, a tile made inside the loop is read after it (the legacy ``scope`` rule's finding: the
    Python variable holds the last iteration's tile).
 
@@ -32,7 +31,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nki_dsl.errors import NkiTraceError, SourceLoc
-from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
+from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.trace.index import IndexValue, MaskValue, concrete_index_hook
 from nki_dsl.trace.tensor import NkiTensor, TileView, is_tile
 from nki_dsl.trace.tracer import trace_kernel
@@ -161,39 +160,31 @@ def snapshot(frame) -> dict[str, tuple]:
     return {name: (value, _fingerprint(value, _FINGERPRINT_DEPTH, [0])) for name, value in frame.f_locals.items()}
 
 
-def state_changed(frame, before: dict[str, tuple], index: IndexValue, body: list) -> bool:
-    """Did one symbolic iteration change Python state the next iteration (or the code after the loop) sees?"""
+def state_changed(frame, before: dict[str, tuple], index: IndexValue, carried: frozenset[str] | None) -> bool:
+    """Did one symbolic iteration change Python state the next iteration (or the code after the loop) sees?
+
+    An object existing before the loop and changed in place (a list appended to, an ``NKIObject`` attribute set)
+    always counts. A rebinding counts only for a variable the loop carries (``carried``, from the loop's source:
+    read before assigned in the body); without the source, every rebinding of a non-index value counts."""
     for name, value in frame.f_locals.items():
         if name not in before or value is index:
             continue  # first bound in the body, or the loop variable
         old, old_print = before[name]
-        if _index_like(value) and _index_like(old):
-            continue  # a symbolic index rebound: one read after the loop names a closed loop (verifier)
-        if is_tile(value) and is_tile(old):
-            if value is not old and _reads(body, _tensor_of(old)):
-                return True  # acc = acc + x: the next iteration would read this one's tile
+        if value is old:
+            if _fingerprint(value, _FINGERPRINT_DEPTH, [0]) != old_print:
+                return True  # mutated in place
             continue
-        if _fingerprint(value, _FINGERPRINT_DEPTH, [0]) != old_print:
+        if carried is not None:
+            if name in carried:
+                return True
+            continue
+        if not (_index_like(value) or is_tile(value)):
             return True
     return False
 
 
 def _index_like(x) -> bool:
     return isinstance(x, IndexValue | MaskValue)
-
-
-def _tensor_of(x):
-    return x.tensor if isinstance(x, NkiTensor) else x.access().tensor
-
-
-def _reads(body: list, tensor) -> bool:
-    for stmt in body:
-        if isinstance(stmt, Loop):
-            if _reads(stmt.body, tensor):
-                return True
-        elif any(isinstance(a, Access) and a.tensor is tensor for a in stmt.operands.values()):
-            return True
-    return False
 
 
 def _fingerprint(x, depth: int, budget: list[int]):
