@@ -128,11 +128,11 @@ def matmul_fully_blocked(lhsT, rhs, TILES_IN_BLOCK_M=2, TILES_IN_BLOCK_N=2, TILE
     NUM_BLOCK_M, NUM_BLOCK_N, NUM_BLOCK_K = M // BLOCK_M, N // BLOCK_N, K // BLOCK_K
     for n in nl.affine_range(NUM_BLOCK_N):
         result_tiles = []
-        for m in nl.affine_range(NUM_BLOCK_M):
+        for m in nl.affine_range(NUM_BLOCK_M):  # noqa: B007 - as in the guide
             result_tiles_m = []
-            for bm in nl.affine_range(TILES_IN_BLOCK_M):
+            for bm in nl.affine_range(TILES_IN_BLOCK_M):  # noqa: B007
                 result_tiles_bm = []
-                for bn in nl.affine_range(TILES_IN_BLOCK_N):
+                for bn in nl.affine_range(TILES_IN_BLOCK_N):  # noqa: B007
                     result_tile = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.sbuf)
                     nisa.memset(dst=result_tile, value=0.0)
                     result_tiles_bm.append(result_tile)
