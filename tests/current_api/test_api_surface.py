@@ -1,0 +1,200 @@
+"""The current API's entry points and diagnostics: ``nki.simulate(kernel)`` callables, ``kernel[lnc]``,
+``nki.jit`` options, and errors that name the kernel line, the op and the rule (the verifier's messages are the
+same for both generations)."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+import nki_dsl
+import nki_dsl.current as nki
+import nki_dsl.current.isa as nisa
+import nki_dsl.current.language as nl
+import nki_dsl.language as lnl
+from nki_dsl.errors import NkiApiError, NkiError, NkiVerificationError
+
+X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+
+
+@nki.jit
+def scale(x, factor=2.0):
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_simulate_callable_launches_like_the_kernel():
+    sim = nki.simulate(scale)
+    np.testing.assert_array_equal(sim(X, factor=3.0), 3 * X)  # keyword arguments
+    assert sim.profile.latency_us > 0
+    np.testing.assert_array_equal(nki.cpu_simulate(scale)[1](X), 2 * X)
+
+
+def test_simulate_with_arguments_is_the_projects_form():
+    out, profile = nki.simulate(scale, X, target="trn3")
+    np.testing.assert_array_equal(out, 2 * X)
+    assert profile.latency_us > 0
+
+
+def test_outputs_written_into_passed_arrays():
+    @nki.jit
+    def into(x, out):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.activation(dst=t, op=nl.exp, data=t)
+        nisa.dma_copy(dst=out, src=t)
+
+    x = X / 1e4
+    out = np.zeros_like(x)
+    assert nki.simulate(into)(x, out) is None
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-6)
+
+
+def test_plain_function_calling_jit_sub_kernels():
+    @nki.jit
+    def load(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        return t
+
+    def top(x):  # not decorated: production libraries compose @nki.jit helpers this way
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = load(x)
+        nisa.tensor_tensor(dst=t, data1=t, data2=t, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(nki.simulate(top)(X), 2 * X)
+
+
+def test_lnc2_program_id_splits_the_work():
+    @nki.jit
+    def halves(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        assert nl.num_programs() == 2 and nl.program_ndim() == 1
+        half = x.shape[1] // 2
+        start = nl.program_id(0) * half
+        t = nl.ndarray((128, half), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[:, nl.ds(start, half)])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+        nisa.dma_copy(dst=out[:, nl.ds(start, half)], src=t)
+        return out
+
+    np.testing.assert_array_equal(halves[2](X), X + 1)
+    np.testing.assert_array_equal(nki.simulate(halves)[2](X), X + 1)
+
+
+@pytest.mark.parametrize("bad", [3, (2, 2), 0])
+def test_lnc_must_be_one_or_two(bad):
+    with pytest.raises(NkiApiError, match="LNC|one number"):
+        scale[bad]
+
+
+def test_jit_options():
+    with pytest.warns(UserWarning, match="no_such_option"):
+        nki.jit(lambda x: x, no_such_option=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nki.jit(mode="jax", debug_kernel=True, show_compiler_tb=True, experimental_flags="x")(lambda x: x)
+    with pytest.raises(NkiApiError, match="platform_target"):
+        nki.jit(platform_target="trn2")
+
+
+def test_platform_target_override(monkeypatch):
+    @nki.jit
+    def gen(x):
+        out = nl.ndarray((128, 1), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=float(nisa.get_nc_version()))
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen4")
+    assert gen(X)[0, 0] == 4.0
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
+    assert nki.simulate(gen)(X)[0, 0] == 2.0
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "tpu")
+    with pytest.raises(NkiApiError, match="NEURON_PLATFORM_TARGET_OVERRIDE"):
+        gen(X)
+
+
+def _line_of(fn, text):
+    import inspect
+
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, ln in enumerate(lines) if text in ln)
+
+
+def test_dst_shape_mismatch_names_the_line_and_op():
+    def body(x):
+        t = nl.ndarray((128, 32), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[:, 0:32])
+        r = nl.ndarray((128, 16), x.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=r, op=nl.exp, data=t)  # the bad line
+        return t
+
+    with pytest.raises(NkiError) as e:
+        nki.jit(body)(X)
+    assert re.search(rf"test_api_surface.py:{_line_of(body, 'the bad line')}: nisa.activation: 'dst' \[128, 16\]",
+                     str(e.value))
+
+
+def test_dma_from_psum_is_refused():
+    @nki.jit
+    def k(x):
+        p = nl.ndarray((128, 64), nl.float32, buffer=nl.psum)
+        nisa.memset(dst=p, value=0.0)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=p)
+        return out
+
+    with pytest.raises(NkiApiError, match="PSUM, which DMA cannot read"):
+        k(X)
+
+
+def test_raw_ints_for_enums_are_refused():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, oob_mode=0)
+        return x
+
+    with pytest.raises(NkiApiError, match="oob_mode=0 is not a nisa.oob_mode member"):
+        k(X)
+
+
+def test_verifier_messages_are_the_same_in_both_generations():
+    """A 256-partition tile: the verifier reports it once, with the same rule and wording for either API."""
+    big = np.zeros((256, 64), np.float32)
+
+    @nki.jit
+    def current(x):
+        t = nl.ndarray((256, 64), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        return x
+
+    @nki_dsl.jit
+    def legacy(x):
+        t = lnl.load(x)
+        lnl.store(x, t)
+        return x
+
+    with pytest.raises(NkiVerificationError) as e_cur:
+        current(big)
+    with pytest.raises(NkiVerificationError) as e_leg:
+        legacy(big)
+    (d_cur,), (d_leg,) = e_cur.value.diagnostics[:1], e_leg.value.diagnostics[:1]
+    assert d_cur.rule == d_leg.rule
+    assert "partition" in d_cur.message and "128" in d_cur.message
+    assert d_cur.loc.line == _line_of(current.fn, "nl.ndarray((256")
+
+
+def test_removed_legacy_names_are_not_exported():
+    for name in ("arange", "mgrid", "par_dim", "nc", "spmd_dim", "loop_reduce"):
+        assert not hasattr(nl, name), name
+    assert nl.tile_size.pmax == 128 and nl.tile_size.total_available_sbuf_size == 224 * 1024
