@@ -59,6 +59,8 @@ def _normalise(param: str, value, where: str) -> Constant:
                         tuple(c.record for c in items))  # fmt: skip
     if isinstance(value, dict | types.MappingProxyType):
         return _mapping(param, value, where)
+    if callable(getattr(value, "_nki_key", None)) and not isinstance(value, type):
+        return _nki_object(param, value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _dataclass(param, value, where)
     if callable(value):
@@ -125,6 +127,25 @@ def _dataclass(param: str, value, where: str) -> Constant:
         fields.append((f.name, _normalise(param, v, f"{where}.{f.name}")))
     key = ("dataclass", cls, tuple((n, c.key) for n, c in fields))
     return Constant(value, key, (cls.__qualname__, *((n, c.record) for n, c in fields)))
+
+
+def _nki_object(param: str, value) -> Constant:
+    """An ``nl.NKIObject`` of the current API (nki_dsl/current/language/objects.py): keyed by its class and
+    fields; the body gets a copy rebuilt from its ``__dict__`` (as NKI does), so the key cannot change under it."""
+    import copy
+
+    key = value._nki_key()
+    if any(isinstance(part, tuple) and part[:1] == ("<not a compile-time value>",) for part in _flatten(key)):
+        raise NkiApiError(f"argument '{param}': the {type(value).__qualname__} instance has a field that is not a "
+                          f"compile-time value (number, string, tuple, enum, NKIObject)")  # fmt: skip
+    return Constant(copy.deepcopy(value), ("nkiobject", key), type(value).__qualname__)
+
+
+def _flatten(key):
+    yield key
+    if isinstance(key, tuple):
+        for part in key:
+            yield from _flatten(part)
 
 
 def _callable(param: str, value, where: str) -> Constant:

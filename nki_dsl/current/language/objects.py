@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+OPAQUE = "<not a compile-time value>"  # marks a field the key cannot hold (the argument is then refused)
+
 
 class NKIObject:
     def _nki_key(self) -> tuple:
@@ -32,4 +34,4 @@ def _key(value):
         return tuple(sorted((str(k), _key(v)) for k, v in value.items()))
     if value is None or isinstance(value, bool | int | float | str | Enum):
         return value
-    return ("object", type(value).__qualname__, id(value))
+    return (OPAQUE, type(value).__qualname__, id(value))
