@@ -230,3 +230,39 @@ def test_get_nc_version_follows_the_target(target, gen):
 
     out, _ = nki.simulate(kernel, X, target=target)
     assert out[0, 0] == gen + (0.5 if gen >= 3 else 0.0)
+
+
+def test_dynamic_range_and_fori_loop_emit_the_body_once():
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        seen = []
+        for i in nl.dynamic_range(4):
+            seen.append(i)  # Python state changes once, at trace: the loop is not unrolled
+            t = nl.ndarray((128, 128), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[:, nl.ds(i * 128, 128)])
+            nisa.dma_copy(dst=out[:, nl.ds(i * 128, 128)], src=t)
+        assert len(seen) == 1
+
+        def negate(i):
+            t = nl.ndarray((128, 128), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=out[:, nl.ds(i * 128, 128)])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=-1.0)
+            nisa.dma_copy(dst=out[:, nl.ds(i * 128, 128)], src=t)
+
+        nl.fori_loop(0, 4, negate)
+        return out
+
+    loops, _ = _loops(kernel, X)
+    assert [lp.kind for lp in loops] == ["sequential", "sequential"]
+    np.testing.assert_array_equal(kernel(X), -X)
+
+
+def test_while_loop_is_refused_with_the_reason():
+    @nki.jit
+    def kernel(x):
+        nl.while_loop(None, lambda r: r)
+        return x
+
+    with pytest.raises(nki_dsl.NkiApiError, match="registers are not modelled"):
+        kernel(X)

@@ -13,6 +13,7 @@ from nki_dsl.current.language.creation import empty_like, full, ndarray, ones, z
 from nki_dsl.current.language.objects import NKIObject
 from nki_dsl.current.language.spmd import num_programs, program_id, program_ndim
 from nki_dsl.current.language.tile_size import tile_size
+from nki_dsl.current.dynamic import dynamic_range, fori_loop, while_loop
 from nki_dsl.current.loops import affine_range, sequential_range, static_range
 from nki_dsl.language.buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from nki_dsl.language.composite import rms_norm, softmax
@@ -42,7 +43,7 @@ __all__ = [
     "ndarray", "zeros", "ones", "full", "zeros_like", "empty_like", "shared_constant",
     "load", "store", "load_transpose2d", "copy", "transpose", "matmul", "broadcast_to", "expand_dims", "ds",
     "where", "dropout", "random_seed", "softmax", "rms_norm",
-    "affine_range", "sequential_range", "static_range",
+    "affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop",
     "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "is_sbuf", "is_psum", "is_hbm", "is_on_chip",
     "program_id", "num_programs", "program_ndim", "tile_size", "NKIObject",
     *[_n for _n in _MATH if hasattr(_legacy, _n)], *_DTYPE_NAMES,
