@@ -8,12 +8,12 @@ the new dtypes and the buffer predicates. Legacy-only names (``arange``, ``mgrid
 ``spmd_dim``, ``loop_reduce``) are not exported: 0.6 removed them."""
 
 from nki_dsl import language as _legacy
+from nki_dsl.current.dynamic import dynamic_range, fori_loop, while_loop
 from nki_dsl.current.language.buffers import is_hbm, is_on_chip, is_psum, is_sbuf
 from nki_dsl.current.language.creation import empty_like, full, ndarray, ones, zeros, zeros_like
 from nki_dsl.current.language.objects import NKIObject
 from nki_dsl.current.language.spmd import num_programs, program_id, program_ndim
 from nki_dsl.current.language.tile_size import tile_size
-from nki_dsl.current.dynamic import dynamic_range, fori_loop, while_loop
 from nki_dsl.current.loops import affine_range, sequential_range, static_range
 from nki_dsl.language.buffers import hbm, private_hbm, psum, sbuf, shared_hbm
 from nki_dsl.language.composite import rms_norm, softmax
