@@ -88,6 +88,12 @@ class _TileLike(TileHandle):
     def broadcast_to(self, shape):
         return build_op("nl.broadcast_to", {"x": self}, {"shape": tuple(int(s) for s in shape)})
 
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py)."""
+        from nki_dsl.trace.access_pattern import access_pattern
+
+        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+
     # Python operators: the nl op each stands for.
     def __add__(self, o):
         return _binary("add", self, o)

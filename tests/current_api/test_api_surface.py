@@ -198,3 +198,42 @@ def test_removed_legacy_names_are_not_exported():
     for name in ("arange", "mgrid", "par_dim", "nc", "spmd_dim", "loop_reduce"):
         assert not hasattr(nl, name), name
     assert nl.tile_size.pmax == 128 and nl.tile_size.total_available_sbuf_size == 224 * 1024
+
+
+def test_access_patterns_on_hbm_and_sbuf():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 32), x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 32), x.dtype, buffer=nl.sbuf)
+        # even columns of x [128, 64]: element (p, j) = flat[64 p + 2 j]
+        nisa.dma_copy(dst=t, src=x.ap(pattern=[[64, 128], [2, 32]], offset=0))
+        s = nl.ndarray((128, 64), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=x)
+        odd = s.ap(pattern=[[64, 128], [2, 32]], offset=1)  # on-chip: partitions first, then the free offsets
+        nisa.tensor_tensor(dst=t, data1=t, data2=odd, op=nl.subtract)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(k(X), X[:, 0::2] - X[:, 1::2])
+
+
+def test_access_pattern_with_a_loop_offset_and_refused_runtime_offsets():
+    @nki.jit
+    def rows(x):
+        out = nl.ndarray((128, 64), x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            t = nl.ndarray((64, 64), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap(pattern=[[64, 64], [1, 64]], offset=i * 64 * 64))
+            nisa.dma_copy(dst=out.ap(pattern=[[64, 64], [1, 64]], offset=i * 64 * 64), src=t)
+        return out
+
+    np.testing.assert_array_equal(rows(X), X)
+
+    @nki.jit
+    def dynamic(x):
+        t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+        x.ap(pattern=[[64, 128], [1, 64]], scalar_offset=t)
+        return x
+
+    with pytest.raises(NkiApiError, match="runtime offsets"):
+        dynamic(X)
