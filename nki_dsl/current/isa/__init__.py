@@ -4,6 +4,16 @@ are slices, and the result dtype is ``dst``'s. Each is a thin wrapper over the l
 one IR, one verifier, one set of backends for both generations."""
 
 from nki_dsl.current.isa import constants
+from nki_dsl.current.isa.composed import (
+    core_barrier,
+    dma_compute,
+    exponential,
+    nc_stream_shuffle,
+    range_select,
+    select_reduce,
+    sendrecv,
+    tensor_scalar_cumulative,
+)
 from nki_dsl.current.isa.compute import (
     activation,
     activation_reduce,
@@ -43,6 +53,8 @@ __all__ = [
     "activation", "activation_reduce", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
     "tensor_tensor_scan", "tensor_reduce", "tensor_scalar_reduce", "reciprocal", "bn_stats", "bn_aggr",
     "iota", "affine_select",
+    "tensor_scalar_cumulative", "exponential", "select_reduce", "range_select", "dma_compute", "nc_stream_shuffle",
+    "sendrecv", "core_barrier",
     "engine", "reduce_cmd", "dge_mode", "oob_mode", "dma_engine", "matmul_perf_mode", "nc_version",
     "get_nc_version", "constants",
 ]  # fmt: skip

@@ -1,0 +1,234 @@
+"""Current-API instructions the legacy instruction set has no single instruction for, built from several legacy
+instructions that compute exactly the documented values (reference/nki.md §2.7). The numbers are the
+instruction's; the engine program is not: the simulator prices the composition (e.g. ``exponential`` runs on the
+Scalar engine here, on the Vector engine on trn3), so modelled timing of kernels using these is approximate.
+
+* ``tensor_scalar_cumulative``: ``tensor_scalar`` then a ``tensor_tensor_scan`` carrying the register;
+* ``exponential``: ``activation(exp)`` with the max as a bias, its sum into ``reduce_res``;
+* ``select_reduce``: the ``on_false`` fill, a ``tensor_copy_predicated``, an optional row reduction;
+* ``range_select``: ``iota`` of the free index, two comparisons, a predicated copy, an optional row max;
+* ``dma_compute`` (static addresses): loads, fp32 adds, one write;
+* ``nc_stream_shuffle``: one partition-to-partition DMA per moved partition (SBUF).
+
+``sendrecv`` and ``core_barrier`` (LNC=2 communication) are refused: the backends run the cores of a launch one
+after the other, so data one core sends while the other waits cannot be modelled.
+"""
+
+from __future__ import annotations
+
+from nki_dsl.current.isa.destination import dst_access, dst_dtype, write
+from nki_dsl.current.isa.enums import member, reduce_cmd
+from nki_dsl.errors import NkiApiError
+from nki_dsl.ir import functions
+from nki_dsl.ir.types import Buffer
+from nki_dsl.isa import activations as legacy_act
+from nki_dsl.isa import dma as legacy_dma
+from nki_dsl.isa import indexing as legacy_index
+from nki_dsl.isa import reductions as legacy_red
+from nki_dsl.isa import vector_alu as legacy_alu
+from nki_dsl.language.memory import broadcast_to
+from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.index import IndexValue
+from nki_dsl.trace.tensor import is_tile
+
+FP32_MIN = -3.4028234663852886e38  # range_select's fill, the most negative fp32 (§2.7 range_select)
+# The identity each accumulating operator starts from (§2.7 tensor_scalar_cumulative, reset_reduce).
+IDENTITY = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": float("-inf"), "minimum": float("inf")}
+
+
+def _fn(api: str, arg: str, value, allowed) -> str:
+    try:
+        return functions.function_name(value, tuple(allowed), arg)
+    except NkiApiError as e:
+        raise NkiApiError(e.bare_message, caller_loc(), api) from None
+
+
+def _free_axes(shape) -> tuple[int, ...]:
+    return tuple(range(1, len(shape)))
+
+
+def _column(shape, value, api: str):
+    """A ``[P, 1]`` fp32 tile holding ``value`` (a number) or ``value`` itself (a ``[P, 1]`` tile)."""
+    if is_tile(value):
+        return value
+    return legacy_alu.memset((shape[0], 1), float(value), "float32")
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
+    """Per partition, ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free axes; ``reg`` starts at
+    ``op1``'s identity (``reset_reduce``) or at ``imm1`` (``load_reduce``)."""
+    api = "nisa.tensor_scalar_cumulative"
+    shape = tuple(dst_access(api, dst).shape)
+    acc = _fn(api, "op1", op1, IDENTITY)
+    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
+    if cmd == "reset_reduce":
+        start = IDENTITY[acc]
+    elif cmd == "load_reduce":
+        if imm1 is None:
+            raise NkiApiError("reduce_cmd=load_reduce starts from imm1, which is missing", caller_loc(), api)
+        start = imm1
+    else:
+        raise NkiApiError(f"reduce_cmd={cmd} continues a register left by an earlier instruction, which is not "
+                          f"modelled; use reset_reduce or load_reduce", caller_loc(), api)  # fmt: skip
+    t = legacy_alu.tensor_scalar(src, op0, imm0, dtype="float32")
+    zeros = legacy_alu.memset(shape, 0.0, "float32")
+    initial = start if is_tile(start) else float(start)
+    write(api, dst, legacy_alu.tensor_tensor_scan(t, zeros, initial, acc, "add", dtype=dst_dtype(api, dst)))
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    """``dst = exp(src - max_value)`` (``max_value`` a number or ``[P, 1]``); with ``reduce_res`` the row sums of
+    ``dst`` (``reset_reduce``: written; ``reduce``: added to ``reduce_res``; ``load_reduce``: added to
+    ``reduce_init``)."""
+    api = "nisa.exponential"
+    shape = tuple(dst_access(api, dst).shape)
+    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
+    if is_tile(max_value):
+        bias = legacy_alu.tensor_scalar(max_value, "multiply", -1.0, dtype="float32")
+    else:
+        bias = _column(shape, -float(max_value), api)
+    if reduce_res is None or cmd == "idle":
+        write(api, dst, legacy_act.activation("exp", src, bias=bias, dtype=dst_dtype(api, dst)))
+        return
+    if cmd == "load_reduce":
+        write(api, reduce_res, legacy_alu.memset(tuple(reduce_res.shape), float(reduce_init), dst_dtype(api,
+                                                                                                       reduce_res)))
+        cmd = "reduce"
+    tile = legacy_act.activation("exp", src, bias=bias, reduce_op="add", reduce_res=reduce_res,
+                                 reduce_cmd="reset_reduce" if cmd == "reset" else cmd, dtype=dst_dtype(api, dst))
+    write(api, dst, tile)
+
+
+def _reduce_into(api: str, reduce_res, data, op: str, cmd: str) -> None:
+    """``reduce_res [P, 1]`` = the ``op``-reduction of ``data`` over its free axes (``reduce``: combined with
+    what ``reduce_res`` holds)."""
+    row = legacy_red.tensor_reduce(op, data, _free_axes(data.shape), keepdims=True, dtype="float32")
+    if cmd == "reduce":
+        row = legacy_alu.tensor_tensor(reduce_res, row, op, dtype=dst_dtype(api, reduce_res))
+    elif cmd not in ("reset_reduce", "reset"):
+        raise NkiApiError(f"reduce_cmd={cmd} with reduce_res is not modelled", caller_loc(), api)
+    write(api, reduce_res, row)
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op="maximum", reverse_pred=False, name=None):  # fmt: skip
+    """``dst = on_true`` where ``predicate`` is nonzero (zero with ``reverse_pred``), else ``on_false`` (a number
+    or ``[P, 1]``); with ``reduce_res``, the row reduction of ``dst``."""
+    api = "nisa.select_reduce"
+    shape = tuple(dst_access(api, dst).shape)
+    if is_tile(on_false):
+        write(api, dst, broadcast_to(on_false, shape=shape))
+    else:
+        write(api, dst, legacy_alu.memset(shape, float(on_false), dst_dtype(api, dst)))
+    legacy_alu.tensor_copy_predicated(src=on_true, dst=dst, predicate=predicate, reverse_pred=reverse_pred)
+    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
+    if reduce_res is not None and cmd != "idle":
+        _reduce_into(api, reduce_res, dst, _fn(api, "reduce_op", reduce_op, ("maximum", "minimum", "add")), cmd)
+
+
+_COMPARE = ("equal", "less", "less_equal", "greater", "greater_equal")
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=FP32_MIN, name=None):  # fmt: skip
+    """With ``j = range_start + free index``: ``dst = on_true_tile`` where ``comp_op0(j, bound0) and
+    comp_op1(j, bound1)`` (bounds ``[P, 1]`` fp32), else ``on_false_value``; with ``reduce_res`` the row max."""
+    api = "nisa.range_select"
+    shape = tuple(dst_access(api, dst).shape)
+    if len(shape) != 2:
+        raise NkiApiError(f"'dst' {list(shape)}: range_select is modelled for [P, F] tiles", caller_loc(), api)
+    if isinstance(range_start, IndexValue) or not isinstance(range_start, int):
+        raise NkiApiError("range_start must be a Python int here", caller_loc(), api)
+    j_int = legacy_index.iota(IndexValue(_free_index(range_start), shape), "int32")
+    j = legacy_alu.tensor_copy(j_int, dtype="float32")
+    c0, c1 = _fn(api, "comp_op0", comp_op0, _COMPARE), _fn(api, "comp_op1", comp_op1, _COMPARE)
+    keep = legacy_alu.tensor_tensor(legacy_alu.tensor_scalar(j, c0, _column(shape, bound0, api), dtype="uint8"),
+                                    legacy_alu.tensor_scalar(j, c1, _column(shape, bound1, api), dtype="uint8"),
+                                    "multiply", dtype="uint8")  # fmt: skip
+    write(api, dst, legacy_alu.memset(shape, float(on_false_value), dst_dtype(api, dst)))
+    legacy_alu.tensor_copy_predicated(src=on_true_tile, dst=dst, predicate=keep)
+    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
+    if reduce_res is not None and cmd != "idle":
+        _reduce_into(api, reduce_res, dst, _fn(api, "reduce_op", reduce_op, ("maximum",)), cmd)
+
+
+def _free_index(start: int):
+    from nki_dsl.ir.affine import Affine
+
+    return Affine.var("d1") + start
+
+
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
+    """``dst = sum(srcs)`` in fp32 (the DMA engines' add; every scale 1.0), static addresses only."""
+    api = "nisa.dma_compute"
+    target = dst_access(api, dst)
+    if _fn(api, "reduce_op", reduce_op, ("add",)) != "add":
+        raise NkiApiError("dma_compute adds (reduce_op=nl.add)", caller_loc(), api)
+    srcs = list(srcs)
+    if not 1 <= len(srcs) <= 16:
+        raise NkiApiError(f"dma_compute takes 1 to 16 srcs, got {len(srcs)}", caller_loc(), api)
+    if scales is not None and any(float(s) != 1.0 for s in scales):
+        raise NkiApiError("dma_compute scales must all be 1.0", caller_loc(), api)
+    acc = None
+    for k, src in enumerate(srcs):
+        if not is_tile(src) or tuple(src.shape) != tuple(target.shape):
+            raise NkiApiError(f"srcs[{k}] must be a tensor of dst's shape {list(target.shape)}", caller_loc(), api)
+        tile = src
+        if not src.access().tensor.type.buffer.on_chip:
+            from nki_dsl.language.creation import ndarray
+
+            tile = ndarray(tuple(src.shape), "float32")
+            legacy_dma.dma_copy(dst=tile, src=src)
+        acc = tile if acc is None else legacy_alu.tensor_tensor(acc, tile, "add", dtype="float32")
+    if target.tensor.type.buffer.on_chip:
+        write(api, dst, legacy_alu.tensor_copy(acc, dtype=dst_dtype(api, dst)))
+    else:
+        legacy_dma.dma_copy(dst=dst, src=acc)  # converts to dst's dtype on the way
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    """In every 32-partition quadrant, ``dst[i] = src[shuffle_mask[i]]``; 255 leaves partition i of ``dst``."""
+    api = "nisa.nc_stream_shuffle"
+    target = dst_access(api, dst)
+    mask = [int(m) for m in shuffle_mask]
+    if len(mask) != 32 or any(not (0 <= m < 32 or m == 255) for m in mask):
+        raise NkiApiError("shuffle_mask has 32 entries, each a partition 0..31 of the quadrant or 255",
+                          caller_loc(), api)  # fmt: skip
+    if Buffer.PSUM in (target.tensor.type.buffer, src.access().tensor.type.buffer):
+        raise NkiApiError("nc_stream_shuffle on PSUM is not modelled (it is composed of SBUF DMAs)", caller_loc(), api)
+    for i in range(target.shape[0]):
+        m = mask[i % 32]
+        if m != 255:
+            p = i // 32 * 32 + m
+            legacy_dma.dma_copy(dst=dst[i:i + 1], src=src[p:p + 1])
+
+
+def _lnc_refusal(api: str):
+    def refuse(*args, **kwargs):
+        raise NkiApiError(f"{api} moves data between the two cores of an LNC=2 launch while they run; the backends "
+                          f"run the cores one after the other, so it is not modelled (split the work so that each "
+                          f"core reads and writes its own part of shared HBM)", caller_loc(), api)  # fmt: skip
+
+    refuse.__name__ = api.split(".")[-1]
+    return refuse
+
+
+sendrecv = _lnc_refusal("nisa.sendrecv")
+core_barrier = _lnc_refusal("nisa.core_barrier")
+
+
+def shared_identity_matrix(n, dtype="uint8", dst=None):
+    """An ``[n, n]`` SBUF identity (``nl.shared_identity_matrix``): ``iota`` of ``p - j`` compared with 0."""
+    api = "nl.shared_identity_matrix"
+    diff = legacy_index.iota(IndexValue(_p_minus_j(), (int(n), int(n))), "int32")
+    eye = legacy_alu.tensor_scalar(diff, "equal", 0, dtype=dtype if dst is None else dst_dtype(api, dst))
+    if dst is None:
+        return eye
+    write(api, dst, eye)
+    return dst
+
+
+def _p_minus_j():
+    from nki_dsl.ir.affine import Affine
+
+    return Affine.var("d0") + Affine.var("d1", -1)
