@@ -3,10 +3,14 @@ target of the call, launched as ``kernel(...)`` or ``kernel[lnc](...)`` with lnc
 §2.7 "nki.jit").
 
 Options (§2.7 "nki.jit"): ``mode=`` is accepted and ignored (deprecated in 0.3.0; kernels run on this project's
-backends whatever the framework), ``platform_target=`` is an error as in 0.3.0 (the target comes from
-``NEURON_PLATFORM_TARGET_OVERRIDE``, or ``nki.simulate(kernel, *args, target=...)``), ``debug_kernel``,
-``show_compiler_tb`` and ``experimental_flags`` are accepted (they steer AWS's compiler only); any other option
-is warned about, never silently dropped.
+backends whatever the framework); ``debug_kernel``, ``show_compiler_tb`` and ``experimental_flags`` are accepted
+(they steer AWS's compiler only); any other option is warned about, never silently dropped.
+
+The target of a launch is ``NEURON_PLATFORM_TARGET_OVERRIDE`` (trn1|inf2|gen2, trn2|gen3, trn3|gen4), else the
+kernel's ``platform_target=``, else trn2. NKI 0.3.0+ rejects ``platform_target=``, but code written for earlier
+releases (HF ``kernels``' Neuron example among it) passes it, so it is honoured with a DeprecationWarning rather
+than refused. ``NKI_SIMULATOR=1`` runs every launch on the engine simulator (as NKI's switch does), which
+returns the same outputs as the NumPy reference.
 """
 
 from __future__ import annotations
@@ -19,25 +23,37 @@ from nki_dsl.current.target import tracing_for
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import DEFAULT_TARGET
-from nki_dsl.trace.builder import caller_loc, is_tracing
+from nki_dsl.trace.builder import is_tracing
 from nki_dsl.trace.jit import JitKernel, Launch
 
-KNOWN_OPTIONS = {"mode", "debug_kernel", "show_compiler_tb", "experimental_flags", "additional_compile_opt"}
+KNOWN_OPTIONS = {"mode", "debug_kernel", "show_compiler_tb", "experimental_flags", "additional_compile_opt",
+                 "platform_target"}  # fmt: skip
 # NEURON_PLATFORM_TARGET_OVERRIDE spellings (reference/nki.md §2.7 "nki.jit": trn1|inf2|gen2, trn2|gen3, trn3|gen4).
 PLATFORM_NAMES = {"trn1": "trn1", "inf2": "inf2", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2", "trn3": "trn3",
                   "gen4": "trn3"}  # fmt: skip
 TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
 
 
-def platform_target() -> str:
+def _platform_name(value, what: str) -> str:
+    name = str(value).strip().lower()
+    if name not in PLATFORM_NAMES:
+        raise NkiApiError(f"{what}={value!r} is not one of {', '.join(PLATFORM_NAMES)}")
+    return PLATFORM_NAMES[name]
+
+
+def platform_target(kernel=None) -> str:
     """The target named by ``NEURON_PLATFORM_TARGET_OVERRIDE`` (read once per launch, at the API boundary), else
-    the project's default target."""
-    value = os.environ.get(TARGET_ENV, "").strip().lower()
-    if not value:
-        return DEFAULT_TARGET
-    if value not in PLATFORM_NAMES:
-        raise NkiApiError(f"{TARGET_ENV}={value!r} is not one of {', '.join(PLATFORM_NAMES)}")
-    return PLATFORM_NAMES[value]
+    the kernel's ``platform_target=`` option, else the project's default target."""
+    value = os.environ.get(TARGET_ENV, "").strip()
+    if value:
+        return _platform_name(value, TARGET_ENV)
+    option = getattr(kernel, "options", {}).get("platform_target") if kernel is not None else None
+    return _platform_name(option, "platform_target") if option is not None else DEFAULT_TARGET
+
+
+def default_backend(backend: str) -> str:
+    """``NKI_SIMULATOR=1`` sends launches that did not name a backend to the engine simulator."""
+    return "simulator" if backend == "numpy" and os.environ.get("NKI_SIMULATOR", "") == "1" else backend
 
 
 class CurrentKernel(JitKernel):
@@ -76,8 +92,8 @@ class CurrentLaunch(Launch):
     def __call__(self, *args, backend: str = "numpy", **kwargs):
         if is_tracing():
             return super().__call__(*args, backend=backend, **kwargs)
-        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target=platform_target())
-        return self.jit.executable(kernel, key, backend).run(arrays)
+        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target=platform_target(self.jit))
+        return self.jit.executable(kernel, key, default_backend(backend)).run(arrays)
 
     def __getitem__(self, grid):
         raise NkiApiError("the LNC degree is given once: kernel[2](...)")
@@ -86,8 +102,9 @@ class CurrentLaunch(Launch):
 def jit(fn=None, **options):
     """``@nki.jit`` / ``@nki.jit(**options)``: a current-API kernel (see the module docstring for options)."""
     if "platform_target" in options:
-        raise NkiApiError(f"nki.jit(platform_target=...) was removed in NKI 0.3.0; set {TARGET_ENV} (trn1, trn2, "
-                          f"trn3) or pass target= to nki.simulate", caller_loc())  # fmt: skip
+        _platform_name(options["platform_target"], "platform_target")
+        warnings.warn(f"nki.jit(platform_target=...) is rejected by NKI 0.3.0 and later (set {TARGET_ENV}); "
+                      f"nki_dsl honours it as the kernel's target", DeprecationWarning, stacklevel=2)  # fmt: skip
     unknown = sorted(set(options) - KNOWN_OPTIONS)
     if unknown:
         warnings.warn(f"nki.jit: option(s) {', '.join(unknown)} are not used by nki_dsl and are ignored",

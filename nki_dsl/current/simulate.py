@@ -35,7 +35,7 @@ class SimulatedKernel:
 
     def __call__(self, *args, **kwargs):
         args, kwargs, back = _to_numpy(args, kwargs)
-        ir, arrays, key = self.kernel.specialize(self.grid, args, kwargs, target=platform_target())
+        ir, arrays, key = self.kernel.specialize(self.grid, args, kwargs, target=platform_target(self.kernel))
         outputs, self.profile = self.kernel.simulated(ir, key, arrays)
         return back(outputs)
 
@@ -79,7 +79,7 @@ def simulate(kernel, *args, target: str | None = None, **kwargs):
     from nki_dsl.profiling import simulate as project_simulate
 
     return project_simulate(_as_kernel(kernel) if not isinstance(kernel, Launch) else kernel, *args,
-                            target=target or platform_target(), **kwargs)  # fmt: skip
+                            target=target or platform_target(getattr(kernel, "jit", kernel)), **kwargs)  # fmt: skip
 
 
 cpu_simulate = simulate

@@ -30,10 +30,11 @@ import contextvars
 import sys
 from dataclasses import dataclass, field
 
+from nki_dsl.current.indexing import keep_on_chip_axes
 from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.trace.index import IndexValue, MaskValue, concrete_index_hook
-from nki_dsl.trace.tensor import NkiTensor, TileView, is_tile
+from nki_dsl.trace.tensor import NkiTensor, TileView, index_key_hook, is_tile
 from nki_dsl.trace.tracer import trace_kernel
 
 MAX_ROUNDS = 64  # each round unrolls at least one more loop statement; a kernel has far fewer
@@ -101,6 +102,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target: str) -> Kernel:
             raise NkiTraceError(f"kernel {fn.__name__}: specialisation did not settle after {MAX_ROUNDS} rounds")
         spec = Specializer(decisions)
         token, hook = _active.set(spec), concrete_index_hook.set(spec.needs_int)
+        keys = index_key_hook.set(keep_on_chip_axes)
         try:
             kernel = trace_kernel(fn, bound, grid)
         except Respecialize as r:
@@ -112,6 +114,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target: str) -> Kernel:
                 continue
             raise
         finally:
+            index_key_hook.reset(keys)
             concrete_index_hook.reset(hook)
             _active.reset(token)
         more = (spec.found | _read_after_loop(kernel, spec)) - decisions.unroll

@@ -8,6 +8,8 @@ operator stands for) and in-place writes (``t[...] = x``, ``t[...] += x``).
 
 from __future__ import annotations
 
+import contextvars
+
 import numpy as np
 
 from nki_dsl import dtypes
@@ -19,6 +21,10 @@ from nki_dsl.trace import semantics
 from nki_dsl.trace.access import index_access
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.handle import TileHandle
+
+# A front end whose integer indexing differs from legacy's installs a function ``(tile, key) -> key`` here (the
+# current API keeps an on-chip tile at least 2-D: nki_dsl/current/indexing.py). Legacy kernels install none.
+index_key_hook: contextvars.ContextVar = contextvars.ContextVar("nki_index_key_hook", default=None)
 
 
 def build_op(
@@ -76,9 +82,15 @@ class _TileLike(TileHandle):
         return len(self.shape)
 
     def __getitem__(self, key) -> TileView:
+        hook = index_key_hook.get()
+        if hook is not None:
+            key = hook(self, key)
         return TileView(index_access(self.access(), key, caller_loc()))
 
     def __setitem__(self, key, value) -> None:
+        hook = index_key_hook.get()
+        if hook is not None:
+            key = hook(self, key)
         target = index_access(self.access(), key, caller_loc())
         accumulated = isinstance(value, TileView) and value._accumulated_into is not None
         if accumulated and _same_access(value._accumulated_into, target):

@@ -101,8 +101,13 @@ def test_jit_options():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         nki.jit(mode="jax", debug_kernel=True, show_compiler_tb=True, experimental_flags="x")(lambda x: x)
+    with pytest.warns(DeprecationWarning, match="platform_target"):
+        on_trn3 = nki.jit(platform_target="trn3")(scale.fn)
     with pytest.raises(NkiApiError, match="platform_target"):
-        nki.jit(platform_target="trn2")
+        nki.jit(platform_target="tpu")
+    assert nki.simulate(on_trn3)(X).shape == X.shape
+    assert nki_dsl.trace(on_trn3, X).ir is not None
+    assert next(iter(on_trn3._traced))[-1] == "trn3"  # the kernel's own target, from the option
 
 
 def test_platform_target_override(monkeypatch):
@@ -118,6 +123,9 @@ def test_platform_target_override(monkeypatch):
     assert gen(X)[0, 0] == 4.0
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
     assert nki.simulate(gen)(X)[0, 0] == 2.0
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    assert gen(X)[0, 0] == 2.0  # on the simulator
+    assert any(b == "simulator" for (_, b) in gen._compiled)
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "tpu")
     with pytest.raises(NkiApiError, match="NEURON_PLATFORM_TARGET_OVERRIDE"):
         gen(X)
@@ -237,3 +245,35 @@ def test_access_pattern_with_a_loop_offset_and_refused_runtime_offsets():
 
     with pytest.raises(NkiApiError, match="runtime offsets"):
         dynamic(X)
+
+
+def test_integer_indexing_keeps_on_chip_tiles_two_dimensional():
+    shapes = {}
+
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((128, 64), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        shapes.update(row=t[3].shape, col=t[:, 5].shape, elem=t[2, 7].shape, hbm_row=x[3].shape,
+                      cube=nl.ndarray((128, 4, 8), x.dtype, buffer=nl.sbuf)[:, 1].shape)
+        out = nl.ndarray((1, 64), x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t[3])
+        return out
+
+    np.testing.assert_array_equal(k(X), X[3:4])
+    assert shapes == {"row": (1, 64), "col": (128, 1), "elem": (1, 1), "hbm_row": (64,), "cube": (128, 8)}
+
+
+def test_device_print_runs_and_says_it_prints_nothing():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nl.device_print("t", t)
+        nisa.tensor_copy(dst=t, src=t, engine=nisa.vector_engine)
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.warns(UserWarning, match="prints nothing"):
+        np.testing.assert_array_equal(k(X), X)

@@ -39,6 +39,10 @@ from nki_dsl.current.isa.data_movement import (
 from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
 from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_transpose
 
+# Legacy spellings of the engines, still seen in kernels ported from neuronxcc.nki.
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
+    engine.tensor, engine.vector, engine.scalar, engine.gpsimd, engine.unknown)  # fmt: skip
+
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation the kernel is being specialised for (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3)."""
@@ -57,4 +61,5 @@ __all__ = [
     "sendrecv", "core_barrier",
     "engine", "reduce_cmd", "dge_mode", "oob_mode", "dma_engine", "matmul_perf_mode", "nc_version",
     "get_nc_version", "constants",
+    "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
 ]  # fmt: skip
