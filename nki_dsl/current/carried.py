@@ -20,23 +20,33 @@ import textwrap
 
 
 @functools.lru_cache(maxsize=1024)
-def carried_names(code, line: int) -> frozenset[str] | None:
-    """The carried variables of the ``for`` statement starting at source ``line`` of function ``code``, or None
-    when the source is not available (the caller then treats every rebinding as carried)."""
+def for_statement(code, line: int, api: str) -> ast.For | None:
+    """The ``for`` statement at source ``line`` of function ``code`` that iterates directly over a call of
+    ``api`` (``for k in nl.affine_range(n):``), or None: no source, or the iterator is consumed some other way
+    (``zip(nl.affine_range(n), tiles)``, ``list(...)``, a comprehension), where a symbolic loop yielding once
+    would silently cut the iteration short. The caller then unrolls the loop."""
     try:
         lines, first = inspect.getsourcelines(code)
-    except (OSError, TypeError):
-        return None
-    try:
         tree = ast.parse(textwrap.dedent("".join(lines)))
-    except SyntaxError:
+    except (OSError, TypeError, SyntaxError):
         return None
     if first == 0:  # a module's code: getsourcelines numbers from 0
         first = 1
     for node in ast.walk(tree):
-        if isinstance(node, ast.For) and node.lineno + first - 1 == line:
-            return frozenset(_carried(node))
+        if isinstance(node, ast.For) and node.lineno + first - 1 == line and _calls(node.iter, api):
+            return node
     return None
+
+
+def _calls(node, api: str) -> bool:
+    func = node.func if isinstance(node, ast.Call) else None
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    return name == api
+
+
+def carried_names(loop: ast.For) -> frozenset[str]:
+    """The variables the loop carries from one iteration to the next."""
+    return frozenset(_carried(loop))
 
 
 def _carried(loop: ast.For) -> set[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from nki_dsl.current import specialize
-from nki_dsl.current.carried import carried_names
+from nki_dsl.current.carried import carried_names, for_statement
 from nki_dsl.ir.affine import Affine
 from nki_dsl.language.iterators import _bounds
 from nki_dsl.trace.builder import caller_loc, current
@@ -22,21 +22,25 @@ def _loop(kind: str, api: str, args):
     start, stop, step = _bounds(api, args)
     loc = caller_loc()
     spec = specialize.current()
-    if spec is None or spec.unrolls(loc):  # outside a current-API trace there is nothing to learn from: unroll
+    frame = sys._getframe(1)  # the frame consuming this generator (the caller of its first next())
+    statement = for_statement(frame.f_code, loc.line, api.split(".")[-1]) if spec is not None else None
+    if spec is None or statement is None or spec.unrolls(loc):
+        # Outside a current-API trace, or not a plain ``for`` over this call (zip, list, a comprehension), or
+        # known to need Python ints: Python's own semantics, one iteration per index.
+        del frame
         yield from range(start, stop, step)
         return
     if stop <= start:
         return
     loop = builder.open_loop(spec.kind(loc, kind), start, stop, step, loc)
     spec.opened(loop, loc)
-    frame = sys._getframe(1)  # the frame running the ``for`` statement (the caller of this generator's next())
     before = specialize.snapshot(frame)
     index = IndexValue(Affine.var(loop.var))
     try:
         yield index
         # The body ran once. If it changed Python state, the next iterations (or the code after the loop) would
         # see it: this loop statement must be unrolled.
-        if specialize.state_changed(frame, before, index, carried_names(frame.f_code, loc.line)):
+        if specialize.state_changed(frame, before, index, carried_names(statement)):
             spec.carried(loc)
     finally:
         del frame, before

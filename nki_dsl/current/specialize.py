@@ -5,8 +5,10 @@ The current NKI compiler unrolls every loop but ``dynamic_range`` at specialisat
 of tiles in one loop (``tiles.append(t)``) and index it with the loop variable of another (``tiles[k]``), or branch
 on the index (``if k == 0``). Unrolling every loop would make trace time and IR size grow with trip counts.
 
-The rule chosen here: *speculate symbolic, unroll on evidence*. Each loop is first traced once with a symbolic
-index, as legacy loops are. The trace is redone with a loop unrolled (by its source line) when it shows that the
+The rule chosen here: *speculate symbolic, unroll on evidence*. A loop written as a plain ``for`` statement over
+the range call (``for k in nl.affine_range(n):``, checked on the kernel's source) is first traced once with a
+symbolic index, as legacy loops are; any other use of the iterator (``zip(nl.affine_range(n), tiles)``,
+``list(...)``, a comprehension, a kernel without source) is unrolled from the start. The trace is redone with a loop unrolled (by its source line) when it shows that the
 body needs Python's semantics:
 
 1. the index is needed as a Python int or bool (``tiles[k]``, ``if k == 0``, ``range(k)``, ``k % 2``): the hook
@@ -34,7 +36,7 @@ from nki_dsl.current.indexing import keep_on_chip_axes
 from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.trace.index import IndexValue, MaskValue, concrete_index_hook
-from nki_dsl.trace.tensor import NkiTensor, TileView, index_key_hook, is_tile
+from nki_dsl.trace.tensor import NkiTensor, TileView, index_key_hook
 from nki_dsl.trace.tracer import trace_kernel
 
 MAX_ROUNDS = 64  # each round unrolls at least one more loop statement; a kernel has far fewer
@@ -163,12 +165,12 @@ def snapshot(frame) -> dict[str, tuple]:
     return {name: (value, _fingerprint(value, _FINGERPRINT_DEPTH, [0])) for name, value in frame.f_locals.items()}
 
 
-def state_changed(frame, before: dict[str, tuple], index: IndexValue, carried: frozenset[str] | None) -> bool:
+def state_changed(frame, before: dict[str, tuple], index: IndexValue, carried: frozenset[str]) -> bool:
     """Did one symbolic iteration change Python state the next iteration (or the code after the loop) sees?
 
     An object existing before the loop and changed in place (a list appended to, an ``NKIObject`` attribute set)
     always counts. A rebinding counts only for a variable the loop carries (``carried``, from the loop's source:
-    read before assigned in the body); without the source, every rebinding of a non-index value counts."""
+    read before assigned in the body)."""
     for name, value in frame.f_locals.items():
         if name not in before or value is index:
             continue  # first bound in the body, or the loop variable
@@ -177,17 +179,9 @@ def state_changed(frame, before: dict[str, tuple], index: IndexValue, carried: f
             if _fingerprint(value, _FINGERPRINT_DEPTH, [0]) != old_print:
                 return True  # mutated in place
             continue
-        if carried is not None:
-            if name in carried:
-                return True
-            continue
-        if not (_index_like(value) or is_tile(value)):
+        if name in carried:
             return True
     return False
-
-
-def _index_like(x) -> bool:
-    return isinstance(x, IndexValue | MaskValue)
 
 
 def _fingerprint(x, depth: int, budget: list[int]):

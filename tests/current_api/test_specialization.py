@@ -266,3 +266,20 @@ def test_while_loop_is_refused_with_the_reason():
 
     with pytest.raises(nki_dsl.NkiApiError, match="registers are not modelled"):
         kernel(X)
+
+
+def test_ranges_consumed_other_than_by_a_for_statement_are_unrolled():
+    """zip, list() and comprehensions take every index: a symbolic loop yielding once would cut them short."""
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        tiles = [nl.ndarray((128, 128), x.dtype, buffer=nl.sbuf) for _ in nl.affine_range(4)]
+        for i, t in zip(nl.affine_range(4), tiles):
+            nisa.dma_copy(dst=t, src=x[:, i * 128:(i + 1) * 128])
+        for i in list(nl.sequential_range(4)):
+            nisa.dma_copy(dst=out[:, i * 128:(i + 1) * 128], src=tiles[i])
+        return out
+
+    np.testing.assert_array_equal(kernel(X), X)
+    assert _loops(kernel, X)[0] == []
