@@ -8,8 +8,8 @@ on the index (``if k == 0``). Unrolling every loop would make trace time and IR 
 The rule chosen here: *speculate symbolic, unroll on evidence*. A loop written as a plain ``for`` statement over
 the range call (``for k in nl.affine_range(n):``, checked on the kernel's source) is first traced once with a
 symbolic index, as legacy loops are; any other use of the iterator (``zip(nl.affine_range(n), tiles)``,
-``list(...)``, a comprehension, a kernel without source) is unrolled from the start. The trace is redone with a loop unrolled (by its source line) when it shows that the
-body needs Python's semantics:
+``list(...)``, a comprehension, a kernel without source) is unrolled from the start. The trace is redone with a
+loop unrolled (by its source line) when it shows that the body needs Python's semantics:
 
 1. the index is needed as a Python int or bool (``tiles[k]``, ``if k == 0``, ``range(k)``, ``k % 2``): the hook
    of ``trace/index.py`` raises ``Respecialize`` at once;
