@@ -283,3 +283,27 @@ def test_ranges_consumed_other_than_by_a_for_statement_are_unrolled():
 
     np.testing.assert_array_equal(kernel(X), X)
     assert _loops(kernel, X)[0] == []
+
+
+def test_matmul_into_a_slice_of_a_region_written_before_accumulates():
+    a = np.random.default_rng(5).uniform(-1, 1, (128, 128)).astype(np.float32)
+    b = np.random.default_rng(6).uniform(-1, 1, (128, 512)).astype(np.float32)
+
+    @nki.jit
+    def kernel(a, b):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        ta, tb = _copy_in(a), _copy_in(b)
+        p = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=ta, moving=tb)  # the whole bank
+        nisa.nc_matmul(dst=p[:, 0:256], stationary=ta, moving=tb[:, 0:256])  # adds into the left half
+        nisa.nc_matmul(dst=p[0:64, 256:512], stationary=ta[:, 0:64], moving=tb[:, 256:512])  # and a corner
+        r = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=r, src=p)
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    once = a.astype(np.float64).T @ b
+    expected = once.copy()
+    expected[:, :256] *= 2
+    expected[:64, 256:] *= 2
+    np.testing.assert_allclose(kernel(a, b), expected, rtol=1e-5, atol=1e-4)

@@ -4,7 +4,8 @@
 adds to it, ``None`` lets the compiler decide: the first write to a location overwrites, later ones add. That is
 decided here, at trace time, per destination region (tensor, index, shape):
 
-* a region an earlier ``nc_matmul`` of this trace wrote is accumulated into;
+* a region an earlier ``nc_matmul`` of this trace wrote is accumulated into (the same access, or one whose
+  elements, at constant positions, overlap it);
 * otherwise, when the instruction sits in loops that enclose neither the destination's definition nor are
   named by its index (reduction loops: ``for k: nc_matmul(dst=psum, ...)``), the first iteration overwrites and
   the others add. This is the legacy PSUM idiom: the destination's allocation becomes ``nl.zeros`` (which the
@@ -25,7 +26,7 @@ from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import matmul as legacy
 from nki_dsl.trace.builder import caller_loc, current
 
-# builder -> destination regions written by nc_matmul in that trace
+# builder -> {tensor name: destination accesses written by nc_matmul in that trace}
 _WRITTEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -43,18 +44,41 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         perf_mode=member(api, "perf_mode", perf_mode, matmul_perf_mode),
     )  # fmt: skip
     builder = current(api)
-    written = _WRITTEN.setdefault(builder, set())
-    region = (target.tensor.name, target.index, target.shape)
+    written = _WRITTEN.setdefault(builder, {}).setdefault(target.tensor.name, [])
     if accumulate is None:
-        if region in written:
+        if any(_overlap(target, a) for a in written):
             accumulate = True
         else:
             reduction = _reduction_loops(builder, target)
             if reduction:
                 _zero_before(builder, target, reduction[0])
                 accumulate = True
-    written.add(region)
+    written.append(target)
     write(api, dst, tile, "add" if accumulate else "none")
+
+
+def _overlap(a: Access, b: Access) -> bool:
+    """Do two accesses of one tensor share an element? Identical accesses do; otherwise only accesses at
+    constant positions (no loop or program index) are compared, box by box."""
+    if a.index == b.index and a.shape == b.shape:
+        return True
+    boxes = [_box(x) for x in (a, b)]
+    if None in boxes:
+        return False
+    return all(lo1 <= hi2 and lo2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(*boxes))
+
+
+def _box(a: Access) -> list[tuple[int, int]] | None:
+    box = []
+    for expr in a.index:
+        lo = hi = expr.const
+        for var, coef in expr.terms:
+            if not var.startswith("d"):
+                return None  # a loop or program index: position unknown at trace time
+            span = coef * (a.shape[int(var[1:])] - 1)
+            lo, hi = lo + min(0, span), hi + max(0, span)
+        box.append((lo, hi))
+    return box
 
 
 def _reduction_loops(builder, target: Access) -> list[Loop]:
