@@ -44,6 +44,10 @@ CASES = {
         lambda r, a, b, c: nisa.activation(dst=r, op=nl.exp, data=a, bias=c, scale=0.5),
         lambda: np.exp(A * 0.5 + COL),
         lambda a, b, c: lisa.activation(np.exp, a, bias=c, scale=0.5)),
+    "activation_scalar_bias_bypass": (
+        lambda r, a, b, c: nisa.activation(dst=r, op=nl.bypass, data=a, bias=0.25, scale=c),
+        lambda: A * COL + 0.25,
+        lambda a, b, c: lisa.activation("copy", a, bias=lisa.memset((128, 1), 0.25, np.float32), scale=c)),
     "tensor_tensor_subtract": (
         lambda r, a, b, c: nisa.tensor_tensor(dst=r, data1=a, data2=b, op=nl.subtract),
         lambda: A - B,

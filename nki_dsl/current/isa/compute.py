@@ -15,6 +15,7 @@ from nki_dsl.isa import reductions as legacy_red
 from nki_dsl.isa import vector_alu as legacy_alu
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.index import IndexValue, as_index
+from nki_dsl.trace.tensor import is_tile
 
 # ------------------------------------------------------------------------------------------------ Scalar engine
 
@@ -39,6 +40,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
                           "across instructions are not modelled)", caller_loc(), api)  # fmt: skip
     if reduce_res is not None and reduce_op is None:
         reduce_op = "add"
+    bias = _scalar_bias(api, bias, data)
     tile = legacy_act.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                                  reduce_cmd=cmd, dtype=dst_dtype(api, dst))  # fmt: skip
     write(api, dst, tile)
@@ -47,9 +49,22 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """``activation`` with ``reset_reduce`` into ``reduce_res`` over all free axes."""
     api = "nisa.activation_reduce"
+    bias = _scalar_bias(api, bias, data)
     tile = legacy_act.activation_reduce(op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias,
                                         scale=scale, dtype=dst_dtype(api, dst))  # fmt: skip
     write(api, dst, tile)
+
+
+def _scalar_bias(api: str, bias, data):
+    """A number as ``bias`` (allowed from NC-v3, §2.7 activation) becomes a ``[P, 1]`` column: the legacy
+    instruction takes bias as a tile."""
+    if bias is None or is_tile(bias):
+        return bias
+    if not isinstance(bias, int | float) or isinstance(bias, bool):
+        raise NkiApiError(f"bias= must be a number or a [P, 1] tile, got {type(bias).__name__}", caller_loc(), api)
+    if not is_tile(data):
+        return bias  # the legacy instruction reports the bad data operand
+    return legacy_alu.memset((data.shape[0], 1), float(bias), "float32")
 
 
 # ------------------------------------------------------------------------------------------------ Vector engine

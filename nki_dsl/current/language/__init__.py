@@ -40,6 +40,7 @@ from nki_dsl.current.language.dtypes import *  # noqa: E402, F403 - the dtype na
 from nki_dsl.current.language.dtypes import DTYPE_NAMES as _DTYPE_NAMES  # noqa: E402
 
 fp32, bf16, fp16, bfp16 = _legacy.fp32, _legacy.bf16, _legacy.fp16, _legacy.bfp16
+bypass = "bypass"  # the identity activation / ALU operator constant of 0.6 (same as nl.copy as an activation)
 
 __all__ = [
     "ndarray", "zeros", "ones", "full", "zeros_like", "empty_like", "shared_constant",
@@ -48,6 +49,6 @@ __all__ = [
     "affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop",
     "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "is_sbuf", "is_psum", "is_hbm", "is_on_chip",
     "program_id", "num_programs", "program_ndim", "tile_size", "NKIObject", "shared_identity_matrix",
-    "device_print",
+    "device_print", "bypass",
     *[_n for _n in _MATH if hasattr(_legacy, _n)], *_DTYPE_NAMES,
 ]  # fmt: skip
