@@ -82,8 +82,9 @@ def allocate(kernel, t: Target) -> Allocation:
         # tensor with the most copies, the largest among those (so every tensor keeps double buffering before any
         # loses it). One large tensor that cannot be tripled then no longer costs every small tile its double
         # buffering (which would stall the engine consuming it at every iteration).
-        copies = {lv.tensor.name: MAX_BUFFERS for lv in group}
-        while (placed := _place(group, buffer, capacity, unit, copies)) is None:
+        copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
+        fixed = _fixed(group, buffer, capacity, unit, t)
+        while (placed := _place(group, buffer, capacity, unit, copies, fixed)) is None:
             shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
             if not shrinkable:
                 raise _does_not_fit(group, buffer, capacity, unit, t.name)
@@ -99,12 +100,15 @@ def _size(lv: _Live, unit: int) -> int:
     return -(-n // unit) * unit  # PSUM tiles take whole 2 KiB banks, so each starts on a bank boundary
 
 
-def _place(group, buffer, capacity, unit, copies: dict[str, int]) -> dict[str, Placement] | None:
+def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=()) -> dict[str, Placement] | None:
     """``copies``: rotating copies asked for each tensor (by name). First fit in address order over tensors sorted
-    by start; tensors whose intervals do not overlap share."""
-    placed: list[tuple[_Live, Placement]] = []
-    out = {}
+    by start; tensors whose intervals do not overlap share. ``fixed``: placements the kernel chose, taken as
+    they are (the others fit around them)."""
+    placed: list[tuple[_Live, Placement]] = list(fixed)
+    out = {p.tensor: p for _, p in fixed}
     for lv in sorted(group, key=lambda lv: (lv.start, -lv.tensor.type.bytes_per_partition)):
+        if lv.tensor.name in out:
+            continue
         buffers = min(copies[lv.tensor.name], lv.loop_span[2]) if lv.loop_span else 1
         size = _size(lv, unit)
         lo, hi = lv.interval(buffers)
@@ -123,6 +127,62 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int]) -> dict[str, P
         placed.append((lv, p))
         out[p.tensor] = p
     return out
+
+
+def _address(lv: _Live) -> tuple[int, ...]:
+    return tuple(lv.op.attrs.get("address", ())) if lv.op.name == "alloc" else ()
+
+
+def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement]]:
+    """The placements kernels chose with ``address=``, checked: inside the memory, PSUM on a bank boundary, start
+    partition as the hardware allows for the tensor's partition count (reference/nki.md §1.2 start_partition
+    rule), and no two live at once on overlapping partitions and bytes."""
+    from nki_dsl.errors import Diagnostic, NkiVerificationError
+
+    out = []
+    for lv in group:
+        address = _address(lv)
+        if not address:
+            continue
+        ty, (part, offset) = lv.tensor.type, address
+        size = _size(lv, unit)
+        problem = None
+        if len(address) != 2 or part < 0 or offset < 0:
+            problem = f"address {list(address)} must be (start partition, byte offset), both >= 0"
+        elif part + ty.partitions > target.partitions:
+            problem = f"partitions {part}..{part + ty.partitions - 1} exceed the {target.partitions} partitions"
+        elif part % _start_step(ty.partitions):
+            problem = (f"a {ty.partitions}-partition tensor starts at a multiple of {_start_step(ty.partitions)}, "
+                       f"not at partition {part}")  # fmt: skip
+        elif offset % unit:
+            what = "a PSUM bank boundary" if buffer == "psum" else f"a multiple of {unit} bytes"
+            problem = f"byte offset {offset} is not on {what}"
+        elif offset + size > capacity:
+            problem = f"bytes {offset}..{offset + size - 1} exceed the {capacity} of a {target.name} partition"
+        if problem is None:
+            for other, q in out:
+                if _overlapping(lv, part, ty.partitions, offset, size, other, q, unit):
+                    problem = (f"overlaps %{other.tensor.name} (line {other.op.loc.line}, address "
+                               f"{list(_address(other))}) while both are live")  # fmt: skip
+                    break
+        if problem is not None:
+            msg = f"{buffer.upper()} placement of %{lv.tensor.name}: {problem}"
+            raise NkiVerificationError([Diagnostic(lv.op.loc, lv.op.name, "allocate", msg)])
+        out.append((lv, Placement(lv.tensor.name, buffer, part, ty.partitions, offset, size, 1, None)))
+    return out
+
+
+def _start_step(partitions: int) -> int:
+    """Start partitions allowed for a tensor spanning ``partitions``: 0 (> 64), 0/64 (> 32), 0/32/64/96."""
+    return 128 if partitions > 64 else 64 if partitions > 32 else 32
+
+
+def _overlapping(lv, part, parts, offset, size, other, q, unit) -> bool:
+    (lo, hi), (o_lo, o_hi) = lv.interval(1), other.interval(1)
+    live = not (hi < o_lo or o_hi < lo)
+    rows = part < q.partition_start + q.partitions and q.partition_start < part + parts
+    cols = offset < q.byte_offset + _size(other, unit) and q.byte_offset < offset + size
+    return live and rows and cols
 
 
 def _does_not_fit(group, buffer, capacity, unit, target):

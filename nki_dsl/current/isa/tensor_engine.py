@@ -109,7 +109,7 @@ def _zero_before(builder, target: Access, loop: Loop) -> None:
     alloc = next((s for s in parent[:at] if isinstance(s, Op) and s.result is target.tensor), None)
     untouched = alloc is not None and not any(_touches(s, target.tensor) for s in parent[parent.index(alloc) + 1:at])
     if (alloc is not None and alloc.name == "alloc" and alloc.mask is None and target.is_full and untouched
-            and target.tensor.type.buffer == Buffer.PSUM):  # fmt: skip
+            and target.tensor.type.buffer == Buffer.PSUM and not alloc.attrs.get("address")):  # fmt: skip
         alloc.name, alloc.attrs = "nl.full", {"value": 0.0}  # the legacy accumulator: acc = nl.zeros(..., psum)
         return
     from nki_dsl.language.memory import assign

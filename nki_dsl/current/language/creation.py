@@ -2,20 +2,20 @@
 "nki.language"): an uninitialised tensor. On-chip shapes have the partition axis first (``nl.par_dim`` and block
 dimensions are gone).
 
-``address=(partition_offset, free_offset_bytes)`` asks for a physical placement. It is checked here (a PSUM
-tensor must start on a 2 KiB bank boundary, the partition range must fit, offsets are non-negative ints) but the
-allocator does not yet take placements from kernels: the tensor is placed by the allocator like any other, and
-the call says so with a warning, so numbers are unaffected and timing may differ from a hand placement."""
+``address=(partition_offset, free_offset_bytes)`` asks for a physical placement, recorded on the IR's ``alloc``
+and honoured by the allocator (passes/allocate.py), which also checks it against the target (capacity, and no
+two placed tensors overlapping while both are live: reported when the kernel is compiled for the simulator).
+What needs no target is checked here, at the kernel line: the form, the partition range, a PSUM tensor starting
+on a 2 KiB bank boundary, the start partition the partition count allows (reference/nki.md §1.2)."""
 
 from __future__ import annotations
-
-import warnings
 
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
 from nki_dsl.language import creation as legacy
 from nki_dsl.language.buffers import par_dim, to_buffer
 from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.semantics import build_op
 
 PSUM_BANK_BYTES = 2048  # reference/nki.md §1.1: PSUM allocations start at a 2 KiB bank boundary
 PARTITIONS = 128  # §1.2 TC#1
@@ -27,12 +27,13 @@ def ndarray(shape, dtype, buffer=None, name="", address=None):
     if any(isinstance(s, par_dim) for s in shape):
         raise NkiApiError("nl.par_dim was removed in the current API: put the partition axis first",
                           caller_loc(), "nl.ndarray")  # fmt: skip
-    if address is not None:
-        _check_address(shape, to_buffer(buffer), address)
-    return legacy.ndarray(shape, dtype, buffer=buffer, name=name)
+    if address is None:
+        return legacy.ndarray(shape, dtype, buffer=buffer, name=name)
+    placed = _check_address(shape, to_buffer(buffer), address)
+    return build_op("alloc", {}, {"address": placed}, result_type=legacy._type(shape, dtype, buffer), hint=name)
 
 
-def _check_address(shape, buffer: Buffer, address) -> None:
+def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
     api = "nl.ndarray"
     try:
         partition, offset = (int(a.__index__()) for a in address)
@@ -47,8 +48,11 @@ def _check_address(shape, buffer: Buffer, address) -> None:
     if buffer == Buffer.PSUM and offset % PSUM_BANK_BYTES:
         raise NkiApiError(f"a PSUM tensor must start at a bank boundary (a multiple of {PSUM_BANK_BYTES} bytes); "
                           f"address free offset {offset} is not", caller_loc(), api)  # fmt: skip
-    warnings.warn(f"{caller_loc()}: nl.ndarray address={tuple(address)} is checked but not honoured: the "
-                  f"allocator places this tensor", stacklevel=3)  # fmt: skip
+    step = 128 if shape[0] > 64 else 64 if shape[0] > 32 else 32
+    if partition % step:
+        raise NkiApiError(f"a {shape[0]}-partition tensor starts at a multiple of {step} partitions, not at "
+                          f"{partition}", caller_loc(), api)  # fmt: skip
+    return (partition, offset)
 
 
 def zeros(shape, dtype, buffer=None, name=""):

@@ -76,7 +76,11 @@ REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multipl
               "mean": "mean", "var": "var"}  # fmt: skip
 
 LANGUAGE_OPS: list[OpSpec] = [
-    OpSpec("alloc", Family.ALLOC, (), result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
+    OpSpec("alloc", Family.ALLOC, (),
+           # (start partition, byte offset in each partition): a placement the kernel chose (the current API's
+           # nl.ndarray(address=...)); the allocator honours it and checks it (passes/allocate.py)
+           (AttrSpec("address", AttrKind.INTS, (), implicit=True),),
+           result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
            doc="declare a tensor (nl.ndarray, nl.empty_like, an HBM output); its contents start undefined"),
     OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT),), result=DECLARED, result_dtype=DECLARED,
            shape=shape_rules.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
