@@ -9,6 +9,11 @@ timing of the last call is in ``sim.profile``. Called with arguments (or ``targe
 project's function and returns ``(outputs, Profile)``. A zero-argument kernel therefore runs through
 ``simulate(kernel)()``. The target is ``NEURON_PLATFORM_TARGET_OVERRIDE`` (default trn2) for the callable form.
 
+With LNC=2 (``sim[2]``, ``simulate(kernel[2], *args)``) the two NeuronCores run at once: each core's instance is
+simulated on its own core model and ``profile`` is the slower core's (``core_profiles`` holds both); their
+contention for HBM bandwidth is not modelled. (The project's legacy SPMD grids run their instances one after
+the other on one core, reference/nki.md §1.5, and are profiled that way.)
+
 The kernel may also be a plain Python function whose body uses ``nl``/``nisa`` and calls ``@nki.jit``
 sub-kernels, as production libraries structure theirs: it is specialised as a current-API kernel.
 """
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nki_dsl.current.jit import CurrentKernel, lnc_grid, platform_target
+from nki_dsl.current.jit import CurrentKernel, CurrentLaunch, lnc_grid, platform_target
 from nki_dsl.errors import NkiApiError
 from nki_dsl.trace.jit import JitKernel, Launch
 
@@ -27,6 +32,7 @@ class SimulatedKernel:
         self.kernel = _as_kernel(kernel)
         self.grid = grid
         self.profile = None
+        self.core_profiles: list = []
 
     def __getitem__(self, lnc) -> SimulatedKernel:
         if self.grid:
@@ -36,11 +42,28 @@ class SimulatedKernel:
     def __call__(self, *args, **kwargs):
         args, kwargs, back = _to_numpy(args, kwargs)
         ir, arrays, key = self.kernel.specialize(self.grid, args, kwargs, target=platform_target(self.kernel))
-        outputs, self.profile = self.kernel.simulated(ir, key, arrays)
+        if ir.grid:
+            outputs = self.kernel.executable(ir, key, "numpy").run(arrays)
+            self.core_profiles = core_profiles(self.kernel, ir, key)
+            self.profile = max(self.core_profiles, key=lambda p: p.latency_ns)
+        else:
+            outputs, self.profile = self.kernel.simulated(ir, key, arrays)
+            self.core_profiles = [self.profile]
         return back(outputs)
 
     def __repr__(self) -> str:
         return f"<nki.simulate({self.kernel.fn.__name__}){list(self.grid) or ''}>"
+
+
+def core_profiles(jit: JitKernel, ir, key) -> list:
+    """The Profile of each core of an LNC launch, each instance on its own core (cached per specialisation)."""
+    from nki_dsl import backends
+
+    cache = jit.__dict__.setdefault("_core_profiles", {})
+    if key not in cache:
+        sim = backends.load("simulator")
+        cache[key] = [sim.profile(ir, key[-1], grid=(core,)) for core in range(ir.grid[0])]
+    return cache[key]
 
 
 def _as_kernel(kernel) -> JitKernel:
@@ -78,8 +101,15 @@ def simulate(kernel, *args, target: str | None = None, **kwargs):
         return SimulatedKernel(kernel)
     from nki_dsl.profiling import simulate as project_simulate
 
-    return project_simulate(_as_kernel(kernel) if not isinstance(kernel, Launch) else kernel, *args,
-                            target=target or platform_target(getattr(kernel, "jit", kernel)), **kwargs)  # fmt: skip
+    launch = kernel if isinstance(kernel, Launch) else _as_kernel(kernel)
+    name = target or platform_target(getattr(launch, "jit", launch))
+    if isinstance(launch, CurrentLaunch) and launch.grid:  # LNC=2: the cores run at once
+        from nki_dsl.targets import get_target
+
+        ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, target=get_target(name).name)
+        outputs = launch.jit.executable(ir, key, "numpy").run(arrays)
+        return outputs, max(core_profiles(launch.jit, ir, key), key=lambda p: p.latency_ns)
+    return project_simulate(launch, *args, target=name, **kwargs)
 
 
 cpu_simulate = simulate

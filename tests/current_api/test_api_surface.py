@@ -277,3 +277,27 @@ def test_device_print_runs_and_says_it_prints_nothing():
 
     with pytest.warns(UserWarning, match="prints nothing"):
         np.testing.assert_array_equal(k(X), X)
+
+
+def test_lnc2_cores_run_at_once_in_the_profile():
+    @nki.jit
+    def halves(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        half = x.shape[0] // nl.num_programs()
+        rows = nl.ds(nl.program_id(0) * half, half)
+        for j in nl.affine_range(x.shape[1] // 512):
+            t = nl.ndarray((half, 512), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[rows, nl.ds(j * 512, 512)])
+            nisa.activation(dst=t, op=nl.exp, data=t)
+            nisa.dma_copy(dst=out[rows, nl.ds(j * 512, 512)], src=t)
+        return out
+
+    x = np.random.default_rng(0).uniform(-1, 1, (256, 4096)).astype(np.float32)
+    one, two = nki.simulate(halves), nki.simulate(halves)[2]
+    np.testing.assert_allclose(one(x[:128]), np.exp(x[:128]), rtol=1e-6)
+    np.testing.assert_allclose(two(x), np.exp(x), rtol=1e-6)
+    assert len(two.core_profiles) == 2
+    # each core does the single-core kernel's work on its half: the same modelled time, not twice it
+    assert two.profile.latency_us == pytest.approx(one.profile.latency_us, rel=0.05)
+    _, prof = nki.simulate(halves[2], x, target="trn2")
+    assert prof.latency_us == pytest.approx(two.profile.latency_us)
