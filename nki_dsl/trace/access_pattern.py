@@ -12,6 +12,11 @@
 
 Not modelled (refused with the reason): ``scalar_offset`` / ``vector_offset`` (runtime offsets from registers or
 SBUF tiles), ``indirect_dim``, and ``dtype=`` reinterpretation.
+
+``split_view(t, shape)`` is ``t.reshape(shape)`` of an on-chip tensor or view: the partition axis stays, and each
+free axis splits into consecutive axes whose sizes multiply to it (``[P, 512]`` -> ``[P, 4, 128]``), which keeps
+every index affine. Merging axes (``[P, 4, 128]`` -> ``[P, 512]``) would need ``//`` and ``%`` of an index and is
+refused.
 """
 
 from __future__ import annotations
@@ -98,6 +103,36 @@ def _on_chip(tensor, shape, pairs, start: Affine, terms, nums):
     for t in terms[1:]:
         free_expr = free_expr + t
     return _view(Access(tensor, (Affine.var("d0") + p0, free_expr), nums))
+
+
+def split_view(tile, shape):
+    view = tile.access()
+    old = tuple(view.shape)
+    new = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+    refuse = NkiApiError(f"cannot reshape the on-chip {list(old)} to {list(new)}: the partition axis stays and each "
+                         f"free axis may only split into consecutive axes (merging axes is not affine)",
+                         caller_loc(), "reshape")  # fmt: skip
+    if not new or new[0] != old[0]:
+        raise refuse
+    exprs, j = [Affine.var("d0")], 1
+    for size in old[1:]:
+        group, n = [], 1
+        while n < size and j < len(new):
+            group.append(j)
+            n *= new[j]
+            j += 1
+        if n != size:
+            raise refuse
+        expr, stride = Affine(), 1
+        for m in reversed(group):
+            expr = expr + Affine.var(f"d{m}", stride)
+            stride *= new[m]
+        exprs.append(expr)
+    if j != len(new) and any(s != 1 for s in new[j:]):
+        raise refuse
+    from nki_dsl.trace.access import compose
+
+    return _view(compose(view, exprs, new))
 
 
 def _view(access: Access):

@@ -247,7 +247,12 @@ class NkiTensor(_TileLike):
         return self
 
     def reshape(self, shape):
-        """A view of this HBM tensor with another shape and the same elements in row-major order."""
+        """A view of this HBM tensor with another shape and the same elements in row-major order; of an on-chip
+        tensor, its free axes split (``trace/access_pattern.py``)."""
+        if self.tensor.type.buffer.on_chip:
+            from nki_dsl.trace.access_pattern import split_view
+
+            return split_view(self, shape)
         shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
         t = self.tensor.type
         if not t.buffer.on_chip:
@@ -287,7 +292,11 @@ class TileView(_TileLike):
         return TileView(self._access, accumulated_into=self._access)
 
     def reshape(self, shape):
-        raise NkiTraceError("only whole HBM tensors can be reshaped", caller_loc())
+        if self._access.tensor.type.buffer.on_chip:
+            from nki_dsl.trace.access_pattern import split_view
+
+            return split_view(self, shape)
+        raise NkiTraceError("only whole HBM tensors (and on-chip views) can be reshaped", caller_loc())
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"

@@ -301,3 +301,27 @@ def test_lnc2_cores_run_at_once_in_the_profile():
     assert two.profile.latency_us == pytest.approx(one.profile.latency_us, rel=0.05)
     _, prof = nki.simulate(halves[2], x, target="trn2")
     assert prof.latency_us == pytest.approx(two.profile.latency_us)
+
+
+def test_reshape_splits_free_axes_of_on_chip_tiles():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray((128, 64), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        blocks = t.reshape((128, 4, 16))
+        sums = nl.ndarray((128, 4), nl.float32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=sums, op=nl.add, data=blocks, axis=2)
+        out = nl.ndarray((128, 4), nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=sums)
+        return out
+
+    np.testing.assert_allclose(k(X), X.reshape(128, 4, 16).sum(axis=2), rtol=1e-6)
+
+    @nki.jit
+    def merge(x):
+        t = nl.ndarray((128, 4, 16), x.dtype, buffer=nl.sbuf)
+        t.reshape((128, 64))
+        return x
+
+    with pytest.raises(NkiApiError, match="merging axes is not affine"):
+        merge(X)
