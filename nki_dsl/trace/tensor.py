@@ -100,6 +100,12 @@ class _TileLike(TileHandle):
     def broadcast_to(self, shape):
         return build_op("nl.broadcast_to", {"x": self}, {"shape": tuple(int(s) for s in shape)})
 
+    def view(self, dtype):
+        """``t.view(dtype)`` (reinterpret the bytes) is not modelled: the reference holds on-chip floats as fp32
+        values, not as their storage bytes."""
+        raise NkiTraceError(f"{self!r}.view({dtype!r}): reinterpreting a tensor's bytes as another dtype is not "
+                            f"modelled; convert values with a copy into a tensor of that dtype", caller_loc())
+
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py)."""
         from nki_dsl.trace.access_pattern import access_pattern

@@ -159,3 +159,45 @@ def test_lnc_communication_is_refused_with_the_reason(op):
 
     with pytest.raises(NkiApiError, match="not modelled"):
         k[2](A)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max8_then_find_index8_is_a_top8(backend):
+    x = RNG.integers(-20, 20, (128, 96)).astype(np.float32)  # many duplicates
+    x[:, 5] = x[:, 9] = 50.0  # the row max twice
+
+    @nki.jit
+    def k(x):
+        t = _sbuf(x)
+        top = nl.ndarray((128, 8), nl.float32, buffer=nl.sbuf)
+        nisa.max8(dst=top, src=t)
+        idx = nl.ndarray((128, 8), nl.uint32, buffer=nl.sbuf)
+        nisa.nc_find_index8(dst=idx, data=t, vals=top)
+        return _out(top), _out(idx)
+
+    top, idx = run(k, backend, x)
+    ref_top = -np.sort(-x, axis=1)[:, :8]
+    np.testing.assert_array_equal(top, ref_top)
+    # indices: the k-th copy of a value is its k-th occurrence in the row
+    for p in range(128):
+        seen = {}
+        for j, v in enumerate(ref_top[p]):
+            occ = np.flatnonzero(x[p] == v)
+            assert idx[p, j] == occ[seen.get(v, 0)]
+            seen[v] = seen.get(v, 0) + 1
+    assert idx[0, 0] == 5 and idx[0, 1] == 9
+
+
+def test_find_index8_of_absent_values_is_all_ones():
+    x = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+    vals = np.full((128, 8), -1.0, np.float32)
+    vals[:, 0] = x[:, 3]
+
+    @nki.jit
+    def k(x, vals):
+        idx = nl.ndarray((128, 8), nl.uint16, buffer=nl.sbuf)
+        nisa.nc_find_index8(dst=idx, data=_sbuf(x), vals=_sbuf(vals))
+        return _out(idx)
+
+    idx = k(x, vals)
+    assert (idx[:, 0] == 3).all() and (idx[:, 1:] == 0xFFFF).all()

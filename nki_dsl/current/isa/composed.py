@@ -8,7 +8,10 @@ Scalar engine here, on the Vector engine on trn3), so modelled timing of kernels
 * ``select_reduce``: the ``on_false`` fill, a ``tensor_copy_predicated``, an optional row reduction;
 * ``range_select``: ``iota`` of the free index, two comparisons, a predicated copy, an optional row max;
 * ``dma_compute`` (static addresses): loads, fp32 adds, one write;
-* ``nc_stream_shuffle``: one partition-to-partition DMA per moved partition (SBUF).
+* ``nc_stream_shuffle``: one partition-to-partition DMA per moved partition (SBUF);
+* ``max8`` / ``nc_find_index8``: per round a row max (or an equality with one value), a running count of the
+  matches (``tensor_tensor_scan``) to single out the first (or the n-th) occurrence, a predicated copy or a
+  masked sum of positions; duplicates are taken once per round, as the instructions do.
 
 ``sendrecv`` and ``core_barrier`` (LNC=2 communication) are refused: the backends run the cores of a launch one
 after the other, so data one core sends while the other waits cannot be modelled.
@@ -201,6 +204,74 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
         if m != 255:
             p = i // 32 * 32 + m
             legacy_dma.dma_copy(dst=dst[i:i + 1], src=src[p:p + 1])
+
+
+def _rows(api: str, tile, what: str) -> tuple[int, int]:
+    shape = tuple(tile.shape) if is_tile(tile) else ()
+    if len(shape) != 2:
+        raise NkiApiError(f"'{what}' must be a [P, N] tile, got {list(shape) or type(tile).__name__}", caller_loc(),
+                          api)  # fmt: skip
+    return shape
+
+
+def _nth_match(eq, ones, nth):
+    """1 where ``eq`` holds for the ``nth`` time along the row (``nth`` a number or a ``[P, 1]`` column)."""
+    count = legacy_alu.tensor_tensor_scan(ones, eq, 0.0, "multiply", "add", dtype="float32")
+    return legacy_alu.tensor_tensor(legacy_alu.tensor_scalar(count, "equal", nth, dtype="float32"), eq, "multiply",
+                                    dtype="float32")  # fmt: skip
+
+
+def max8(dst, src, name=None):
+    """``dst [P, 8]`` = the 8 largest values of each row of ``src [P, N]`` (8 <= N <= 16384), descending,
+    compared in fp32; a value occurring k times fills k places."""
+    api = "nisa.max8"
+    p, n = _rows(api, src, "src")
+    if tuple(dst_access(api, dst).shape) != (p, 8) or not 8 <= n <= 16384:
+        raise NkiApiError(f"max8 takes src [P, N] with 8 <= N <= 16384 and dst [P, 8]; got {[p, n]} and "
+                          f"{list(dst.shape)}", caller_loc(), api)  # fmt: skip
+    x = legacy_alu.tensor_copy(src, dtype="float32")
+    from nki_dsl.language.creation import ndarray
+
+    work = ndarray((p, n), "float32")
+    write(api, work, x)
+    ones = legacy_alu.memset((p, n), 1.0, "float32")
+    gone = legacy_alu.memset((p, n), float("-inf"), "float32")
+    for r in range(8):
+        m = legacy_red.tensor_reduce("maximum", work, (1,), keepdims=True, dtype="float32")
+        write(api, dst[:, r:r + 1], m)
+        if r < 7:
+            first = _nth_match(legacy_alu.tensor_scalar(work, "equal", m, dtype="float32"), ones, 1.0)
+            legacy_alu.tensor_copy_predicated(src=gone, dst=work, predicate=first)
+
+
+NOT_FOUND = 4294967295.0  # all ones; converting to uint32/uint16 saturates it to that type's all-ones
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    """``dst [P, 8]`` (uint32 or uint16) = per row, the index of the first occurrence in ``data [P, N]`` of each
+    of the 8 values ``vals [P, 8]``; a value repeated in ``vals`` takes the next occurrence each time; absent:
+    all ones."""
+    api = "nisa.nc_find_index8"
+    p, n = _rows(api, data, "data")
+    if tuple(dst_access(api, dst).shape) != (p, 8) or _rows(api, vals, "vals") != (p, 8):
+        raise NkiApiError("nc_find_index8 takes data [P, N], vals [P, 8] and dst [P, 8]", caller_loc(), api)
+    if dst_dtype(api, dst) not in ("uint32", "uint16"):
+        raise NkiApiError(f"dst is uint32 or uint16, not {dst_dtype(api, dst)}", caller_loc(), api)
+    ones = legacy_alu.memset((p, n), 1.0, "float32")
+    pos = legacy_alu.tensor_copy(legacy_index.iota(IndexValue(_free_index(0), (p, n)), "int32"), dtype="float32")
+    for k in range(8):
+        v = vals[:, k:k + 1]
+        nth = legacy_alu.memset((p, 1), 1.0, "float32")
+        for j in range(k):  # earlier copies of the same value take the earlier occurrences
+            same = legacy_alu.tensor_tensor(vals[:, j:j + 1], v, "equal", dtype="float32")
+            nth = legacy_alu.tensor_tensor(nth, same, "add", dtype="float32")
+        hit = _nth_match(legacy_alu.tensor_scalar(data, "equal", v, dtype="float32"), ones, nth)
+        index = legacy_red.tensor_reduce("add", legacy_alu.tensor_tensor(hit, pos, "multiply", dtype="float32"),
+                                         (1,), keepdims=True, dtype="float32")  # fmt: skip
+        found = legacy_red.tensor_reduce("add", hit, (1,), keepdims=True, dtype="float32")
+        missing = legacy_alu.tensor_scalar(found, "subtract", 1.0, reverse0=True, op1="multiply",
+                                           operand1=NOT_FOUND, dtype="float32")  # fmt: skip
+        write(api, dst[:, k:k + 1], legacy_alu.tensor_tensor(index, missing, "add", dtype=dst_dtype(api, dst)))
 
 
 def _lnc_refusal(api: str):
