@@ -325,3 +325,14 @@ def test_reshape_splits_free_axes_of_on_chip_tiles():
 
     with pytest.raises(NkiApiError, match="merging axes is not affine"):
         merge(X)
+
+
+def test_hwdge_dma_needs_equal_dtypes():
+    @nki.jit
+    def k(x):
+        t = nl.ndarray(x.shape, nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.sync)
+        return x
+
+    with pytest.raises(NkiApiError, match="hwdge copies raw bytes"):
+        k(X)
