@@ -43,7 +43,8 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
         raise NkiApiError(f"engine={chosen} triggers a DMA only with dge_mode=hwdge", caller_loc(), api)
     if mode == "hwdge" and target.tensor.type.dtype != source.tensor.type.dtype:
         raise NkiApiError(f"dge_mode=hwdge copies raw bytes: 'src' ({source.tensor.type.dtype}) and 'dst' "
-                          f"({target.tensor.type.dtype}) must have one dtype (§2.7 dma_copy)", caller_loc(), api)  # fmt: skip
+                          f"({target.tensor.type.dtype}) must have one dtype (§2.7 dma_copy)",
+                          caller_loc(), api)  # fmt: skip
     if tuple(target.shape) != tuple(source.shape):
         if _count(target.shape) != _count(source.shape):
             raise NkiApiError(f"'dst' {list(target.shape)} and 'src' {list(source.shape)} hold different numbers of "
