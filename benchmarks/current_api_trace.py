@@ -28,6 +28,7 @@ M, N = 256, 1024
 
 def _fresh(kernel):
     kernel._traced.clear()  # trace again: the cache would answer from the first trace
+    kernel.__dict__.pop("_decisions", None)  # and from scratch: no loop known to need unrolling yet
     return kernel
 
 

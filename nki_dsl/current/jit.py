@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import warnings
 
-from nki_dsl.current.specialize import trace_specialized
+from nki_dsl.current.specialize import Decisions, trace_specialized
 from nki_dsl.current.target import tracing_for
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
@@ -60,8 +60,10 @@ class CurrentKernel(JitKernel):
     """A kernel written in the current API."""
 
     def trace(self, bound, grid: tuple[int, ...], target: str) -> Kernel:
+        # Which loops need unrolling is learnt per loop statement and kept for the kernel's next specialisations.
+        decisions = self.__dict__.setdefault("_decisions", Decisions())
         with tracing_for(target):
-            return trace_specialized(self.fn, bound, grid, target)
+            return trace_specialized(self.fn, bound, grid, target, decisions)
 
     def __getitem__(self, lnc) -> CurrentLaunch:
         return CurrentLaunch(self, lnc_grid(lnc))

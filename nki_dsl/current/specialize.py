@@ -95,9 +95,12 @@ def current() -> Specializer | None:
     return _active.get()
 
 
-def trace_specialized(fn, bound, grid: tuple[int, ...], target: str) -> Kernel:
-    """Trace a current-API kernel, redoing the trace until no loop traced symbolically needs unrolling."""
-    decisions = Decisions()
+def trace_specialized(fn, bound, grid: tuple[int, ...], target: str, decisions: Decisions | None = None) -> Kernel:
+    """Trace a current-API kernel, redoing the trace until no loop traced symbolically needs unrolling.
+    ``decisions`` carries what earlier specialisations of the kernel learnt (unrolling a loop is always correct,
+    so starting from them only saves rounds); it is updated in place."""
+    decisions = Decisions() if decisions is None else decisions
+    decisions.rounds = 0
     while True:
         decisions.rounds += 1
         if decisions.rounds > MAX_ROUNDS:

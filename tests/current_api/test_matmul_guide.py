@@ -11,9 +11,12 @@ SHAPES = {  # (K, M, N): several tiles along every loop, small enough for a quic
     "basic": (128, 64, 512),
     "tiled": (256, 256, 1024),
     "hoisted": (256, 256, 1024),
-    "block_free": (256, 256, 2048),
-    "fully_blocked": (512, 512, 2048),
+    "block_free": (256, 256, 1024),
+    "fully_blocked": (512, 256, 1024),
 }
+# Block sizes (in tiles) for the blocked kernels: several blocks along M and K, the SBUF accumulation over K
+OPTIONS = {"block_free": dict(TILES_IN_BLOCK_M=2, TILES_IN_BLOCK_N=1),
+           "fully_blocked": dict(TILES_IN_BLOCK_M=1, TILES_IN_BLOCK_N=2, TILES_IN_BLOCK_K=2)}  # fmt: skip
 
 
 def _inputs(name, dtype=np.float32):
@@ -30,17 +33,18 @@ def _expected(lhsT, rhs):
 @pytest.mark.parametrize("name", list(CURRENT))
 def test_guide_kernel_matches_float64(name, backend):
     lhsT, rhs = _inputs(name)
-    out = CURRENT[name](lhsT, rhs, backend=backend) if backend == "numpy" else _simulated(CURRENT[name], lhsT, rhs)
+    kw = OPTIONS.get(name, {})
+    out = CURRENT[name](lhsT, rhs, **kw) if backend == "numpy" else _simulated(CURRENT[name], lhsT, rhs, **kw)
     assert out.shape == (lhsT.shape[1], rhs.shape[1]) and out.dtype == np.float32
     # fp32 products summed in fp32 over K: a few ulps of the largest partial sum
     np.testing.assert_allclose(out, _expected(lhsT, rhs), rtol=1e-5, atol=1e-5 * np.sqrt(lhsT.shape[0]))
 
 
-def _simulated(kernel, *args):
+def _simulated(kernel, *args, **kwargs):
     import nki_dsl.current as nki
 
     sim = nki.simulate(kernel)
-    out = sim(*args)
+    out = sim(*args, **kwargs)
     assert sim.profile is not None and sim.profile.latency_us > 0
     return out
 
@@ -57,7 +61,7 @@ def test_blocked_kernels_equal_the_tiled_legacy_kernel(name):
     partial sums are added in the same order as the tiled kernel's (fully blocked: per K block, then in SBUF)."""
     lhsT, rhs = _inputs(name)
     expected = LEGACY["tiled"](lhsT, rhs)
-    got = CURRENT[name](lhsT, rhs)
+    got = CURRENT[name](lhsT, rhs, **OPTIONS[name])
     if name == "block_free":
         np.testing.assert_array_equal(got, expected)
     else:  # (k0 + k1) + (k2 + k3) vs ((k0 + k1) + k2) + k3: fp32 reassociation only

@@ -307,3 +307,12 @@ def test_matmul_into_a_slice_of_a_region_written_before_accumulates():
     expected[:, :256] *= 2
     expected[:64, 256:] *= 2
     np.testing.assert_allclose(kernel(a, b), expected, rtol=1e-5, atol=1e-4)
+
+
+def test_unrolling_decisions_carry_over_to_the_next_specialisation():
+    from tests.current_api.matmul_guide import matmul_hoisted
+
+    matmul_hoisted.__dict__.pop("_decisions", None)
+    first = nki_dsl.trace(matmul_hoisted, nki_dsl.spec((256, 128), "float32"), nki_dsl.spec((256, 512), "float32"))
+    again = nki_dsl.trace(matmul_hoisted, nki_dsl.spec((384, 128), "float32"), nki_dsl.spec((384, 512), "float32"))
+    assert first.ir.specialization_rounds == 2 and again.ir.specialization_rounds == 1
