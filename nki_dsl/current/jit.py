@@ -19,11 +19,11 @@ import os
 import warnings
 
 from nki_dsl.current.specialize import Decisions, trace_specialized
-from nki_dsl.current.target import tracing_for
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
-from nki_dsl.targets import DEFAULT_TARGET
+from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.builder import is_tracing
+from nki_dsl.trace.call_errors import api_call_error
 from nki_dsl.trace.jit import JitKernel, Launch
 
 KNOWN_OPTIONS = {"mode", "debug_kernel", "show_compiler_tb", "experimental_flags", "additional_compile_opt",
@@ -59,11 +59,17 @@ def default_backend(backend: str) -> str:
 class CurrentKernel(JitKernel):
     """A kernel written in the current API."""
 
-    def trace(self, bound, grid: tuple[int, ...], target: str) -> Kernel:
+    def _trace(self, bound, grid: tuple[int, ...], target: Target) -> tuple[Kernel, dict]:
         # Which loops need unrolling is learnt per loop statement and kept for the kernel's next specialisations.
         decisions = self.__dict__.setdefault("_decisions", Decisions())
-        with tracing_for(target):
+        self.trace_count += 1
+        try:
             return trace_specialized(self.fn, bound, grid, target, decisions)
+        except TypeError as e:  # a kernel line called an nl/nisa function with arguments it does not take
+            error = api_call_error(e)
+            if error is None:
+                raise
+            raise error from None
 
     def __getitem__(self, lnc) -> CurrentLaunch:
         return CurrentLaunch(self, lnc_grid(lnc))
@@ -94,7 +100,8 @@ class CurrentLaunch(Launch):
     def __call__(self, *args, backend: str = "numpy", **kwargs):
         if is_tracing():
             return super().__call__(*args, backend=backend, **kwargs)
-        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target=platform_target(self.jit))
+        target = get_target(platform_target(self.jit))
+        kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target)
         return self.jit.executable(kernel, key, default_backend(backend)).run(arrays)
 
     def __getitem__(self, grid):

@@ -24,6 +24,8 @@ import numpy as np
 
 from nki_dsl.current.jit import CurrentKernel, CurrentLaunch, lnc_grid, platform_target
 from nki_dsl.errors import NkiApiError
+from nki_dsl.profiling import _simulated as project_simulated
+from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import JitKernel, Launch
 
 
@@ -41,13 +43,13 @@ class SimulatedKernel:
 
     def __call__(self, *args, **kwargs):
         args, kwargs, back = _to_numpy(args, kwargs)
-        ir, arrays, key = self.kernel.specialize(self.grid, args, kwargs, target=platform_target(self.kernel))
+        ir, arrays, key = self.kernel.specialize(self.grid, args, kwargs, get_target(platform_target(self.kernel)))
         if ir.grid:
             outputs = self.kernel.executable(ir, key, "numpy").run(arrays)
             self.core_profiles = core_profiles(self.kernel, ir, key)
             self.profile = max(self.core_profiles, key=lambda p: p.latency_ns)
         else:
-            outputs, self.profile = self.kernel.simulated(ir, key, arrays)
+            outputs, self.profile = project_simulated(self.kernel, ir, key, arrays)
             self.core_profiles = [self.profile]
         return back(outputs)
 
@@ -104,9 +106,7 @@ def simulate(kernel, *args, target: str | None = None, **kwargs):
     launch = kernel if isinstance(kernel, Launch) else _as_kernel(kernel)
     name = target or platform_target(getattr(launch, "jit", launch))
     if isinstance(launch, CurrentLaunch) and launch.grid:  # LNC=2: the cores run at once
-        from nki_dsl.targets import get_target
-
-        ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, target=get_target(name).name)
+        ir, arrays, key = launch.jit.specialize(launch.grid, args, kwargs, get_target(name))
         outputs = launch.jit.executable(ir, key, "numpy").run(arrays)
         return outputs, max(core_profiles(launch.jit, ir, key), key=lambda p: p.latency_ns)
     return project_simulate(launch, *args, target=name, **kwargs)

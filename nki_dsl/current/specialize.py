@@ -95,10 +95,11 @@ def current() -> Specializer | None:
     return _active.get()
 
 
-def trace_specialized(fn, bound, grid: tuple[int, ...], target: str, decisions: Decisions | None = None) -> Kernel:
+def trace_specialized(fn, bound, grid: tuple[int, ...], target, decisions: Decisions | None = None):
     """Trace a current-API kernel, redoing the trace until no loop traced symbolically needs unrolling.
     ``decisions`` carries what earlier specialisations of the kernel learnt (unrolling a loop is always correct,
-    so starting from them only saves rounds); it is updated in place."""
+    so starting from them only saves rounds); it is updated in place. Returns ``(kernel, target facts read)``, as
+    ``trace.tracer.trace_kernel`` does."""
     decisions = Decisions() if decisions is None else decisions
     decisions.rounds = 0
     while True:
@@ -109,7 +110,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target: str, decisions: 
         token, hook = _active.set(spec), concrete_index_hook.set(spec.needs_int)
         keys = index_key_hook.set(keep_on_chip_axes)
         try:
-            kernel = trace_kernel(fn, bound, grid)
+            kernel, facts = trace_kernel(fn, bound, grid, target)
         except Respecialize as r:
             decisions.unroll |= r.locs | spec.found
             continue
@@ -131,7 +132,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target: str, decisions: 
             decisions.sequential |= dependent
             continue
         kernel.specialization_rounds = decisions.rounds  # type: ignore[attr-defined]  # for benchmarks/tests
-        return kernel
+        return kernel, facts
 
 
 def _read_after_loop(kernel: Kernel, spec: Specializer) -> set[SourceLoc]:
@@ -148,7 +149,7 @@ def _read_after_loop(kernel: Kernel, spec: Specializer) -> set[SourceLoc]:
     return locs
 
 
-def _dependent_affine_loops(kernel: Kernel, target: str, spec: Specializer) -> set[SourceLoc]:
+def _dependent_affine_loops(kernel: Kernel, target, spec: Specializer) -> set[SourceLoc]:
     """Affine loops enclosing an op the ``affine-dependence`` rule objects to."""
     from nki_dsl.verify.rules import affine_dependence
 

@@ -10,6 +10,7 @@ import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 from nki_dsl.errors import NkiApiError, NkiVerificationError
 from nki_dsl.passes.pipeline import compile_for_target
+from nki_dsl.targets import get_target
 
 X = np.arange(128 * 256, dtype=np.float32).reshape(128, 256) / 1e4
 
@@ -34,7 +35,7 @@ def _kernel(a_addr, b_addr, p_addr=(0, 2048), parts=128):
 def test_addresses_are_honoured_and_numbers_unchanged():
     k = _kernel((0, 4096), (0, 8192))
     np.testing.assert_allclose(k(X), X + np.exp(X), rtol=1e-6)
-    _, alloc = compile_for_target(nki_dsl.trace(k, X, target="trn2").ir, "trn2")
+    _, alloc = compile_for_target(nki_dsl.trace(k, X, target="trn2").ir, get_target("trn2"))
     placed = {(p.buffer, p.partition_start, p.byte_offset) for p in alloc.placements.values()}
     assert {("sbuf", 0, 4096), ("sbuf", 0, 8192), ("psum", 0, 2048)} <= placed
     out, profile = nki.simulate(k, X, target="trn2")

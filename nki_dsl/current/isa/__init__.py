@@ -47,10 +47,11 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
 
 
 def get_nc_version() -> nc_version:
-    """The NeuronCore generation the kernel is being specialised for (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3)."""
-    from nki_dsl.current.target import generation
+    """The NeuronCore generation the kernel is being specialised for (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3); as
+    the legacy query, reading it ties the trace to targets of that generation."""
+    from nki_dsl.isa.enums import get_nc_version as legacy_version
 
-    return nc_version(generation())
+    return nc_version(int(legacy_version()))
 
 
 __all__ = [
