@@ -11,7 +11,13 @@
     prof = nki.benchmark(kernel, nki.spec((8192, 4096), "bfloat16"))  # timing from shapes alone
 """
 
-from nki_dsl import compiler, isa, language, typing
+from nki_dsl import (
+    compiler,
+    current,  # the current (0.6) NKI API front end (nki_dsl/current)
+    isa,
+    language,
+    typing,
+)
 from nki_dsl.api import (
     TracedKernel,
     backend_names,
@@ -35,6 +41,6 @@ __all__ = [
     "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
     "Target", "get_target",
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
-    "language", "isa", "typing", "compiler",
+    "language", "isa", "typing", "compiler", "current",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip

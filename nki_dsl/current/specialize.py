@@ -39,7 +39,7 @@ from nki_dsl.trace.index import IndexValue, MaskValue, concrete_index_hook
 from nki_dsl.trace.tensor import NkiTensor, TileView, index_key_hook
 from nki_dsl.trace.tracer import trace_kernel
 
-MAX_ROUNDS = 64  # each round unrolls at least one more loop statement; a kernel has far fewer
+MAX_ROUNDS = 50  # each round unrolls at least one more loop statement; a kernel has far fewer
 _FINGERPRINT_DEPTH = 4
 _FINGERPRINT_ITEMS = 100_000
 

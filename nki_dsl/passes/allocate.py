@@ -151,9 +151,9 @@ def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement
             problem = f"address {list(address)} must be (start partition, byte offset), both >= 0"
         elif part + ty.partitions > target.partitions:
             problem = f"partitions {part}..{part + ty.partitions - 1} exceed the {target.partitions} partitions"
-        elif part % _start_step(ty.partitions):
-            problem = (f"a {ty.partitions}-partition tensor starts at a multiple of {_start_step(ty.partitions)}, "
-                       f"not at partition {part}")  # fmt: skip
+        elif part % start_step(ty.partitions, target.partitions):
+            problem = (f"a {ty.partitions}-partition tensor starts at a multiple of "
+                       f"{start_step(ty.partitions, target.partitions)}, not at partition {part}")  # fmt: skip
         elif offset % unit:
             what = "a PSUM bank boundary" if buffer == "psum" else f"a multiple of {unit} bytes"
             problem = f"byte offset {offset} is not on {what}"
@@ -172,9 +172,10 @@ def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement
     return out
 
 
-def _start_step(partitions: int) -> int:
-    """Start partitions allowed for a tensor spanning ``partitions``: 0 (> 64), 0/64 (> 32), 0/32/64/96."""
-    return 128 if partitions > 64 else 64 if partitions > 32 else 32
+def start_step(partitions: int, total: int) -> int:
+    """The step between the start partitions allowed for a tensor spanning ``partitions`` of ``total``: over half
+    starts at 0, over a quarter at 0 or the middle, else at a quarter boundary (reference/nki.md §1.2)."""
+    return total if partitions > total // 2 else total // 2 if partitions > total // 4 else total // 4
 
 
 def _overlapping(lv, part, parts, offset, size, other, q, unit) -> bool:

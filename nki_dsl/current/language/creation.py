@@ -14,11 +14,9 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
 from nki_dsl.language import creation as legacy
 from nki_dsl.language.buffers import par_dim, to_buffer
-from nki_dsl.trace.builder import caller_loc
+from nki_dsl.passes.allocate import start_step
+from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.semantics import build_op
-
-PSUM_BANK_BYTES = 2048  # reference/nki.md §1.1: PSUM allocations start at a 2 KiB bank boundary
-PARTITIONS = 128  # §1.2 TC#1
 
 
 def ndarray(shape, dtype, buffer=None, name="", address=None):
@@ -34,7 +32,11 @@ def ndarray(shape, dtype, buffer=None, name="", address=None):
 
 
 def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
+    """PSUM allocations start on a bank boundary (reference/nki.md §1.1); the partition count and bank size are
+    the target's (recorded as facts of the trace)."""
     api = "nl.ndarray"
+    builder = current(api)
+    partitions, bank = builder.target_fact("partitions"), builder.target_fact("psum_bank_bytes")
     try:
         partition, offset = (int(a.__index__()) for a in address)
     except (AttributeError, TypeError, ValueError):
@@ -42,13 +44,13 @@ def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
                           api) from None  # fmt: skip
     if not buffer.on_chip:
         raise NkiApiError(f"address= places SBUF/PSUM tensors; this one is in {buffer.value}", caller_loc(), api)
-    if partition < 0 or offset < 0 or partition + int(shape[0]) > PARTITIONS:
+    if partition < 0 or offset < 0 or partition + int(shape[0]) > partitions:
         raise NkiApiError(f"address={address!r} places partitions {partition}..{partition + int(shape[0]) - 1}, "
-                          f"outside 0..{PARTITIONS - 1}", caller_loc(), api)  # fmt: skip
-    if buffer == Buffer.PSUM and offset % PSUM_BANK_BYTES:
-        raise NkiApiError(f"a PSUM tensor must start at a bank boundary (a multiple of {PSUM_BANK_BYTES} bytes); "
+                          f"outside 0..{partitions - 1}", caller_loc(), api)  # fmt: skip
+    if buffer == Buffer.PSUM and offset % bank:
+        raise NkiApiError(f"a PSUM tensor must start at a bank boundary (a multiple of {bank} bytes); "
                           f"address free offset {offset} is not", caller_loc(), api)  # fmt: skip
-    step = 128 if shape[0] > 64 else 64 if shape[0] > 32 else 32
+    step = start_step(int(shape[0]), partitions)
     if partition % step:
         raise NkiApiError(f"a {shape[0]}-partition tensor starts at a multiple of {step} partitions, not at "
                           f"{partition}", caller_loc(), api)  # fmt: skip
