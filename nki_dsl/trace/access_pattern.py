@@ -71,13 +71,12 @@ def access_pattern(tile, pattern, offset=None, scalar_offset=None, vector_offset
     terms = [Affine.var(f"d{k}", step) for k, (step, _) in enumerate(pairs)]
     nums = tuple(num for _, num in pairs)
     if not tensor.type.buffer.on_chip:
-        from nki_dsl.language.memory import reshape
         from nki_dsl.trace.tensor import NkiTensor
 
         total = 1
         for s in shape:
             total *= s
-        flat = reshape(NkiTensor(tensor), (total,)) if len(shape) != 1 else NkiTensor(tensor)
+        flat = NkiTensor(tensor).reshape((total,)) if len(shape) != 1 else NkiTensor(tensor)
         expr = start
         for t in terms:
             expr = expr + t

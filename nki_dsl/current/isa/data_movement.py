@@ -9,7 +9,6 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import dma as legacy_dma
 from nki_dsl.isa import vector_alu as legacy_alu
-from nki_dsl.language.memory import reshape
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.tensor import NkiTensor, is_tile
 
@@ -50,9 +49,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
             raise NkiApiError(f"'dst' {list(target.shape)} and 'src' {list(source.shape)} hold different numbers of "
                               f"elements", caller_loc(), api)  # fmt: skip
         if _whole_hbm(src):
-            src = reshape(src, tuple(target.shape))
+            src = src.reshape(tuple(target.shape))
         elif _whole_hbm(dst):
-            dst = reshape(dst, tuple(source.shape))
+            dst = dst.reshape(tuple(source.shape))
         else:
             raise NkiApiError(f"'dst' {list(target.shape)} and 'src' {list(source.shape)} differ in shape; reshape "
                               f"one of them (t.reshape(...)) first", caller_loc(), api)  # fmt: skip

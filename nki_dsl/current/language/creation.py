@@ -16,7 +16,7 @@ from nki_dsl.language import creation as legacy
 from nki_dsl.language.buffers import par_dim, to_buffer
 from nki_dsl.passes.allocate import start_step
 from nki_dsl.trace.builder import caller_loc, current
-from nki_dsl.trace.semantics import build_op
+from nki_dsl.trace.tensor import build_op
 
 
 def ndarray(shape, dtype, buffer=None, name="", address=None):
