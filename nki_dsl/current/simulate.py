@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from nki_dsl import backends
 from nki_dsl.current.jit import CurrentKernel, CurrentLaunch, lnc_grid, platform_target
 from nki_dsl.errors import NkiApiError
 from nki_dsl.profiling import _simulated as project_simulated
+from nki_dsl.profiling import simulate as project_simulate
 from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import JitKernel, Launch
 
@@ -59,8 +61,6 @@ class SimulatedKernel:
 
 def core_profiles(jit: JitKernel, ir, key) -> list:
     """The Profile of each core of an LNC launch, each instance on its own core (cached per specialisation)."""
-    from nki_dsl import backends
-
     cache = jit.__dict__.setdefault("_core_profiles", {})
     if key not in cache:
         sim = backends.load("simulator")
@@ -101,8 +101,6 @@ def simulate(kernel, *args, target: str | None = None, **kwargs):
     this project's ``(outputs, Profile)`` (see the module docstring)."""
     if not args and not kwargs and target is None:
         return SimulatedKernel(kernel)
-    from nki_dsl.profiling import simulate as project_simulate
-
     launch = kernel if isinstance(kernel, Launch) else _as_kernel(kernel)
     name = target or platform_target(getattr(launch, "jit", launch))
     if isinstance(launch, CurrentLaunch) and launch.grid:  # LNC=2: the cores run at once

@@ -137,7 +137,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target, decisions: Decis
 
 def _read_after_loop(kernel: Kernel, spec: Specializer) -> set[SourceLoc]:
     """Loops that made a tensor read after them (the legacy ``scope`` rule's finding)."""
-    from nki_dsl.verify.program import common_depth, program
+    from nki_dsl.verify.program import common_depth, program  # deferred: import nki_dsl does not load the verifier
 
     prog, locs = program(kernel), set()
     for t, def_site in prog.defs.items():
@@ -151,7 +151,7 @@ def _read_after_loop(kernel: Kernel, spec: Specializer) -> set[SourceLoc]:
 
 def _dependent_affine_loops(kernel: Kernel, target, spec: Specializer) -> set[SourceLoc]:
     """Affine loops enclosing an op the ``affine-dependence`` rule objects to."""
-    from nki_dsl.verify.rules import affine_dependence
+    from nki_dsl.verify.rules import affine_dependence  # deferred: import nki_dsl does not load the verifier
 
     bad = {d.loc for d in affine_dependence.check(kernel, target)}
     if not bad:

@@ -137,8 +137,6 @@ def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement
     """The placements kernels chose with ``address=``, checked: inside the memory, PSUM on a bank boundary, start
     partition as the hardware allows for the tensor's partition count (reference/nki.md §1.2 start_partition
     rule), and no two live at once on overlapping partitions and bytes."""
-    from nki_dsl.errors import Diagnostic, NkiVerificationError
-
     out = []
     for lv in group:
         address = _address(lv)

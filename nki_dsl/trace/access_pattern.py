@@ -24,6 +24,7 @@ from __future__ import annotations
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access
+from nki_dsl.trace.access import compose
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.index import IndexValue, as_index
 
@@ -50,7 +51,10 @@ def _origin(view: Access, shape: tuple[int, ...]) -> Affine:
     return flat
 
 
-def access_pattern(tile, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+def access_pattern(view: Access, flatten, pattern, offset=None, scalar_offset=None, vector_offset=None,
+                   indirect_dim=0, dtype=None) -> Access:
+    """The access ``pattern`` makes of the storage under ``view``; ``flatten(tensor)`` is a 1-D view of an HBM
+    tensor (an ``hbm.reshape``, which only the tensor layer builds)."""
     if scalar_offset is not None or vector_offset is not None or indirect_dim not in (0, None):
         raise NkiApiError("runtime offsets (scalar_offset=, vector_offset=, indirect_dim=) come from registers or "
                           "SBUF tiles, which are not modelled; index with loop variables instead",
@@ -58,7 +62,6 @@ def access_pattern(tile, pattern, offset=None, scalar_offset=None, vector_offset
     if dtype is not None:
         raise NkiApiError("ap(dtype=...) reinterprets bytes, which is not modelled", caller_loc(), API)
     pairs = _pairs(pattern)
-    view = tile.access()
     tensor = view.tensor
     shape = tuple(tensor.type.shape)
     if offset is None:
@@ -71,16 +74,11 @@ def access_pattern(tile, pattern, offset=None, scalar_offset=None, vector_offset
     terms = [Affine.var(f"d{k}", step) for k, (step, _) in enumerate(pairs)]
     nums = tuple(num for _, num in pairs)
     if not tensor.type.buffer.on_chip:
-        from nki_dsl.trace.tensor import NkiTensor
-
-        total = 1
-        for s in shape:
-            total *= s
-        flat = NkiTensor(tensor).reshape((total,)) if len(shape) != 1 else NkiTensor(tensor)
+        flat = flatten(tensor) if len(shape) != 1 else tensor
         expr = start
         for t in terms:
             expr = expr + t
-        return _view(Access(flat.tensor, (expr,), nums))
+        return Access(flat, (expr,), nums)
     return _on_chip(tensor, shape, pairs, start, terms, nums)
 
 
@@ -101,11 +99,10 @@ def _on_chip(tensor, shape, pairs, start: Affine, terms, nums):
     free_expr = Affine((), f0)
     for t in terms[1:]:
         free_expr = free_expr + t
-    return _view(Access(tensor, (Affine.var("d0") + p0, free_expr), nums))
+    return Access(tensor, (Affine.var("d0") + p0, free_expr), nums)
 
 
-def split_view(tile, shape):
-    view = tile.access()
+def split_view(view: Access, shape) -> Access:
     old = tuple(view.shape)
     new = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
     refuse = NkiApiError(f"cannot reshape the on-chip {list(old)} to {list(new)}: the partition axis stays and each "
@@ -129,12 +126,4 @@ def split_view(tile, shape):
         exprs.append(expr)
     if j != len(new) and any(s != 1 for s in new[j:]):
         raise refuse
-    from nki_dsl.trace.access import compose
-
-    return _view(compose(view, exprs, new))
-
-
-def _view(access: Access):
-    from nki_dsl.trace.tensor import TileView
-
-    return TileView(access)
+    return compose(view, exprs, new)

@@ -19,6 +19,7 @@ from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.trace import semantics
 from nki_dsl.trace.access import index_access
+from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.handle import TileHandle
 
@@ -108,9 +109,8 @@ class _TileLike(TileHandle):
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py)."""
-        from nki_dsl.trace.access_pattern import access_pattern
-
-        return access_pattern(self, pattern, offset, scalar_offset, vector_offset, indirect_dim, dtype)
+        return TileView(access_pattern(self.access(), _flat, pattern, offset, scalar_offset, vector_offset,
+                                       indirect_dim, dtype))  # fmt: skip
 
     # Python operators: the nl op each stands for.
     def __add__(self, o):
@@ -256,9 +256,7 @@ class NkiTensor(_TileLike):
         """A view of this HBM tensor with another shape and the same elements in row-major order; of an on-chip
         tensor, its free axes split (``trace/access_pattern.py``)."""
         if self.tensor.type.buffer.on_chip:
-            from nki_dsl.trace.access_pattern import split_view
-
-            return split_view(self, shape)
+            return TileView(split_view(self.access(), shape))
         shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
         t = self.tensor.type
         if not t.buffer.on_chip:
@@ -299,9 +297,7 @@ class TileView(_TileLike):
 
     def reshape(self, shape):
         if self._access.tensor.type.buffer.on_chip:
-            from nki_dsl.trace.access_pattern import split_view
-
-            return split_view(self, shape)
+            return TileView(split_view(self._access, shape))
         raise NkiTraceError("only whole HBM tensors (and on-chip views) can be reshaped", caller_loc())
 
     def __repr__(self) -> str:
@@ -317,6 +313,14 @@ def _computed_mask(value, target: Access) -> Mask | None:
 
 def _same_access(a: Access, b: Access) -> bool:
     return a.tensor is b.tensor and a.index == b.index and a.shape == b.shape
+
+
+def _flat(tensor):
+    """A 1-D view of a whole HBM tensor (for ``.ap`` patterns over its storage)."""
+    total = 1
+    for n in tensor.type.shape:
+        total *= n
+    return NkiTensor(tensor).reshape((total,)).tensor
 
 
 def is_tile(x) -> bool:

@@ -40,6 +40,7 @@ from nki_dsl.current.isa.data_movement import (
 )
 from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
 from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_transpose
+from nki_dsl.isa.enums import get_nc_version as _legacy_nc_version
 
 # Legacy spellings of the engines, still seen in kernels ported from neuronxcc.nki.
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
@@ -49,9 +50,7 @@ tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (
 def get_nc_version() -> nc_version:
     """The NeuronCore generation the kernel is being specialised for (gen2 Trn1/Inf2, gen3 Trn2, gen4 Trn3); as
     the legacy query, reading it ties the trace to targets of that generation."""
-    from nki_dsl.isa.enums import get_nc_version as legacy_version
-
-    return nc_version(int(legacy_version()))
+    return nc_version(int(_legacy_nc_version()))
 
 
 __all__ = [

@@ -23,12 +23,14 @@ from nki_dsl.current.isa.destination import dst_access, dst_dtype, write
 from nki_dsl.current.isa.enums import member, reduce_cmd
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir import functions
+from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import activations as legacy_act
 from nki_dsl.isa import dma as legacy_dma
 from nki_dsl.isa import indexing as legacy_index
 from nki_dsl.isa import reductions as legacy_red
 from nki_dsl.isa import vector_alu as legacy_alu
+from nki_dsl.language.creation import ndarray
 from nki_dsl.language.memory import broadcast_to
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.index import IndexValue
@@ -156,8 +158,6 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 
 
 def _free_index(start: int):
-    from nki_dsl.ir.affine import Affine
-
     return Affine.var("d1") + start
 
 
@@ -178,8 +178,6 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
             raise NkiApiError(f"srcs[{k}] must be a tensor of dst's shape {list(target.shape)}", caller_loc(), api)
         tile = src
         if not src.access().tensor.type.buffer.on_chip:
-            from nki_dsl.language.creation import ndarray
-
             tile = ndarray(tuple(src.shape), "float32")
             legacy_dma.dma_copy(dst=tile, src=src)
         acc = tile if acc is None else legacy_alu.tensor_tensor(acc, tile, "add", dtype="float32")
@@ -230,8 +228,6 @@ def max8(dst, src, name=None):
         raise NkiApiError(f"max8 takes src [P, N] with 8 <= N <= 16384 and dst [P, 8]; got {[p, n]} and "
                           f"{list(dst.shape)}", caller_loc(), api)  # fmt: skip
     x = legacy_alu.tensor_copy(src, dtype="float32")
-    from nki_dsl.language.creation import ndarray
-
     work = ndarray((p, n), "float32")
     write(api, work, x)
     ones = legacy_alu.memset((p, n), 1.0, "float32")
@@ -300,6 +296,4 @@ def shared_identity_matrix(n, dtype="uint8", dst=None):
 
 
 def _p_minus_j():
-    from nki_dsl.ir.affine import Affine
-
     return Affine.var("d0") + Affine.var("d1", -1)

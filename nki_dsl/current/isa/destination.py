@@ -7,6 +7,7 @@ engine program."""
 from __future__ import annotations
 
 from nki_dsl import dtypes
+from nki_dsl.current.isa.enums import engine, member
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Access
 from nki_dsl.language.memory import assign
@@ -43,6 +44,4 @@ def _squeezed(shape) -> tuple[int, ...]:
 
 def engine_arg(api: str, value) -> str:
     """An ``engine=`` argument as the engine name the legacy front end takes."""
-    from nki_dsl.current.isa.enums import engine, member
-
     return member(api, "engine", value, engine)

@@ -24,6 +24,7 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import matmul as legacy
+from nki_dsl.language.memory import assign
 from nki_dsl.trace.builder import caller_loc, current
 
 # builder -> {tensor name: destination accesses written by nc_matmul in that trace}
@@ -112,8 +113,6 @@ def _zero_before(builder, target: Access, loop: Loop) -> None:
             and target.tensor.type.buffer == Buffer.PSUM and not alloc.attrs.get("address")):  # fmt: skip
         alloc.name, alloc.attrs = "nl.full", {"value": 0.0}  # the legacy accumulator: acc = nl.zeros(..., psum)
         return
-    from nki_dsl.language.memory import assign
-
     assign(target, 0.0)  # emitted into the innermost open region; moved before the loop
     zero = builder.loops[-1].body.pop() if builder.loops else builder.kernel.body.pop()
     parent.insert(at, zero)

@@ -14,7 +14,6 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
 from nki_dsl.language import creation as legacy
 from nki_dsl.language.buffers import par_dim, to_buffer
-from nki_dsl.passes.allocate import start_step
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.tensor import build_op
 
@@ -50,6 +49,8 @@ def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
     if buffer == Buffer.PSUM and offset % bank:
         raise NkiApiError(f"a PSUM tensor must start at a bank boundary (a multiple of {bank} bytes); "
                           f"address free offset {offset} is not", caller_loc(), api)  # fmt: skip
+    from nki_dsl.passes.allocate import start_step  # deferred: import nki_dsl does not load the passes
+
     step = start_step(int(shape[0]), partitions)
     if partition % step:
         raise NkiApiError(f"a {shape[0]}-partition tensor starts at a multiple of {step} partitions, not at "
