@@ -7,6 +7,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from benchmarks.fidelity import exp_chain  # the calibration row's micro-kernel: tiny dependent exps
 from nki_dsl.targets import get_target
 from tests.simulator.support import simulate
 
@@ -20,20 +21,9 @@ def _durations(prof, opcode):
     return [e - s for s, e in _rows(prof, opcode)]
 
 
-@nki.jit
-def exp_chain(x, reps=6):
-    """Tiny dependent Scalar instructions: each exp reads the previous one's output ([128, 1]: N = 1)."""
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.load(x)
-    for _ in range(reps):  # unrolled at trace time: a straight chain
-        t = nl.exp(t)
-    nl.store(out, value=t)
-    return out
-
-
 def test_static_overhead_of_tiny_dependent_instructions():
     t = get_target("trn2")
-    prof = simulate(exp_chain, nki.spec((128, 1), "float32"))[1]
+    prof = simulate(exp_chain, nki.spec((128, 1), "float32"), reps=6)[1]
     first, *rest = _durations(prof, "nisa.activation")
     # §3.3: N << 128 adds the ~100-cycle static overhead to the MIN_II floor (§2.3 max(MIN_II, N));
     assert first == pytest.approx((t.min_ii_cycles + t.vector_static_overhead_cycles) / t.scalar_ghz)
