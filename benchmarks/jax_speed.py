@@ -29,10 +29,10 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 
 import nki_dsl as nki  # noqa: E402
-from benchmarks.reference_kernels import cases  # noqa: E402
+from benchmarks.reference_cases import cases  # noqa: E402
 
 
-# Plain jax.numpy, the same math as the kernels (and as reference_kernels' NumPy baselines).
+# Plain jax.numpy, the same math as the kernels (and as reference_cases' NumPy baselines).
 def jnp_matmul(lhsT, rhs):
     return jnp.matmul(lhsT.T, rhs, precision=jax.lax.Precision.HIGHEST)
 

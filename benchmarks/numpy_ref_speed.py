@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[1]))
 
 import nki_dsl as nki  # noqa: E402
-from benchmarks.reference_kernels import cases  # noqa: E402
+from benchmarks.reference_cases import cases  # noqa: E402
 
 
 def median_times(fns, repeat: int) -> list[float]:

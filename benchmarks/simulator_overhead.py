@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 import nki_dsl as nki  # noqa: E402
 from benchmarks.numpy_ref_speed import median_times  # noqa: E402  (also pins BLAS to one thread)
-from benchmarks.reference_kernels import cases  # noqa: E402
+from benchmarks.reference_cases import cases  # noqa: E402
 
 
 def main() -> int:

@@ -2,5 +2,6 @@
 
 from .launcher import plan_softmax, softmax
 from .reference import softmax as softmax_reference
+from .whole_row import softmax_rows
 
-__all__ = ["softmax", "plan_softmax", "softmax_reference"]
+__all__ = ["softmax", "plan_softmax", "softmax_reference", "softmax_rows"]

@@ -7,14 +7,14 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from benchmarks import reference_kernels
+from benchmarks import reference_cases
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.allocate import Allocation, Placement, allocate, live_ranges
 from nki_dsl.targets import TARGETS
 from tests.passes.lowering import traced
 
-CASES = reference_kernels.cases(np.random.default_rng(0))
+CASES = reference_cases.cases(np.random.default_rng(0))
 
 
 def _lowered(kernel, *args, target="trn2"):

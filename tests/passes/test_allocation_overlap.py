@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from benchmarks import reference_kernels
+from benchmarks import reference_cases
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.allocate import allocate
@@ -117,7 +117,7 @@ def lowered(kernel, *args, target="trn2", **kwargs):
     return run_pipeline(nki.trace(kernel, *args, target=target, **kwargs).ir, TARGETS[target])
 
 
-CASES = reference_kernels.cases(np.random.default_rng(0))
+CASES = reference_cases.cases(np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))

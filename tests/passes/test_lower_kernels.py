@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import reference_kernels
+from benchmarks import reference_cases
 from kernels.matmul import matmul_tiled
 from kernels.softmax.kernel import softmax_kernel
 from tests.passes.lowering import lowered_matches
 
 ROOT = Path(__file__).parents[2]
-CASES = reference_kernels.cases(np.random.default_rng(0))
+CASES = reference_cases.cases(np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

@@ -15,8 +15,10 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
-from benchmarks import reference_kernels
+from benchmarks import reference_cases
 from kernels.matmul import matmul_tiled
+from kernels.rmsnorm import rmsnorm_rows
+from kernels.softmax import softmax_rows
 from kernels.softmax.kernel import softmax_kernel
 from nki_dsl import backends
 from nki_dsl.backends.simulator import simulate
@@ -130,7 +132,7 @@ def test_nisa_instructions():
     outputs_match(_isa_kernel, X, np.concatenate([Y, Y], axis=1) / 8)
 
 
-CASES = reference_kernels.cases(np.random.default_rng(0))
+CASES = reference_cases.cases(np.random.default_rng(0))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -153,14 +155,14 @@ def test_tutorial_kernels():
 
 
 def test_lowering_and_allocation_are_cached_per_kernel_and_target():
-    ir, _ = traced(reference_kernels.softmax_rows, X)
+    ir, _ = traced(softmax_rows, X)
     a, b, c = prepare(ir, get_target("trn2")), prepare(ir, get_target("trn2")), prepare(ir, get_target("trn1"))
     assert a is b and a is not c
     assert a.stream() is b.stream()
 
 
 def test_an_already_lowered_kernel_simulates_the_same():
-    ir, arrays = traced(reference_kernels.rmsnorm, X, X[0])
+    ir, arrays = traced(rmsnorm_rows, X, X[0])
     low = run_pipeline(ir, TRN2)
     out_traced, p_traced = simulate(ir, arrays, TRN2)
     out_lowered, p_lowered = simulate(low, arrays, TRN2)

@@ -41,9 +41,12 @@ GOLDEN = Path(__file__).with_name("speed_invariance.json")
 
 def _cases():
     """name -> (kernel, args, target)."""
-    from benchmarks import reference_kernels as rk
     from benchmarks.simulator_speed import BLOCKED
-    from kernels.matmul import matmul_block_free
+    from kernels.layernorm import layernorm_rows
+    from kernels.matmul import matmul_block_free, matmul_tiled
+    from kernels.rmsnorm import rmsnorm_rows
+    from kernels.softmax import softmax_rows
+    from kernels.vit_attn.kernel import attention_kernel
     from tests.kernels.nki_style import matmul as nm
     from tests.kernels.nki_style import tensor_add as ta
 
@@ -51,13 +54,13 @@ def _cases():
     big = (nki.spec((8192, 4096), bf16), nki.spec((8192, 8192), bf16))
     out = {
         "speed blocked 4096x8192x8192": (matmul_block_free, big + (BLOCKED["BM"], BLOCKED["BN"]), "trn2"),
-        "speed naive 4096x8192x8192": (rk.matmul_tiled, big, "trn2"),
-        "ref matmul 512": (rk.matmul_tiled, (nki.spec((512, 512), f32), nki.spec((512, 512), f32)), None),
-        "ref softmax 4096x512": (rk.softmax_rows, (nki.spec((4096, 512), f32),), None),
-        "ref rmsnorm 4096x1024": (rk.rmsnorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32)), None),
-        "ref layernorm 4096x1024": (rk.layernorm, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32),
+        "speed naive 4096x8192x8192": (matmul_tiled, big, "trn2"),
+        "ref matmul 512": (matmul_tiled, (nki.spec((512, 512), f32), nki.spec((512, 512), f32)), None),
+        "ref softmax 4096x512": (softmax_rows, (nki.spec((4096, 512), f32),), None),
+        "ref rmsnorm 4096x1024": (rmsnorm_rows, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32)), None),
+        "ref layernorm 4096x1024": (layernorm_rows, (nki.spec((4096, 1024), f32), nki.spec((1024,), f32),
                                                    nki.spec((1024,), f32)), None),  # fmt: skip
-        "ref vit attention 12x197x64": (rk.vit_attention, (nki.spec((1, 12, 197, 64), f32),) * 3 + (0.125,), None),
+        "ref vit attention 12x197x64": (attention_kernel, (nki.spec((1, 12, 197, 64), f32),) * 3 + (0.125,), None),
     }
     tut = importlib.import_module("tutorials.04_profiling")
     for name, kernel in tut.STEPS:

@@ -4,7 +4,7 @@ rejected kernel would measure nothing)."""
 import numpy as np
 import pytest
 
-from benchmarks.reference_kernels import cases
+from benchmarks.reference_cases import cases
 
 CASES = cases(np.random.default_rng(0))
 

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.reference_kernels import softmax_rows
+from kernels.softmax import softmax_rows
 from kernels.vit_attn.kernel import attention_kernel
 from tests.kernels import formulas as ref
 
