@@ -12,77 +12,24 @@ import numpy as np
 
 import nki_dsl as legacy_nki
 import nki_dsl.current as nki
-import nki_dsl.current.isa as nisa
-import nki_dsl.current.language as nl
-import nki_dsl.isa as legacy_isa
-import nki_dsl.language as legacy_nl
+from kernels.matmul import matmul_tiled as matmul_legacy
+from kernels.matmul.current_api import matmul_hoisted
+from kernels.matmul.current_api import matmul_tiled as matmul_current
 
-TM, TK, TN = 128, 128, 512  # stationary free, contraction (partitions) and moving free tile sizes
-
-
-# Legacy: ops return tiles; the PSUM accumulator is declared zero and accumulated into with +=.
-@legacy_nki.jit
-def matmul_legacy(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = legacy_nl.ndarray((M, N), dtype=lhsT.dtype, buffer=legacy_nl.shared_hbm)
-    for m in legacy_nl.affine_range(M // TM):
-        for n in legacy_nl.affine_range(N // TN):
-            acc = legacy_nl.zeros((TM, TN), legacy_nl.float32, buffer=legacy_nl.psum)
-            for k in legacy_nl.affine_range(K // TK):
-                a = legacy_nl.load(lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
-                b = legacy_nl.load(rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
-                acc += legacy_isa.nc_matmul(a, b)
-            legacy_nl.store(result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=legacy_nl.copy(acc))
-    return result
-
-
-# Current: every tensor is allocated explicitly and every instruction writes its dst. nc_matmul's
-# accumulate=None means "the first write to this PSUM region overwrites, later ones add": the k loop is one
-# accumulation group without any zeroing.
-@nki.jit
-def matmul_current(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // TM):
-        for n in nl.affine_range(N // TN):
-            acc = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // TK):
-                a = nl.ndarray((TK, TM), lhsT.dtype, buffer=nl.sbuf)
-                b = nl.ndarray((TK, TN), rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=a, src=lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
-                nisa.dma_copy(dst=b, src=rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
-                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-            res = nl.ndarray((TM, TN), result.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=acc)  # DMA cannot read PSUM in the current API: copy to SBUF first
-            nisa.dma_copy(dst=result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
-    return result
-
-
-# Current, with the loads hoisted into Python lists: loop k1 appends, loop k2 indexes with its own variable.
-# Under legacy semantics the body of k1 would run once and the list would hold one tile.
-@nki.jit
-def matmul_hoisted(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // TM):
-        a_tiles = []
-        for k1 in nl.affine_range(K // TK):
-            a = nl.ndarray((TK, TM), lhsT.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=a, src=lhsT[k1 * TK:(k1 + 1) * TK, m * TM:(m + 1) * TM])
-            a_tiles.append(a)
-        for n in nl.affine_range(N // TN):
-            acc = nl.ndarray((TM, TN), nl.float32, buffer=nl.psum)
-            for k2 in nl.affine_range(K // TK):
-                b = nl.ndarray((TK, TN), rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=b, src=rhs[k2 * TK:(k2 + 1) * TK, n * TN:(n + 1) * TN])
-                nisa.nc_matmul(dst=acc, stationary=a_tiles[k2], moving=b)
-            res = nl.ndarray((TM, TN), result.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=acc)
-            nisa.dma_copy(dst=result[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], src=res)
-    return result
+# The kernels are the library's, read them beside this lesson (they are not repeated here):
+#
+# * Legacy (kernels/matmul/kernel.py, ``matmul_tiled``, lesson 2's): ops return tiles; the PSUM accumulator is
+#   declared zero (``nl.zeros(..., buffer=nl.psum)``) and accumulated into with ``acc += nl.matmul(...)``; the
+#   loops are traced once with a symbolic index.
+# * Current (kernels/matmul/current_api.py, ``matmul_tiled``): every tensor is allocated explicitly
+#   (``nl.ndarray(..., buffer=nl.sbuf)``) and every instruction writes its ``dst``
+#   (``nisa.dma_copy(dst=a, src=...)``, ``nisa.nc_matmul(dst=acc, stationary=a, moving=b)``). nc_matmul's
+#   ``accumulate=None`` means "the first write to this PSUM region overwrites, later ones add": the k loop is one
+#   accumulation group without any zeroing. DMA cannot read PSUM in the current API, so the result is copied to
+#   SBUF (``nisa.tensor_copy``) before it is stored.
+# * Current, hoisted (``matmul_hoisted`` there): the loads go into Python lists of tiles, one loop appending and
+#   another indexing with its own variable. Under legacy semantics the appending body would run once and the list
+#   would hold one tile.
 
 
 def loop_structure(kernel, *args) -> str:
