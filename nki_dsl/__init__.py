@@ -32,6 +32,7 @@ from nki_dsl.api import (
 )
 from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
+from nki_dsl.phase_times import phase_times
 from nki_dsl.profiling import simulate
 from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
@@ -40,7 +41,7 @@ from nki_dsl.trace.specs import spec
 __all__ = [
     "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
     "Target", "get_target",
-    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec",
+    "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "phase_times",
     "language", "isa", "typing", "compiler", "current",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
 ]  # fmt: skip
