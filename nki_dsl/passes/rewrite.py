@@ -77,11 +77,45 @@ class RewriteContext:
 
 def rewrite(kernel: Kernel, rules_pass: Pass, target: Target) -> Kernel:
     # Rules may retype tensors (a load's tile becomes an explicit allocation): work on a private copy.
-    kernel = copy.deepcopy(kernel)
+    kernel = private_copy(kernel)
     ctx = RewriteContext(kernel, target, uses=_uses(kernel), _names=_names(kernel))
     body = _rewrite_body(kernel.body, rules_pass.rules, ctx)
     return Kernel(kernel.name, kernel.params, body, kernel.outputs, kernel.grid, kernel.source_file,
                   dict(kernel.constants))  # fmt: skip
+
+
+def private_copy(kernel: Kernel) -> Kernel:
+    """``kernel`` with its own tensors, statement lists and operand / attribute dicts: everything a rule may change
+    (``Tensor.kind``, an op's attributes, bodies). What is immutable is shared: tensor types, affine indices, masks,
+    source locations, immediates and attribute values (numbers, strings, tuples, affine expressions, masks: the op
+    table's attribute kinds). ``copy.deepcopy`` also copied every index expression, most of the pass's time on a
+    large kernel."""
+    tensors: dict[int, Tensor] = {}
+
+    def tensor(t: Tensor) -> Tensor:
+        new = tensors.get(id(t))
+        if new is None:
+            new = tensors[id(t)] = Tensor(t.name, t.type, t.kind)
+        return new
+
+    def operand(v):
+        return Access(tensor(v.tensor), v.index, v.shape) if isinstance(v, Access) else v
+
+    def body(stmts: list[Stmt]) -> list[Stmt]:
+        out: list[Stmt] = []
+        for s in stmts:
+            if isinstance(s, Loop):
+                out.append(Loop(s.kind, s.var, s.start, s.stop, s.step, body(s.body), s.loc))
+            else:
+                result = tensor(s.result) if s.result is not None else None
+                out.append(Op(s.name, {k: operand(v) for k, v in s.operands.items()}, dict(s.attrs), result, s.loc,
+                              s.mask))  # fmt: skip
+        return out
+
+    params = [tensor(t) for t in kernel.params]
+    new_body = body(kernel.body)
+    return Kernel(kernel.name, params, new_body, [tensor(t) for t in kernel.outputs], kernel.grid, kernel.source_file,
+                  copy.deepcopy(kernel.constants))  # fmt: skip
 
 
 def _rewrite_body(body: list[Stmt], rules: dict[str, Rule], ctx: RewriteContext) -> list[Stmt]:

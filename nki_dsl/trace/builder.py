@@ -8,6 +8,7 @@ them with no active builder is an API misuse and says so.
 from __future__ import annotations
 
 import contextvars
+import functools
 import os
 import re
 import sys
@@ -61,7 +62,14 @@ def _entry_point(op: str) -> str:
 
 def in_package(filename: str) -> bool:
     """True for source files of nki_dsl itself (as opposed to kernels and the code that calls them)."""
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+    if os.path.isabs(filename):  # the answer cannot change: asked once per file (every traced op walks the stack)
+        return _in_package_absolute(filename)
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)  # relative to a cwd that may change
+
+
+@functools.lru_cache(maxsize=1024)
+def _in_package_absolute(filename: str) -> bool:
+    return os.path.normpath(filename).startswith(_PACKAGE_DIR + os.sep)
 
 
 def caller_loc() -> SourceLoc:
