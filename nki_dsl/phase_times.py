@@ -7,6 +7,7 @@ afresh, outside its jit cache, so the figures are a first call's. ``benchmarks/t
 
 from __future__ import annotations
 
+import gc
 import time
 
 from nki_dsl.errors import NkiVerificationError
@@ -34,14 +35,20 @@ def phase_times(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs) 
     bound, _ = bind(launch.jit.fn, args, kwargs)
     ir = launch.jit._trace(bound, launch.grid, resolved)[0]
     times["trace"] = time.perf_counter() - start
-    found = []
-    start = time.perf_counter()
-    with shared(ir):  # the rules' shared facts (one walk of the program) are built once, as verify_kernel does
-        times["verify program facts"] = time.perf_counter() - start
-        for rule_id, rule in zip(RULE_IDS, RULES, strict=True):
-            start = time.perf_counter()
-            found.extend(rule(ir, resolved))
-            times[f"verify {rule_id}"] = time.perf_counter() - start
+    enabled = gc.isenabled()
+    gc.disable()  # as verify_kernel runs the rules: without the cyclic collector, which would only rescan
+    try:
+        start = time.perf_counter()
+        found = []
+        with shared(ir):  # the rules' shared facts (one walk of the program) are built once, as verify_kernel does
+            times["verify program facts"] = time.perf_counter() - start
+            for rule_id, rule in zip(RULE_IDS, RULES, strict=True):
+                start = time.perf_counter()
+                found.extend(rule(ir, resolved))
+                times[f"verify {rule_id}"] = time.perf_counter() - start
+    finally:
+        if enabled:
+            gc.enable()
     if found:  # the well-formedness rules' findings make the later ones meaningless: report as check() does
         raise NkiVerificationError(verify_kernel(ir, resolved))
     for p in PIPELINE:
