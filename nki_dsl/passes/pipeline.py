@@ -3,6 +3,8 @@ boundary"): a pass that leaves invalid IR is reported by name, with every rule i
 
 from __future__ import annotations
 
+import time
+
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.passes.allocate import allocate
@@ -25,19 +27,31 @@ class NkiPassError(NkiVerificationError):
         return f"after pass '{self.pass_name}':\n" + super().__str__()
 
 
-def compile_for_target(kernel: Kernel, target: Target):
+def compile_for_target(kernel: Kernel, target: Target, times: dict[str, float] | None = None):
     """``(lowered kernel, Allocation)``: the engine program of traced ``kernel`` on ``target`` (every pass, then
-    SBUF/PSUM placement). The simulator and ``nki asm`` both start from this, so the listing is what runs."""
-    lowered = run_pipeline(kernel, target)
-    return lowered, allocate(lowered, target)
+    SBUF/PSUM placement). The simulator and ``nki asm`` both start from this, so the listing is what runs.
+    ``times``, when given, receives the seconds of each step (``run_pipeline``'s, then ``"allocate"``)."""
+    lowered = run_pipeline(kernel, target, times=times)
+    start = time.perf_counter()
+    allocation = allocate(lowered, target)
+    if times is not None:
+        times["allocate"] = time.perf_counter() - start
+    return lowered, allocation
 
 
-def run_pipeline(kernel: Kernel, target: Target, passes: list[Pass] | None = None) -> Kernel:
-    """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``."""
+def run_pipeline(kernel: Kernel, target: Target, passes: list[Pass] | None = None,
+                 times: dict[str, float] | None = None) -> Kernel:  # fmt: skip
+    """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``.
+    ``times``, when given, receives the seconds of ``"pass <name>"`` and ``"verify after <name>"``."""
     for p in PIPELINE if passes is None else passes:
+        start = time.perf_counter()
         kernel = p(kernel, target)
+        lowered = time.perf_counter()
         try:
             check(kernel, target)
         except NkiVerificationError as e:
             raise NkiPassError(p.name, e) from None
+        if times is not None:
+            times[f"pass {p.name}"] = lowered - start
+            times[f"verify after {p.name}"] = time.perf_counter() - lowered
     return kernel

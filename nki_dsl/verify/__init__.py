@@ -5,6 +5,7 @@ source line, the op, the operand and the rule. Untrusted IR is also checked agai
 from __future__ import annotations
 
 import gc
+import time
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
@@ -12,38 +13,55 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import Target
 from nki_dsl.verify import budgets
 from nki_dsl.verify.program import shared
-from nki_dsl.verify.rules import RULES, WELL_FORMED
+from nki_dsl.verify.rules import RULE_IDS, RULES, WELL_FORMED
+
+RULE_OF = dict(zip(RULES, RULE_IDS, strict=True))  # rule function -> its id
 
 
-def verify_kernel(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> list[Diagnostic]:
+def verify_kernel(kernel: Kernel, target: Target, budget: IRBudget | None = None,
+                  times: dict[str, float] | None = None) -> list[Diagnostic]:  # fmt: skip
     """Every diagnostic, in source-line order. Rules past the well-formedness checks (and, with a ``budget``, the
-    budget checks) run only on IR that passed them."""
+    budget checks) run only on IR that passed them. ``times``, when given, receives the seconds each step took:
+    ``"program facts"`` (the walk the rules share), ``"budgets"`` and each rule's id (``nki.phase_times``)."""
     # The rules allocate many small records that live until they return and form no cycles: the cyclic collector
     # would only rescan them (a third of the time on a large parsed kernel).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _verify(kernel, target, budget)
+        return _verify(kernel, target, budget, times)
     finally:
         if enabled:
             gc.enable()
 
 
-def _verify(kernel: Kernel, target: Target, budget: IRBudget | None) -> list[Diagnostic]:
+def _verify(kernel: Kernel, target: Target, budget: IRBudget | None, times: dict | None) -> list[Diagnostic]:
     found: list[Diagnostic] = []
+    start = time.perf_counter()
     with shared(kernel):
+        if times is not None:
+            times["program facts"] = time.perf_counter() - start
         for rule in WELL_FORMED:
-            found = rule(kernel, target)
+            found = _timed(times, RULE_OF[rule], rule, kernel, target)
             if found:
                 return _ordered(found)
         if budget is not None:
-            found = budgets.check(kernel, target, budget)
+            found = _timed(times, "budgets", budgets.check, kernel, target, budget)
             if found:
                 return _ordered(found)
         for rule in RULES:
             if rule not in WELL_FORMED:
-                found.extend(rule(kernel, target))
+                found.extend(_timed(times, RULE_OF[rule], rule, kernel, target))
     return _ordered(found)
+
+
+def _timed(times: dict | None, name: str, fn, *args):
+    if times is None:
+        return fn(*args)
+    start = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        times[name] = time.perf_counter() - start
 
 
 def _ordered(found: list[Diagnostic]) -> list[Diagnostic]:
