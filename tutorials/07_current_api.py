@@ -33,9 +33,9 @@ from kernels.matmul.current_api import matmul_tiled as matmul_current
 
 
 def loop_structure(kernel, *args) -> str:
-    """The IR's loops, by source line and kind: what stayed a loop and what was unrolled."""
+    """The IR's loops, by source file:line and kind: what stayed a loop and what was unrolled."""
     ir = legacy_nki.trace(kernel, *args).ir
-    loops = [f"line {s.loc.line}: {s.kind} x{s.trip_count}" for s, _ in ir.walk() if hasattr(s, "trip_count")]
+    loops = [f"{s.loc}: {s.kind} x{s.trip_count}" for s, _ in ir.walk() if hasattr(s, "trip_count")]
     return ", ".join(loops) or "none (fully unrolled)"
 
 
