@@ -32,6 +32,28 @@ BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shif
 # Reductions map a binary operator to the reduction it defines.
 REDUCIBLE = ("add", "multiply", "maximum", "minimum", "logical_and", "logical_or", "bitwise_and", "bitwise_or")
 
+
+def reduction_identity(fn: str, dtype):
+    """The value of NumPy ``dtype`` that leaves an ``fn``-reduction unchanged: what a masked-off element counts
+    as, and what an empty reduction gives."""
+    dtype = np.dtype(dtype)
+    if fn == "logical_and" or (fn == "bitwise_and" and dtype == np.bool_):
+        return True
+    if fn == "logical_or":
+        return False
+    if fn in ("add", "bitwise_or"):
+        return dtype.type(0)
+    if fn == "multiply":
+        return dtype.type(1)
+    if fn == "bitwise_and":
+        return dtype.type(-1)  # all bits set
+    if dtype == np.bool_:
+        return fn == "minimum"
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return dtype.type(info.min if fn == "maximum" else info.max)
+    return dtype.type(-np.inf if fn == "maximum" else np.inf)
+
 _ALIASES = {
     "amax": "maximum", "max": "maximum", "amin": "minimum", "min": "minimum", "sum": "add", "prod": "multiply",
     "true_divide": "divide", "absolute": "abs", "identity": "copy", "bypass": "copy", "exponential": "exp",

@@ -166,6 +166,8 @@ def reduce(op: Op, ctx: RewriteContext) -> list:
 
 def _tensor_reduce(ctx, op, fn, x, axis, keepdims, result):
     attrs = {"op": fn, "axis": tuple(axis), "keepdims": keepdims}
+    if "reduce_mask" in op.attrs:  # over x's axes, which data keeps
+        attrs["reduce_mask"] = op.attrs["reduce_mask"]
     return ctx.op("nisa.tensor_reduce", op, {"data": x}, attrs, result)
 
 

@@ -15,7 +15,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm, Op
-from nki_dsl.ir.ops import DECLARED, OPS, DtypeRule, Family, Role
+from nki_dsl.ir.ops import DECLARED, OPS, REDUCE_MASK, DtypeRule, Family, Role, reduce_mask_operand
 from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
 from nki_dsl.ir.types import Buffer, TensorType
@@ -57,7 +57,8 @@ def emit_op(
         declared = spec.result is DECLARED
         rtype = result_type if declared else _infer_type(name, spec, ir_operands, attrs, dtype, loc)
         result = builder.new_tensor(rtype, "alloc" if declared else "tile", hint)
-    op = Op(name, ir_operands, attrs, result, loc, _mask(name, mask, spec, ir_operands, result, loc, attrs))
+    mask = _mask(name, mask, spec, ir_operands, result, loc, attrs)  # may add the reduction's reduce_mask to attrs
+    op = Op(name, ir_operands, attrs, result, loc, mask)
     builder.emit(op)
     return op
 
@@ -165,31 +166,49 @@ def _result_dtype(spec, operands) -> str:
     return result
 
 
-def _reduction_input(spec, operands) -> Access | None:
-    """The tile a free-axis reduction reads, for ops with ``axis``/``keepdims`` attributes."""
-    names = {a.name for a in spec.attrs}
-    if not {"axis", "keepdims"} <= names:
+def _reduction(spec, operands, attrs) -> tuple[Access, set[int], dict[str, str]] | None:
+    """For an op that reduces free axes of its first operand: that operand, its reduced axes and the renaming of
+    its kept axes to the result's (``nl`` reductions and ``nisa.tensor_reduce`` by ``axis``/``keepdims``,
+    ``nisa.bn_stats`` every free axis into its statistics)."""
+    if reduce_mask_operand(spec) is None:
         return None
-    tiles = [v for v in operands.values() if isinstance(v, Access)]
-    return tiles[0] if tiles else None
+    data = operands.get(spec.operands[0].name)
+    if not isinstance(data, Access):
+        return None
+    rank = len(data.shape)
+    if "axis" not in attrs:  # bn_stats: the partition axis is kept
+        return data, set(range(1, rank)), {"d0": "d0"}
+    reduced = set(shape_rules.normalize_axes(attrs["axis"], rank))
+    if attrs["keepdims"]:
+        return data, reduced, {f"d{k}": f"d{k}" for k in range(rank) if k not in reduced}
+    kept = [k for k in range(rank) if k not in reduced]
+    return data, reduced, {f"d{k}": f"d{j}" for j, k in enumerate(kept)}
 
 
-def _mask_over_result(op_name, mask: MaskValue, in_rank: int, out_rank: int, attrs, loc) -> Mask:
-    """A reduction's mask written over its input's axes (``mask=(i0 < n)`` with ``i0`` from a 5-D mgrid), moved
-    to the result's axes. Conditions on a reduced axis would change what is summed, which a mask cannot do."""
-    reduced = set(shape_rules.normalize_axes(attrs["axis"], in_rank))
-    kept = [k for k in range(in_rank) if k not in reduced]
-    rename = {f"d{k}": f"d{j}" for j, k in enumerate(kept)}
-    aligned = mask.aligned(in_rank)
-    bad = sorted(v for v in aligned.vars() if var_kind(v) == "axis" and var_number(v) in reduced)
-    if bad:
-        raise NkiTraceError(
-            f"the mask constrains reduced axis {', '.join(bad)}; a mask may only select kept (e.g. partition) axes",
-            loc,
-            op_name,
-        )
-    moved = aligned.rename(rename)
-    if any(var_number(v) >= out_rank for v in moved.vars() if var_kind(v) == "axis"):
+def _reduction_mask(op_name, spec, mask: MaskValue, red, out_rank: int, attrs: dict, loc) -> Mask | None:
+    """A reduction's mask written over its input's axes. Constraints on kept axes become the op's mask, over the
+    result's axes (where it writes); when some constraint names a reduced axis the whole mask is also kept over
+    the input as ``reduce_mask`` (set in ``attrs``): masked-off elements take no part in the reduction."""
+    data, reduced, rename = red
+    aligned = mask.aligned(len(data.shape))
+    kept, on_reduced = [], False
+    for c in aligned.constraints:
+        axes = {var_number(v) for v in c.vars() if var_kind(v) == "axis"}
+        if axes & reduced:
+            on_reduced = True
+        else:
+            kept.append(c.rename(rename))
+    if on_reduced:
+        if spec.fn in ("mean", "var"):
+            raise NkiTraceError(
+                f"the mask constrains a reduced axis of {op_name}, whose element count it would change; reduce "
+                f"with nl.sum under the mask and divide by the count of unmasked elements",
+                loc,
+                op_name,
+            )
+        attrs[REDUCE_MASK.name] = aligned
+    moved = Mask.of(*kept) if kept else None
+    if moved is not None and any(var_number(v) >= out_rank for v in moved.vars() if var_kind(v) == "axis"):
         raise NkiTraceError(f"mask of rank {len(mask.shape)} does not fit the result of rank {out_rank}", loc, op_name)
     return moved
 
@@ -206,9 +225,11 @@ def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
     else:
         written = [operands[o.name] for o in spec.writes if o.name in operands]
         ndim = len(written[0].shape) if written else len(mask.shape)
-    reduced = _reduction_input(spec, operands)
-    if reduced is not None and len(mask.shape) == len(reduced.shape) and len(mask.shape) != ndim:
-        return _mask_over_result(op_name, mask, len(reduced.shape), ndim, attrs, loc)
+    red = _reduction(spec, operands, attrs)
+    # A reduction's mask ranges over its input (NKI's iteration space of the instruction) when written at the
+    # input's rank; bn_stats's result axes (the statistics) cannot be masked, so its mask always does.
+    if red is not None and (len(mask.shape) == len(red[0].shape) or "axis" not in attrs):
+        return _reduction_mask(op_name, spec, mask, red, ndim, attrs, loc)
     if len(mask.shape) > ndim:
         raise NkiTraceError(f"mask of rank {len(mask.shape)} is applied to an op of rank {ndim}", loc, op_name)
     aligned = mask.aligned(ndim)

@@ -170,6 +170,14 @@ class OpContext:
             return v.value
         return self.state.read(v)
 
+    def reduced_valid(self, name: str):
+        """For a reduction under a ``reduce_mask`` (over operand ``name``'s axes): the boolean array of the
+        operand's elements that take part; None without one."""
+        mask = self.op.attrs.get("reduce_mask")
+        if mask is None:
+            return None
+        return evaluate_mask(mask, tuple(self.op.operands[name].shape), self.state.ivars).full()
+
     def dtype(self, name: str) -> str:
         v = self.op.operands[name]
         return v.tensor.type.dtype if isinstance(v, Access) else "float32"

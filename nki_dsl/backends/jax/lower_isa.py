@@ -181,17 +181,20 @@ def tensor_reduce(ctx: OpContext) -> Lowered:
     return Lowered(jnp.negative(value) if ctx.op.attrs["negate"] else value)
 
 
-def _bn_stats(x):
-    """``[P, 6]``: (count, mean, count * var) of the even-indexed, then the odd-indexed free elements."""
+def _bn_stats(x, keep=None):
+    """``[P, 6]``: (count, mean, count * var) of the even-indexed, then the odd-indexed free elements; with
+    ``keep`` (a boolean array over ``x``, the op's ``reduce_mask``) only of the elements it keeps."""
     x = x.astype(F32).reshape(x.shape[0], -1)
+    keep = jnp.ones(x.shape, bool) if keep is None else jnp.broadcast_to(keep, x.shape).reshape(x.shape)
     cols = []
-    for part in (x[:, 0::2], x[:, 1::2]):
-        n = part.shape[1]
-        if n == 0:
+    for part, ok in ((x[:, 0::2], keep[:, 0::2]), (x[:, 1::2], keep[:, 1::2])):
+        if part.shape[1] == 0:
             cols += [jnp.zeros((x.shape[0],), F32)] * 3
             continue
-        mean = part.sum(axis=1, dtype=F32) / F32(n)
-        cols += [jnp.full((x.shape[0],), n, F32), mean, jnp.square(part - mean[:, None]).sum(axis=1, dtype=F32)]
+        n = ok.sum(axis=1).astype(F32)
+        mean = jnp.where(ok, part, F32(0)).sum(axis=1, dtype=F32) / jnp.maximum(n, F32(1))
+        m2 = jnp.where(ok, jnp.square(part - mean[:, None]), F32(0)).sum(axis=1, dtype=F32)
+        cols += [n, mean, m2]
     return jnp.stack(cols, axis=1)
 
 
@@ -206,7 +209,8 @@ def _bn_aggr(x):
 
 
 def bn_stats(ctx: OpContext) -> Lowered:
-    return Lowered(_bn_stats(ctx.read("data")))
+    data = ctx.read("data")
+    return Lowered(_bn_stats(data, ctx.reduced_valid("data")))
 
 
 def bn_aggr(ctx: OpContext) -> Lowered:

@@ -16,6 +16,7 @@ from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, REDUCTIONS, UNARY
 from nki_dsl.errors import NkiError
+from nki_dsl.ir.functions import reduction_identity
 from nki_dsl.ir.ops import OPS
 
 HIGHEST = lax.Precision.HIGHEST  # fp32 products on every device (GPUs and TPUs default to lower precision)
@@ -94,7 +95,12 @@ def reduce(ctx: OpContext) -> Lowered:
 def reduction(ctx: OpContext, operand: str, fn: str):
     """The ``fn``-reduction of tile ``operand`` along the op's ``axis`` / ``keepdims`` attributes."""
     axis, keepdims = tuple(ctx.op.attrs["axis"]), ctx.op.attrs["keepdims"]
-    value = REDUCTIONS[fn](ctx.read(operand), axis, keepdims)
+    data = ctx.read(operand)
+    valid = ctx.reduced_valid(operand)
+    if valid is not None:  # masked-off elements of the reduced axes count as the reduction's identity
+        data = jnp.asarray(data)
+        data = jnp.where(valid, data, reduction_identity(fn, data.dtype))
+    value = REDUCTIONS[fn](data, axis, keepdims)
     return value.reshape(ctx.shape)
 
 

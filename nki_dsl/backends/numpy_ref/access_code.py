@@ -15,14 +15,15 @@ import numpy as np
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_var
 
-_BOX_OFFSET = re.compile(r"_lo[0-9]+|0")  # a mask box's start: the emitter's _lo<k>, or 0 (OpContext.box)
+# a mask box's start: the emitter's _lo<k> (OpContext.box), _rlo<k> (a reduction's reduce_mask box), or 0
+_BOX_OFFSET = re.compile(r"_r?lo[0-9]+|0")
 
 
 def affine_code(e: Affine) -> str:
     """An affine expression over loop indices, program ids and box offsets as Python source."""
     parts = []
     for v, c in e.terms:  # names and ints checked: IR that skipped the verifier cannot smuggle source in here
-        v = v if _BOX_OFFSET.fullmatch(v) else py_var(v)  # _lo<k>: the emitter's own mask-box offsets
+        v = v if _BOX_OFFSET.fullmatch(v) else py_var(v)  # _lo<k>, _rlo<k>: the emitter's own mask-box offsets
         parts.append(v if c == 1 else f"{py_int(c)}*{v}")
     if e.const or not parts:
         parts.append(py_int(e.const))

@@ -296,6 +296,65 @@ class OpContext:
         index = tuple(e.substitute(env) for e in access.index)
         return index, tuple(shape)
 
+    def reduced_read(self, name: str, axes: str | dict[int, int]) -> tuple[str, str | None, list[str]]:
+        """Operand ``name`` of a reduction as ``read(name, axes)`` gives it, further cut along its reduced axes to
+        the bounding box of the op's ``reduce_mask`` single-axis conditions (so the read stays in its tensor).
+        Returns the read, the source of a boolean array over it that is False where the mask's conditions over
+        several axes exclude an element (None when there are none), and each operand axis's box start (source)."""
+        access: Access = self.op.operands[name]
+        mask = self.op.attrs.get("reduce_mask")
+        if mask is None:
+            return self.read(name, axes), None, ["0"] * len(access.shape)
+        if axes == "aligned":
+            offset = len(self.shape) - len(access.shape)
+            axes = {a: a - offset for a in range(len(self.shape)) if a - offset >= 0}
+        box: dict[int, tuple[str, str, str]] = {}  # operand axis -> (lo, hi, extent), the op mask's box first
+        for a, names in self.box.items():
+            k = axes.get(a)
+            if k is not None and 0 <= k < len(access.shape) and access.shape[k] == self.shape[a]:
+                box[k] = names
+        bounds: dict[int, tuple[list[str], list[str]]] = {}
+        multi = []
+        for c in mask.constraints:
+            on = {var_number(v): k for v, k in c.terms if _is_axis(v)}
+            if len(on) > 1:
+                multi.append(c)
+            elif len(on) == 1 and next(iter(on)) not in box:  # kept-axis and axis-free conditions: op.mask's box
+                (k, coef), = on.items()
+                rest = affine_code(Affine(tuple((v, x) for v, x in c.terms if not _is_axis(v)), c.const))
+                lo, hi = bounds.setdefault(k, ([], []))
+                (lo if coef > 0 else hi).append(f"-(({rest}) // {coef})" if coef > 0 else f"({rest}) // {-coef} + 1")
+        for k, (lo, hi) in sorted(bounds.items()):
+            names = (f"_rlo{k}", f"_rhi{k}", f"_rn{k}")
+            self.e.line(f"{names[0]} = max(0, {', '.join(lo)})" if lo else f"{names[0]} = 0")
+            top = f"min({py_int(access.shape[k])}, {', '.join(hi)})" if hi else py_int(access.shape[k])
+            self.e.line(f"{names[1]} = max({names[0]}, {top})")
+            self.e.line(f"{names[2]} = {names[1]} - {names[0]}")
+            box[k] = names
+        env = {f"d{k}": Affine.var(f"d{k}") + Affine.var(lo) for k, (lo, _, _) in box.items() if lo != "0"}
+        index = tuple(e.substitute(env) for e in access.index)
+        shape = tuple(box[k][2] if k in box else str(s) for k, s in enumerate(access.shape))
+        read = access_code(tensor_var(access.tensor.name), index, shape, self.e.const).read
+        valid = None
+        if multi:
+            ndim = len(access.shape)
+            parts = []
+            for c in multi:
+                terms = []
+                for v, coef in c.terms:
+                    if _is_axis(v):
+                        k = var_number(v)
+                        lo, hi, _ = box.get(k, ("0", str(access.shape[k]), None))
+                        view = tuple(-1 if j == k else 1 for j in range(ndim))
+                        terms.append(f"{py_int(coef)} * np.arange({lo}, {hi}).reshape({view})")
+                    else:
+                        terms.append(f"{py_int(coef)} * {py_var(v)}")
+                terms.append(py_int(c.const))
+                parts.append(f"(({' + '.join(terms)}) >= 0)")
+            valid = " & ".join(parts)
+        starts = [box[k][0] if k in box else "0" for k in range(len(access.shape))]
+        return read, valid, starts
+
     def dtype(self, name: str) -> str:
         v = self.op.operands[name]
         return v.tensor.type.dtype if isinstance(v, Access) else "float32"

@@ -15,8 +15,10 @@ from nki_dsl.backends.numpy_ref.access_code import affine_code
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.lower_language import TRANSPOSED, reduction
+from nki_dsl.backends.numpy_ref.masked import embed
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm
+from nki_dsl.ir.source_safe import py_int
 
 F32 = np.float32
 # The value an accumulator register resets to, per reduction.
@@ -221,6 +223,22 @@ def _bn_stats(data) -> np.ndarray:
     return out
 
 
+def _bn_stats_masked(data, keep) -> np.ndarray:
+    """``_bn_stats`` counting only the elements where ``keep`` holds (parity by position in the access); a
+    partition with no element of a parity gets (0, 0, 0) for it."""
+    x = np.asarray(data, dtype=F32).reshape(np.shape(data)[0], -1)
+    keep = np.asarray(keep).reshape(x.shape)
+    out = np.zeros((x.shape[0], 6), dtype=F32)
+    for k, (part, ok) in enumerate(((x[:, 0::2], keep[:, 0::2]), (x[:, 1::2], keep[:, 1::2]))):
+        n = ok.sum(axis=1).astype(F32)
+        total = np.where(ok, part, F32(0)).sum(axis=1, dtype=F32)
+        mean = np.divide(total, n, out=np.zeros_like(total), where=n > 0)
+        out[:, 3 * k] = n
+        out[:, 3 * k + 1] = mean
+        out[:, 3 * k + 2] = np.where(ok, np.square(part - mean[:, None]), F32(0)).sum(axis=1, dtype=F32)
+    return out
+
+
 def _bn_aggr(data) -> np.ndarray:
     """``[P, 2]`` mean and population variance from (count, mean, M2) triples, combined in fp32 (Chan et al.)."""
     g = np.asarray(data, dtype=F32).reshape(np.shape(data)[0], -1, 3)
@@ -232,7 +250,16 @@ def _bn_aggr(data) -> np.ndarray:
 
 
 def bn_stats(ctx: OpContext) -> Lowered:
-    return Lowered(_cut(ctx, f"{ctx.e.const(_bn_stats)}({ctx.read('data', axes=PARTITION)})", done=PARTITION))
+    if "reduce_mask" not in ctx.op.attrs:
+        return Lowered(_cut(ctx, f"{ctx.e.const(_bn_stats)}({ctx.read('data', axes=PARTITION)})", done=PARTITION))
+    # Under a mask over the free axes: the elements it keeps, each at its position in the access (even / odd).
+    data, valid, starts = ctx.reduced_read("data", axes=PARTITION)
+    access: Access = ctx.op.operands["data"]
+    shape = ", ".join([ctx.box[0][2] if 0 in ctx.box else py_int(access.shape[0])]
+                      + [py_int(s) for s in access.shape[1:]]) + ","  # fmt: skip
+    starts[0] = "0"  # the partition box is the op mask's: data is already cut to it
+    placed = f"{ctx.e.const(embed)}({data}, {valid or 'None'}, ({', '.join(starts)},), ({shape}))"
+    return Lowered(_cut(ctx, f"{ctx.e.const(_bn_stats_masked)}(*{placed})", done=PARTITION))
 
 
 def bn_aggr(ctx: OpContext) -> Lowered:

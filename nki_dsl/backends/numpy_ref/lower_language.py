@@ -10,6 +10,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.backends.numpy_ref.masked import masked_reduce
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, UNARY_NL
 from nki_dsl.ir.ops.language import REDUCTIONS as NL_REDUCTIONS
@@ -94,8 +95,12 @@ def reduction(ctx: OpContext, operand: str, fn: str) -> str:
     axis, keepdims = tuple(ctx.op.attrs["axis"]), ctx.op.attrs["keepdims"]
     # Without keepdims, result axis j is the j-th kept input axis (a trailing size-1 free axis has none).
     kept = [k for k in range(len(ctx.op.operands[operand].shape)) if k not in axis]
-    data = ctx.read(operand, axes="aligned" if keepdims else dict(enumerate(kept)))
-    value = f"{REDUCTIONS[fn]}({data}, axis={axis}, keepdims={keepdims})"
+    axes = "aligned" if keepdims else dict(enumerate(kept))
+    if "reduce_mask" in ctx.op.attrs:  # masked-off elements of the reduced axes do not take part
+        data, valid, _ = ctx.reduced_read(operand, axes)
+        value = f"{ctx.e.const(masked_reduce)}({fn!r}, {data}, {valid or 'None'}, {axis}, {keepdims})"
+    else:
+        value = f"{REDUCTIONS[fn]}({ctx.read(operand, axes=axes)}, axis={axis}, keepdims={keepdims})"
     if not keepdims and len(kept) < len(ctx.shape):
         value = f"{value}.reshape({ctx.box_shape()})"
     return value

@@ -82,7 +82,8 @@ def _analyse(stream, lf: LoopFacts) -> bool:
     steps: dict[int, set] = {}  # tracked HBM key -> per-iteration index steps of its accesses (None: fixed)
     engines, ports = set(), set()
     for op, write, t in lf.instructions:
-        masks = [m for m in (op.mask, write.mask if write is not None else None) if m is not None]
+        masks = [m for m in (op.mask, write.mask if write is not None else None, op.attrs.get("reduce_mask"))
+                 if m is not None]
         if masks and (any(v == var for m in masks for c in m.constraints for v, _ in c.terms)
                       or not all(_never_clipped(stream, a, var) for a in (*t.reads, *t.writes) if _depends(a, var))):
             return False  # a mask that may switch the instruction off or shrink it in some iterations only
@@ -126,13 +127,19 @@ def _count(body: list) -> int:
     return n
 
 
+def is_clipped(op, write) -> bool:
+    """Whether an instruction's regions are clipped to their tensors: masked ones may index past a tensor where
+    the mask is off (a reduction's ``reduce_mask`` too)."""
+    return op.mask is not None or "reduce_mask" in op.attrs or (write is not None and write.mask is not None)
+
+
 def _replay(stream, k: int, lf: LoopFacts) -> list[str]:
     """``_replay<k>(_rp, _n, *outer, _lo, _hi)``: ``_rp(instruction number, reads, writes)`` for the moving-tensor
     accesses of iterations ``range(_lo, _hi, step)``; ``_n`` numbers the first instruction of ``_lo``."""
     addresses = stream.addresses
     templates = {id(op): t for op, _, t in lf.instructions}
     # masked instructions' regions are clipped to the tensor, as the stream writes them
-    clipped = {id(op) for op, w, _ in lf.instructions if op.mask is not None or (w is not None and w.mask is not None)}
+    clipped = {id(op) for op, w, _ in lf.instructions if is_clipped(op, w)}
 
     def moving(a) -> bool:
         return not a.tensor.type.buffer.on_chip and addresses.key_of(a.tensor.name) in lf.moving

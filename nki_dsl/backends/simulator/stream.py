@@ -24,7 +24,7 @@ from itertools import product
 
 from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
-from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops
+from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops, is_clipped
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.source_safe import py_int, py_var
@@ -118,7 +118,7 @@ class Stream:
         for a in t.writes:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
-        clip = op.mask is not None or (write is not None and write.mask is not None)
+        clip = is_clipped(op, write)
         r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads) + ")"
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
         first = write.attrs.get("zero_first", "") if write is not None else ""

@@ -33,6 +33,7 @@ from nki_dsl.ir.ops.spec import (
     DECLARED,
     HBM,
     ON_CHIP,
+    REDUCE_MASK,
     REQUIRED,
     AttrKind,
     AttrSpec,
@@ -43,6 +44,7 @@ from nki_dsl.ir.ops.spec import (
     OpSpec,
     Permutation,
     Role,
+    reduce_mask_operand,
 )
 
 OPS: dict[str, OpSpec] = {}
@@ -60,4 +62,5 @@ def get(name: str) -> OpSpec:
 
 
 __all__ = ["OPS", "NAMES", "get", "OpSpec", "OperandSpec", "AttrSpec", "AttrKind", "DtypeRule", "Engine", "Family",
-           "Role", "Permutation", "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER"]  # fmt: skip
+           "Role", "Permutation", "DECLARED", "REQUIRED", "ON_CHIP", "HBM", "ANY_BUFFER",
+           "REDUCE_MASK", "reduce_mask_operand"]  # fmt: skip

@@ -13,6 +13,7 @@ from nki_dsl.ir import functions
 from nki_dsl.ir.ops import shapes as rules
 from nki_dsl.ir.ops.spec import (
     ANY_BUFFER,
+    REDUCE_MASK,
     REQUIRED,
     TRANSPOSE_2D,
     AttrKind,
@@ -280,10 +281,11 @@ ISA_OPS: list[OpSpec] = [
     # -- Vector engine: reductions and statistics ----------------------------------------------------------------
     OpSpec("nisa.tensor_reduce", INSTRUCTION, (DATA,),
            (_fn("op", REDUCE_OPS), AttrSpec("axis", AttrKind.INTS), AttrSpec("negate", AttrKind.BOOL, False),
-            AttrSpec("keepdims", AttrKind.BOOL, False)),
+            AttrSpec("keepdims", AttrKind.BOOL, False), REDUCE_MASK),
            result_dtype=FIRST, shape=_tensor_reduce_shape, engine="vector",
            doc="op-reduction of data along free axes; negated when negate"),
-    OpSpec("nisa.bn_stats", INSTRUCTION, (DATA,), result_dtype=FIRST, shape=_bn_stats_shape, engine="vector",
+    OpSpec("nisa.bn_stats", INSTRUCTION, (DATA,), (REDUCE_MASK,), result_dtype=FIRST, shape=_bn_stats_shape,
+           engine="vector",
            doc="per partition: count, mean, count*var of the even elements, then of the odd elements"),
     OpSpec("nisa.bn_aggr", INSTRUCTION, (DATA,), result_dtype=FIRST, shape=_bn_aggr_shape, engine="vector",
            doc="mean and population variance per partition from concatenated (count, mean, count*var) groups"),

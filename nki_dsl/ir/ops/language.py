@@ -9,6 +9,7 @@ from nki_dsl.ir.ops.spec import (
     DECLARED,
     HBM,
     ON_CHIP,
+    REDUCE_MASK,
     AttrKind,
     AttrSpec,
     DtypeRule,
@@ -64,7 +65,7 @@ def _binary(name: str) -> OpSpec:
 
 def _reduce(name: str, fn: str) -> OpSpec:
     return OpSpec(f"nl.{name}", Family.REDUCE, (X,),
-                  (AttrSpec("axis", AttrKind.INTS), AttrSpec("keepdims", AttrKind.BOOL, False)),
+                  (AttrSpec("axis", AttrKind.INTS), AttrSpec("keepdims", AttrKind.BOOL, False), REDUCE_MASK),
                   shape=shape_rules.reduce_axes("x"), result_dtype=FIRST, fn=fn)  # fmt: skip
 
 

@@ -173,6 +173,18 @@ class AttrSpec:
         object.__setattr__(self, "kind", AttrKind(self.kind))
 
 
+# The kernel's mask over a reduction's input (its first operand), present only when the mask constrains reduced
+# axes: elements where it fails take no part in the reduction (reference/nki.md §1.3 masks; NKI runs
+# ``nl.sum(x, axis=1, mask=...)`` over masked columns). ``Op.mask`` keeps the constraints on kept axes, renamed to
+# the result's axes: where the result is written.
+REDUCE_MASK = AttrSpec("reduce_mask", AttrKind.MASK, None, implicit=True)
+
+
+def reduce_mask_operand(spec: OpSpec) -> str | None:
+    """The operand ``reduce_mask`` ranges over, for ops that take one."""
+    return spec.operands[0].name if any(a.name == REDUCE_MASK.name for a in spec.attrs) else None
+
+
 # A result rule maps (operand shapes by name, attrs) to the result shape; operands that are immediates are absent.
 ShapeRule = Callable[[dict[str, tuple[int, ...]], dict[str, object]], tuple[int, ...]]
 

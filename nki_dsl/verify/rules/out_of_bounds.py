@@ -6,7 +6,7 @@ Ranges are static: a loop index spans ``[start, last]``, ``pid<N>`` spans the la
 access extent. A mask narrows them: a constraint on one variable narrows that variable, and a constraint on a
 multiple of the index expression itself (the ragged-edge idiom ``mask=(i_p < n)`` with ``i_p`` the index) bounds
 the index directly. The mask ranges over the op's iteration space; its axes apply to an access whose extents
-line up with it, right-aligned.
+line up with it, right-aligned; a reduction's input is read under the op's ``reduce_mask`` (over its own axes).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from math import ceil, floor
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import Affine, format_affine, var_kind
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import OPS, REDUCE_MASK, reduce_mask_operand
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.integer_sets import at_least, maximum
@@ -119,10 +119,14 @@ def _scalar_vars(expr: Affine, loops: tuple[Loop, ...], ranges: Ranges) -> str:
 
 def _mask_for(op: Op, a: Access) -> list[Affine]:
     """The op's mask constraints in the access's own axis names; constraints on axes that do not line up with
-    the access are dropped (they cannot be related to its indices)."""
+    the access are dropped (they cannot be related to its indices). A reduction's input is read under its
+    ``reduce_mask``, which ranges over that operand's axes."""
+    spec = OPS[op.name]
+    reduced = reduce_mask_operand(spec)
+    if reduced is not None and op.attrs.get(REDUCE_MASK.name) is not None and op.operands.get(reduced) is a:
+        return list(op.attrs[REDUCE_MASK.name].constraints)
     if op.mask is None:
         return []
-    spec = OPS[op.name]
     space = iteration_shape(op, spec) or ()
     constraints = op.mask.constraints
     perm = _operand_axes(op, spec)
