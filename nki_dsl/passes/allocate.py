@@ -3,12 +3,15 @@ simulator reads to know which buffer region an instruction touches (so it can fi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.passes.engines import fused_writes
 from nki_dsl.targets import Target
+from nki_dsl.verify.program import Program
+from nki_dsl.verify.psum_buffers import block_local, block_range, kernel_grid
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,9 @@ class Placement:
     bytes_per_partition: int
     buffers: int = 1
     loop: str | None = None  # the loop variable whose iteration picks the copy (the tensor's innermost loop)
+    # Block-local PSUM tensor (verify/psum_buffers.py): its blocks share one block's space, so the block index
+    # does not move the address; the rotating copy (by ``loop``) does.
+    shared_blocks: bool = False
 
     @property
     def footprint(self) -> int:
@@ -63,6 +69,7 @@ class _Live:
     end: int
     loop_span: tuple[int, int, int] | None  # innermost enclosing loop's (start, end, trip count), if it iterates
     loop_var: str | None = None
+    block_bytes: int | None = None  # a block-local tensor: the bytes per partition of one block (all it takes)
 
     def interval(self, buffers: int) -> tuple[int, int]:
         # Rotating copies are in use across iterations: the tensor holds its space for the whole loop body.
@@ -96,7 +103,7 @@ def allocate(kernel, t: Target) -> Allocation:
 
 
 def _size(lv: _Live, unit: int) -> int:
-    n = lv.tensor.type.bytes_per_partition
+    n = lv.tensor.type.bytes_per_partition if lv.block_bytes is None else lv.block_bytes
     return -(-n // unit) * unit  # PSUM tiles take whole 2 KiB banks, so each starts on a bank boundary
 
 
@@ -123,7 +130,7 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=()) -> d
             return None
         ty = lv.tensor.type
         p = Placement(lv.tensor.name, buffer, 0, ty.partitions, offset, size, buffers,
-                      lv.loop_var if buffers > 1 else None)
+                      lv.loop_var if buffers > 1 else None, lv.block_bytes is not None)
         placed.append((lv, p))
         out[p.tensor] = p
     return out
@@ -215,6 +222,7 @@ def live_ranges(kernel) -> list[_Live]:
 
     walk(kernel.body, ())
     lives: dict[str, _Live] = {}
+    local = _block_local(kernel, spans, fused)
     def_loops: dict[str, tuple] = {}
     for pos, (op, loops) in enumerate(order):
         assert isinstance(op, Op)
@@ -230,4 +238,25 @@ def live_ranges(kernel) -> list[_Live]:
                     if lp not in def_loops[v.tensor.name]:
                         end = max(end, spans[id(lp)][1])
                 lv.end = max(lv.end, end)
+    for name, lv in local.items():
+        lives[name] = lv
     return list(lives.values())
+
+
+def _block_local(kernel, spans, fused) -> dict[str, _Live]:
+    """Block-local PSUM tensors (the verifier's ``psum_buffers``, so the two agree on what fits): one block's
+    banks, live over one iteration of the loop that picks the block, rotating with that loop."""
+    prog = Program(kernel)
+    out = {}
+    for t, site in prog.defs.items():
+        if t.type.buffer.value != "psum" or t.name in fused:
+            continue
+        local = block_local(prog, t, site, kernel_grid(kernel))
+        if local is None:
+            continue
+        start, end = block_range(prog, t, local.loop)
+        rotate = local.rotate
+        inner = spans[id(rotate)] if rotate is not None else None
+        one = t.type.bytes_per_partition // math.prod(t.type.block_shape)
+        out[t.name] = _Live(t, site.op, start, end, inner, rotate.var if rotate is not None else None, one)
+    return out

@@ -70,7 +70,9 @@ class _Printer:
         ty = a.tensor.type
         item = dtypes.get(ty.dtype).itemsize
         par = ty.par_axis if ty.buffer.on_chip else None  # HBM is linear: every dimension has a byte stride
-        strides = _row_major(ty.shape, par)
+        placed = self.alloc.placements.get(a.tensor.name)
+        shared = placed is not None and placed.shared_blocks  # blocks share one block's space: no block stride
+        strides = _row_major(ty.shape, par, skip=par if shared else 0)
         offset = sum((_at_origin(e) * (s * item) for e, s in zip(a.index, strides)), Affine())
         ap = []
         for k in range(len(a.shape)):
@@ -97,10 +99,11 @@ def _at_origin(e: Affine) -> Affine:
     return e.substitute({v: 0 for v in e.vars() if v.startswith("d")})
 
 
-def _row_major(shape, par_axis: int | None) -> list[int]:
+def _row_major(shape, par_axis: int | None, skip: int = 0) -> list[int]:
     """Element stride of each dimension: HBM tensors are row-major; on-chip ones row-major over their free
-    dimensions within a partition (the partition dimension has no byte stride)."""
-    free = [k for k in range(len(shape)) if k != par_axis]
+    dimensions within a partition (the partition dimension has no byte stride). The first ``skip`` dimensions
+    (a block-local tensor's blocks) have none either."""
+    free = [k for k in range(skip, len(shape)) if k != par_axis]
     strides = [0] * len(shape)
     for k in free:
         strides[k] = math.prod(shape[j] for j in free if j > k)

@@ -48,6 +48,7 @@ class Program:
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
         self.sites: list[Site] = []
+        self.loop_start: dict[Loop, int] = {}  # position of a loop's first op (its last op's, if it has none)
         self.loop_end: dict[Loop, int] = {}
         self.defs: dict[Tensor, Site] = {}
         self.uses: dict[Tensor, list[Use]] = defaultdict(list)
@@ -56,6 +57,7 @@ class Program:
     def _walk(self, body, loops: tuple[Loop, ...]) -> None:
         for stmt in body:
             if isinstance(stmt, Loop):
+                self.loop_start[stmt] = len(self.sites)
                 self._walk(stmt.body, loops + (stmt,))
                 self.loop_end[stmt] = len(self.sites) - 1
                 continue

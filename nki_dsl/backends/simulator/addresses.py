@@ -109,7 +109,8 @@ class AddressMap:
             raise ValueError(f"on-chip tensor %{access.tensor.name} has no placement in the allocation")
         item = dtypes.get(ty.dtype).itemsize
         par = ty.par_axis
-        free = [k for k in range(len(ty.shape)) if k != par]
+        # A block-local tensor's blocks share one block's space: block indices do not move the address.
+        free = [k for k in range(len(ty.shape)) if k != par and not (p.shared_blocks and k < par)]
         strides = {k: item * math.prod(ty.shape[j] for j in free if j > k) for k in free}
         base = str(p.byte_offset)
         if p.buffers > 1:

@@ -95,9 +95,11 @@ def _analyse(stream, lf: LoopFacts) -> bool:
         ports.update(t.ports)
         for a in (*t.reads, *t.writes):
             if a.tensor.type.buffer.on_chip:
-                if _depends(a, var):
-                    return False
                 p = placements[a.tensor.name]
+                # a block-local tensor's block index does not move its address (addresses.py)
+                skip = a.tensor.type.par_axis if p.shared_blocks else 0
+                if any(v == var for e in a.index[skip:] for v, _ in e.terms):
+                    return False
                 if p.buffers > 1 and p.loop == var:
                     period = math.lcm(period, p.buffers)
                 continue
