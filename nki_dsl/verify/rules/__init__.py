@@ -8,6 +8,7 @@ rules are skipped, because their facts would be meaningless on such IR.
 
 from nki_dsl.verify.rules import (
     affine_dependence,
+    double_row,
     dtype,
     mask_vars,
     matmul_shape,
@@ -35,6 +36,7 @@ _MODULES = [
     psum_tile_size,
     psum_banks,
     matmul_shape,
+    double_row,
     partition_mismatch,
     shape,
     out_of_bounds,
