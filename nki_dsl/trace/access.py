@@ -95,6 +95,14 @@ def _slice(s: slice, dim: int, loc: SourceLoc) -> tuple[Affine, int, int]:
 
 
 def _advanced(entries, loc) -> tuple[list[Affine], tuple[int, ...]]:
+    if len(entries) > 1 and any(isinstance(e, IndexValue) and e.ndim == 1 for e in entries):
+        # NKI's err_1d_arange_not_supported (reference/nki.md §1.3): a tile index has a partition and a free axis.
+        raise NkiTraceError(
+            "indexing with a 1-D nl.arange is not supported: tile indices are at least 2-D, so give the index its "
+            "axis, e.g. nl.arange(128)[:, None] for the partition dimension or nl.arange(512)[None, :] for a free "
+            "one (or use nl.mgrid)",
+            loc,
+        )
     if any(isinstance(e, slice | DynSlice) for e in entries):
         raise NkiTraceError(
             "mixing basic indexing (slices) and advanced indexing (nl.arange / nl.mgrid) in one subscript is not "

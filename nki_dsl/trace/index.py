@@ -107,6 +107,14 @@ class IndexValue:
         return IndexValue(Affine(tuple((v, c // k) for v, c in self.expr.terms), self.expr.const // k), self.shape)
 
     # -- shape manipulation (``[:, None]``) -------------------------------------------------------------------
+    def __setitem__(self, key, value) -> None:
+        # NKI: index tensors are not assignable (reference/nki.md §1.3)
+        raise NkiTraceError(
+            "an index (nl.arange, nl.mgrid, a loop variable) cannot be assigned to: it is a symbolic expression, not "
+            "data; materialise it as a tile with nisa.iota and write the tile",
+            caller_loc(),
+        )
+
     def __getitem__(self, key) -> IndexValue:
         key = key if isinstance(key, tuple) else (key,)
         mapping: dict[str, str] = {}

@@ -23,6 +23,7 @@ from nki_dsl.verify.rules import (
     sbuf_capacity,
     scope,
     shape,
+    shared_hbm_scope,
     structure,
 )
 
@@ -45,6 +46,7 @@ _MODULES = [
     affine_dependence,
     scope,
     output_written,
+    shared_hbm_scope,
     sbuf_capacity,
 ]
 
