@@ -22,6 +22,7 @@ import math
 
 from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic, SourceLoc
+from nki_dsl.ir.affine import Mask
 from nki_dsl.ir.budget import IRBudget, budget_diagnostic
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.types import Buffer
@@ -53,8 +54,9 @@ def measure(kernel: Kernel) -> dict[str, int]:
             if isinstance(v, Access):
                 m["tensor_bytes"] = max(m["tensor_bytes"], math.prod(v.shape) * COMPUTE_BYTES)
                 m["expression_terms"] = max(m["expression_terms"], *(len(e.terms) + 1 for e in v.index), 0)
-        if stmt.mask is not None:
-            m["expression_terms"] = max(m["expression_terms"], len(stmt.mask.constraints))
+        for mask in (stmt.mask, *(v for v in stmt.attrs.values() if isinstance(v, Mask))):
+            if mask is not None:  # the op's mask and mask attributes (reduce_mask, affine_select's pred)
+                m["expression_terms"] = max(m["expression_terms"], len(mask.constraints))
     return m
 
 

@@ -98,3 +98,18 @@ def test_parsed_reduce_mask_naming_an_axis_the_input_lacks_is_refused(traced, re
     assert "reduce_mask uses d2, but there are only 2 axes (d0, d1); it ranges over the axes of operand 'x'" in (
         diag.message
     )
+
+
+def test_parsed_reduce_mask_that_is_not_a_mask_is_a_structure_error(traced, reverified):
+    ir = _with_reduce_mask(traced(row_mean, X), "nl.mean", "d1 < 3")
+    (diag,) = reverified(ir).diagnostics
+    assert (diag.rule, diag.message) == ("structure", "attribute 'reduce_mask' is not a conjunction of affine "
+                                                      "constraints")
+
+
+def test_a_reduce_mask_is_measured_against_the_expression_budget(traced):
+    from nki_dsl.verify.budgets import measure
+
+    ir = traced(row_mean, X)
+    _with_reduce_mask(ir, "nl.mean", Mask.of(*(Affine.var("d1", -1) + k for k in range(300))))
+    assert measure(ir)["expression_terms"] == 300

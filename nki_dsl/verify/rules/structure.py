@@ -10,7 +10,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
-from nki_dsl.ir.ops import OPS, REQUIRED
+from nki_dsl.ir.ops import OPS, REQUIRED, AttrKind
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.targets import Target
 from nki_dsl.verify.describe import LOOP_API, ref
@@ -117,6 +117,12 @@ def _op_problems(op: Op, defined: set) -> list[str]:
         isinstance(op.mask, Mask) and all(_is_affine(c) for c in op.mask.constraints)
     ):
         out.append("mask is not a conjunction of affine constraints")
+    for a in spec.attrs:  # mask attributes (affine_select's pred, a reduction's reduce_mask) alike
+        value = op.attrs.get(a.name)
+        if a.kind is AttrKind.MASK and value is not None and not (
+            isinstance(value, Mask) and all(_is_affine(c) for c in value.constraints)
+        ):
+            out.append(f"attribute '{a.name}' is not a conjunction of affine constraints")
     return out
 
 
