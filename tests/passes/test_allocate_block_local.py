@@ -9,7 +9,7 @@ import pytest
 
 import nki_dsl as nki
 from nki_dsl.backends.simulator.prepared import prepare
-from tests.verify.test_psum_live_blocks import v8a_scores
+from tests.verify.test_psum_live_blocks import attention_v8a_style, v8a_scores
 
 TRN2 = nki.get_target("trn2")
 
@@ -46,3 +46,19 @@ def test_a_shared_bank_is_written_only_after_its_previous_block_was_read():
     for it in range(p.buffers, 16):
         # iteration it writes the copy iteration it - buffers read: not before that read ended
         assert s.start[matmul[it]] >= s.end[copy[it - p.buffers]]
+
+
+@pytest.mark.parametrize("seqlen", [512, 1024])
+def test_v8a_style_attention_runs_on_shared_banks_and_matches_float64(seqlen):
+    rng = np.random.default_rng(seqlen)
+    q, k = (rng.standard_normal((64, seqlen)).astype(np.float32) * 0.3 for _ in range(2))
+    v = rng.standard_normal((seqlen, 64)).astype(np.float32)
+    scores = q.astype(np.float64).T @ k.astype(np.float64)
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    want = p / p.sum(axis=1, keepdims=True) @ v.astype(np.float64)
+    out, _ = nki.simulate(attention_v8a_style, q, k, v, target="trn2")
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(attention_v8a_style(q, k, v), want, rtol=1e-5, atol=1e-5)
+    ir = nki.trace(attention_v8a_style, q, k, v).ir
+    shared = [p for p in prepare(ir, TRN2).allocation.placements.values() if p.shared_blocks]
+    assert len(shared) == 2 and all(p.bytes_per_partition == TRN2.psum_bank_bytes for p in shared)
