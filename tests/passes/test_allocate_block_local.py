@@ -62,3 +62,14 @@ def test_v8a_style_attention_runs_on_shared_banks_and_matches_float64(seqlen):
     ir = nki.trace(attention_v8a_style, q, k, v).ir
     shared = [p for p in prepare(ir, TRN2).allocation.placements.values() if p.shared_blocks]
     assert len(shared) == 2 and all(p.bytes_per_partition == TRN2.psum_bank_bytes for p in shared)
+
+
+def test_the_fast_profile_of_shared_banks_equals_the_instruction_by_instruction_one():
+    from nki_dsl.backends.simulator import profile
+
+    q, k = _inputs(4096)
+    ir = nki.trace(v8a_scores, q, k).ir
+    exact, fast = profile(ir, TRN2, steady=False), profile(ir, TRN2)
+    assert exact.schedule.advanced == 0
+    assert abs(fast.latency_ns - exact.latency_ns) <= 1e-6 * exact.latency_ns
+    assert fast.instructions == exact.instructions
