@@ -249,8 +249,8 @@ def _block_local(kernel, spans, fused) -> dict[str, _Live]:
     prog = Program(kernel)
     out = {}
     for t, site in prog.defs.items():
-        if t.type.buffer.value != "psum" or t.name in fused:
-            continue
+        if t.type.buffer.value != "psum" or t.name in fused or site.op.attrs.get("address"):
+            continue  # (a tensor the kernel placed keeps all its blocks where it put them, as psum_buffers counts)
         local = block_local(prog, t, site, kernel_grid(kernel))
         if local is None:
             continue

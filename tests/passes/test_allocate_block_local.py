@@ -73,3 +73,18 @@ def test_the_fast_profile_of_shared_banks_equals_the_instruction_by_instruction_
     assert exact.schedule.advanced == 0
     assert abs(fast.latency_ns - exact.latency_ns) <= 1e-6 * exact.latency_ns
     assert fast.instructions == exact.instructions
+
+
+def test_a_block_tensor_the_kernel_placed_keeps_every_block():
+    import copy
+
+    from nki_dsl.passes import run_pipeline
+    from nki_dsl.passes.allocate import allocate
+
+    q, k = _inputs(512)
+    ir = copy.deepcopy(nki.trace(v8a_scores, q, k).ir)
+    (alloc,) = [s for s in ir.body if getattr(s, "name", None) == "alloc" and s.result.type.buffer.value == "psum"]
+    alloc.attrs["address"] = (0, 2048)  # its 4 blocks on banks 1..4, as the kernel chose
+    low = run_pipeline(ir, TRN2)
+    p = allocate(low, TRN2).placements[alloc.result.name]
+    assert not p.shared_blocks and (p.byte_offset, p.bytes_per_partition) == (2048, 4 * 2048)
