@@ -193,3 +193,20 @@ def test_layernorm_v2_over_a_ragged_hidden_size_matches_numpy(backend):
     mean, var = x64.mean(axis=1, keepdims=True), x64.var(axis=1, keepdims=True)
     want = (x64 - mean) / np.sqrt(var + eps) * f64(gamma) + f64(beta)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@nki.jit
+def window_past_the_end(x):
+    """Row sums of the 512-column window starting at column 500 of a [128, 1000] tile, masked to the tile."""
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    xt = nl.load(x)
+    nl.store(out, value=nl.sum(xt[i_p, 500 + i_f], axis=1, mask=(500 + i_f < x.shape[1])))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_masked_reduction_window_past_the_tile_end_reads_only_the_tile(backend):
+    x = np.random.default_rng(4).uniform(-1, 1, size=(128, 1000)).astype(np.float32)
+    got = np.asarray(run(window_past_the_end, x, backend=backend))
+    np.testing.assert_allclose(got[:, 0], f64(x)[:, 500:].sum(axis=1), rtol=1e-5, atol=1e-5)
