@@ -88,3 +88,16 @@ def test_a_block_tensor_the_kernel_placed_keeps_every_block():
     low = run_pipeline(ir, TRN2)
     p = allocate(low, TRN2).placements[alloc.result.name]
     assert not p.shared_blocks and (p.byte_offset, p.bytes_per_partition) == (2048, 4 * 2048)
+
+
+def test_kernels_the_verifier_accepts_at_exactly_eight_banks_are_placed():
+    from tests.verify.test_psum_live_blocks import _held_then_blocks, eight_products
+
+    x = np.random.default_rng(7).standard_normal((128, 512)).astype(np.float32)
+    x64 = x.astype(np.float64)
+    blocks = sum(x64[:, i * 128:(i + 1) * 128].T @ x64 for i in range(4))
+    cases = [(_held_then_blocks(7, shared=True), blocks), (_held_then_blocks(4, shared=False), blocks),
+             (eight_products, 8 * (x64[:, :128].T @ x64))]  # fmt: skip
+    for kernel, want in cases:
+        out, _ = nki.simulate(kernel, x, target="trn2")  # lowered, allocated in 8 banks, simulated
+        np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
