@@ -150,14 +150,7 @@ def written_into_destination(prog: Program, t: Tensor, site: Site) -> bool:
     if len(uses) != 1 or uses[0].name != "src" or uses[0].site.op.name != "assign":
         return False
     nxt = uses[0].site
-    return nxt.pos == site.pos + 1 and nxt.loops == site.loops and not _loop_boundary_between(prog, site, nxt)
-
-
-def _loop_boundary_between(prog: Program, a: Site, b: Site) -> bool:
-    """Whether a loop ends or starts between two consecutive sites of one body (a loop nested between them)."""
-    return any(a.pos <= end < b.pos for end in prog.loop_end.values()) or any(
-        a.pos < start <= b.pos for start in prog.loop_start.values()
-    )
+    return nxt.pos == site.pos + 1 and nxt.loops == site.loops
 
 
 # -- block-local tensors --------------------------------------------------------------------------------------------

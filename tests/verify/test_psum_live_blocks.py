@@ -218,3 +218,34 @@ def test_kernel_placed_tensors_on_the_same_bank_count_once(traced):
     used = peak_banks(psum_buffers(Program(ir), target))
     assert used.total == 7
     assert sorted(b.fixed for b in used.live if b.live.tensor is allocs[1].result) == [frozenset({0})]
+
+
+def _block_read_in_an_inner_loop(held: int):
+    """One block per iteration of ``i``, read half by half in an inner loop that also makes a PSUM tile after the
+    read: the block must outlive the inner loop's every iteration, so it is live beside that tile."""
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = [nl.zeros((128, 512), nl.float32, buffer=nl.psum, name=f"held{k}") for k in range(held)]
+        blocks = nl.ndarray((4, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        x = nl.load(a)
+        total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+        for i in nl.affine_range(4):
+            blocks[i] = nisa.nc_matmul(x[:, nl.ds(i * 128, 128)], x)
+            for j in nl.affine_range(2):
+                total[:, nl.ds(j * 256, 256)] += nisa.tensor_copy(blocks[i, :, nl.ds(j * 256, 256)])
+                other = nisa.nc_matmul(x[:, nl.ds(j * 128, 128)], x[:, nl.ds(j * 256, 256)])
+                total[:, nl.ds(j * 256, 256)] += nisa.tensor_copy(other)
+        for t in acc:
+            total[...] += nl.copy(t)
+        nl.store(out, value=total)
+        return out
+
+    return kernel
+
+
+def test_a_block_read_in_an_inner_loop_is_live_through_that_loop(traced, rejected):
+    traced(_block_read_in_an_inner_loop(6), A)  # 6 held + the block + the inner tile
+    (diag,) = rejected(_block_read_in_an_inner_loop(7), A).diagnostics
+    assert diag.rule == "psum-banks" and diag.message.startswith("9 PSUM banks are in use here")
