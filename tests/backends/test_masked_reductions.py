@@ -210,3 +210,21 @@ def test_a_masked_reduction_window_past_the_tile_end_reads_only_the_tile(backend
     x = np.random.default_rng(4).uniform(-1, 1, size=(128, 1000)).astype(np.float32)
     got = np.asarray(run(window_past_the_end, x, backend=backend))
     np.testing.assert_allclose(got[:, 0], f64(x)[:, 500:].sum(axis=1), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def bn_stats_from_column_three(x):
+    out = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_f = nl.arange(x.shape[1])[None, :]
+    nl.store(out, value=nisa.bn_stats(nl.load(x), mask=(i_f >= 3)))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_masked_bn_stats_keeps_even_and_odd_by_position_in_the_tile(backend):
+    x = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    got = np.asarray(run(bn_stats_from_column_three, x, backend=backend))
+    even, odd = f64(x)[:, 4::2], f64(x)[:, 3::2]  # columns 3.. kept: 4, 6, ... are even, 3, 5, ... odd
+    want = np.stack([np.full(128, even.shape[1]), even.mean(1), even.var(1) * even.shape[1],
+                     np.full(128, odd.shape[1]), odd.mean(1), odd.var(1) * odd.shape[1]], axis=1)  # fmt: skip
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
