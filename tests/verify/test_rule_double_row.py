@@ -44,19 +44,14 @@ def test_golden_parsed_double_row_on_bf16_tiles(golden):
     golden("double-row", _parsed(text), "bf16")
 
 
-def test_parsed_double_row_shapes_and_tiling_are_the_shape_rules():
+def test_golden_parsed_double_row_shapes_and_tiling_are_the_shape_rules(golden):
     base = nki.trace(double_row, S, M).text
     tiled = base.replace("tile_position = (), tile_size = ()", "tile_position = (0, 0), tile_size = (128, 64)")
-    (diag,) = _parsed(tiled).diagnostics
-    assert (diag.rule, diag.message) == ("shape", "perf_mode=double_row cannot be combined with column tiling "
-                                                  "(tile_size [128, 64])")
+    golden("shape", _parsed(tiled), "double-row-tiling")
     four_rows = base.replace("f8e4m3[128, 2, 128]", "f8e4m3[128, 4, 64]").replace("128x2x128", "128x4x64")
-    (diag,) = _parsed(four_rows).diagnostics
-    assert diag.rule == "shape" and "perf_mode=double_row takes 'stationary' [K, 2, M]" in diag.message
+    golden("shape", _parsed(four_rows), "double-row-rows")
 
 
-def test_parsed_perf_mode_outside_the_enum_is_refused():
+def test_golden_parsed_perf_mode_outside_the_enum(golden):
     text = nki.trace(double_row, S, M).text.replace('perf_mode = "double_row"', 'perf_mode = "quad_row"')
-    error = _parsed(text)
-    assert [d.rule for d in error.diagnostics] == ["structure"]
-    assert "attribute 'perf_mode' = 'quad_row' is not one of none, double_row" in str(error)
+    golden("structure", _parsed(text), "perf-mode")
