@@ -21,6 +21,11 @@ class DType:
     np_dtype: np.dtype
     kind: str  # "float", "int", "uint" or "bool"
     short: str  # the spelling used in IR text
+    # Values one element packs: 4 for the MX storage types (``float8_e4m3fn_x4`` ...), 1 for every other dtype.
+    lanes: int = 1
+    # The dtype users see, where it is not the storage type (the packed types: a distinct NumPy dtype, so that
+    # ``t.dtype == nl.float8_e4m3fn_x4`` holds and arrays of it are recognised; their storage is raw bits).
+    public: np.dtype | None = None
 
     @property
     def itemsize(self) -> int:
@@ -30,6 +35,24 @@ class DType:
     def is_float(self) -> bool:
         return self.kind == "float"
 
+    @property
+    def is_packed(self) -> bool:
+        """An MX storage type: raw bits holding ``lanes`` narrow floats; only moved, never computed on."""
+        return self.lanes > 1
+
+    @property
+    def user_dtype(self) -> np.dtype:
+        return self.public if self.public is not None else self.np_dtype
+
+
+def _packed(name: str, storage) -> DType:
+    """An MX packed type (reference/nki.md §2.7 "dtypes", [MX]): one element = 4 values consecutive along the
+    contraction; ``float8_*_x4`` is a 32-bit element, ``float4_e2m1fn_x4`` a 16-bit one. Shapes count packed
+    elements. Stored as the raw unsigned integer of its width (kind ``uint``: copies move bits exactly), shown to
+    users as a one-field structured NumPy dtype named after it."""
+    return DType(name, np.dtype(storage), "uint", name.replace("float", "f").replace("_", ""), lanes=4,
+                 public=np.dtype([(name, storage)]))
+
 
 _TABLE = [
     DType("float32", np.dtype(np.float32), "float", "f32"),
@@ -38,6 +61,8 @@ _TABLE = [
     DType("tfloat32", np.dtype(np.float32), "float", "tf32"),
     DType("float8_e4m3", np.dtype(ml_dtypes.float8_e4m3fn), "float", "f8e4m3"),
     DType("float8_e5m2", np.dtype(ml_dtypes.float8_e5m2), "float", "f8e5m2"),
+    # MX scale: an unsigned 8-bit exponent, value 2^(e - 127), 0xFF NaN (§2.7 "dtypes"); ml_dtypes has it.
+    DType("float8_e8m0fnu", np.dtype(ml_dtypes.float8_e8m0fnu), "float", "f8e8m0"),
     DType("int32", np.dtype(np.int32), "int", "i32"),
     DType("int16", np.dtype(np.int16), "int", "i16"),
     DType("int8", np.dtype(np.int8), "int", "i8"),
@@ -45,6 +70,9 @@ _TABLE = [
     DType("uint16", np.dtype(np.uint16), "uint", "u16"),
     DType("uint8", np.dtype(np.uint8), "uint", "u8"),
     DType("bool_", np.dtype(np.bool_), "bool", "bool"),
+    _packed("float8_e4m3fn_x4", np.uint32),
+    _packed("float8_e5m2_x4", np.uint32),
+    _packed("float4_e2m1fn_x4", np.uint16),
 ]
 
 BY_NAME: dict[str, DType] = {d.name: d for d in _TABLE}
@@ -52,7 +80,10 @@ BY_SHORT: dict[str, DType] = {d.short: d for d in _TABLE}
 # Reverse map from NumPy storage dtype; tfloat32 shares float32 storage, float32 wins.
 _BY_NP: dict[np.dtype, str] = {}
 for _d in reversed(_TABLE):
-    _BY_NP[_d.np_dtype] = _d.name
+    if _d.public is None:  # a packed type's storage is the plain unsigned integer's; its public dtype names it
+        _BY_NP[_d.np_dtype] = _d.name
+    else:
+        _BY_NP[_d.public] = _d.name
 _BY_NP[np.dtype(ml_dtypes.float8_e4m3)] = "float8_e4m3"  # IEEE-style e4m3 maps to the same NKI name
 _BY_NP[np.dtype(np.float64)] = "float32"  # NumPy's default float; kernels compute it as float32
 _BY_NP[np.dtype(np.int64)] = "int32"
@@ -85,7 +116,8 @@ _SPECIAL = {
     frozenset({"int8", "uint8"}): "int16",
     frozenset({"int32", "uint32"}): "float32",
 }
-_FLOAT_RANK = {"float8_e5m2": 0, "float8_e4m3": 0, "float16": 1, "bfloat16": 1, "tfloat32": 2, "float32": 3}
+_FLOAT_RANK = {"float8_e5m2": 0, "float8_e4m3": 0, "float8_e8m0fnu": 0, "float16": 1, "bfloat16": 1, "tfloat32": 2,
+               "float32": 3}
 
 
 def promote(a: str, b: str) -> str:

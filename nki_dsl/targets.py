@@ -59,6 +59,16 @@ class Target:
     # cFP8 at the BF16 rate; NC-v4 has 8x128 for MXFP8 but 2x128 for non-MX FP8 (MX formats are not modelled).
     tensor_input_elems_per_cycle: int
     tensor_fp8_input_elems_per_cycle: int
+    # MX matmul (nc_matmul_mx, NC-v4 only): "8x128 (MXFP8 dense)" input elements per cycle against "2x128" for
+    # BF16 (§3.1 TensorE row): 4x the BF16 rate ("4x BF16 throughput", §2.7 nc_matmul_mx; 315 vs 79 TFLOPS,
+    # §3.1). 0 where there is no MX.
+    tensor_mx_speedup: int
+    # Moving free size one nc_matmul takes, fp32 dst: 512 on NC-v2/v3, "due to the fact that each nc_matmul can
+    # only write to a single PSUM bank"; NC-v4 "can go up to 4096 for float32 dst or 8192 for bfloat16 dst,
+    # matching the size of 8x PSUM banks (the entire PSUM)" (§1.2 "Matmul detail", §2.7 nc_matmul and
+    # nc_matmul_mx). ``nl.tile_size.gemm_moving_fmax`` stays 512 (§1.2 TC#3, §2.7 tile_size): it is the
+    # documented constant kernels size one-bank PSUM tiles with, not this limit.
+    matmul_moving_fmax: int
     quoted_fp8_tflops: float  # quoted dense (non-MX) FP8 peak per core (§3.1); tests check the model against it
 
     # --- Vector / Scalar / GpSimd (§3.3, §3.1) ---
@@ -152,6 +162,12 @@ class Target:
         return self.psum_bank_fp32
 
     @property
+    def psum_tile_bytes(self) -> int:
+        """Bytes per partition of the largest PSUM tile: one bank, or on NC-v4 the span of a widest matmul
+        result (4096 fp32 = all 8 banks, §1.2 "Matmul detail")."""
+        return max(self.psum_bank_bytes, 4 * self.matmul_moving_fmax)
+
+    @property
     def max_tile_rank(self) -> int:
         """Dimensions of one on-chip access pattern: the partition axis and ``max_free_dims`` free axes (§1.2)."""
         return 1 + self.max_free_dims
@@ -206,6 +222,7 @@ TARGETS: dict[str, Target] = {
         tensor_ghz=2.8, vector_ghz=1.12, scalar_ghz=1.4, gpsimd_ghz=1.4,
         quoted_bf16_tflops=92.0, quoted_fp32_tflops=23.0, quoted_fp8_tflops=92.0,
         tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=256,
+        tensor_mx_speedup=0, matmul_moving_fmax=512,
         # NC-v2 VectorE/ScalarE: "128 lanes", no perf modes (§3.1)
         vector_elems_per_cycle_16bit=128, vector_elems_per_cycle_other=128,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
@@ -218,6 +235,7 @@ TARGETS: dict[str, Target] = {
         tensor_ghz=2.4, vector_ghz=0.96, scalar_ghz=1.2, gpsimd_ghz=1.2,
         quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0, quoted_fp8_tflops=158.0,
         tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=512,
+        tensor_mx_speedup=0, matmul_moving_fmax=512,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=128, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=23.0, dma_engine_bytes_per_ns_alt=27.2, dge_fixed_ns=600.0, dge_instances=2,
@@ -229,6 +247,7 @@ TARGETS: dict[str, Target] = {
         tensor_ghz=2.4, vector_ghz=1.2, scalar_ghz=1.2, gpsimd_ghz=1.2,
         quoted_bf16_tflops=79.0, quoted_fp32_tflops=20.0, quoted_fp8_tflops=79.0,
         tensor_input_elems_per_cycle=256, tensor_fp8_input_elems_per_cycle=256,
+        tensor_mx_speedup=4, matmul_moving_fmax=4096,
         vector_elems_per_cycle_16bit=512, vector_elems_per_cycle_other=256,
         scalar_elems_per_cycle_16bit=256, scalar_elems_per_cycle_other=128,
         dma_engine_bytes_per_ns=33.0, dma_engine_bytes_per_ns_alt=38.4, dge_fixed_ns=None, dge_instances=0,

@@ -79,8 +79,10 @@ def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
         if isinstance(value, ArgSpec):
             items.append((name, value))
         elif is_array(value):
-            items.append((name, ArgSpec(tuple(int(s) for s in value.shape), dtypes.normalize(value.dtype, name))))
-            arrays[name] = value
+            dtype = dtypes.normalize(value.dtype, name)
+            items.append((name, ArgSpec(tuple(int(s) for s in value.shape), dtype)))
+            # An array of a packed MX type reaches the backends as its raw bits (a view: in-place writes land).
+            arrays[name] = value.view(dtypes.get(dtype).np_dtype) if dtypes.get(dtype).is_packed else value
         else:
             items.append((name, constant(name, value)))
     return BoundArgs(tuple(items)), arrays

@@ -72,7 +72,7 @@ class _TileLike(TileHandle):
 
     @property
     def dtype(self) -> np.dtype:
-        return dtypes.get(self.access().tensor.type.dtype).np_dtype
+        return dtypes.get(self.access().tensor.type.dtype).user_dtype
 
     @property
     def buffer(self) -> str:

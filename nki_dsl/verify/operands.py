@@ -116,4 +116,4 @@ def matmul_limits_broken(op: Op, spec: OpSpec, t: Target) -> bool:
         return False
     (k, m), (k2, n) = roles.stationary[2], roles.moving[2]
     pmax = t.partitions
-    return k > pmax or m > t.gemm_stationary_fmax or k2 > pmax or n > t.gemm_moving_fmax or k != k2
+    return k > pmax or m > t.gemm_stationary_fmax or k2 > pmax or n > t.matmul_moving_fmax or k != k2

@@ -17,7 +17,9 @@ from tests.isa.support import BF16, rand
 
 TRN2 = nki.get_target("trn2")
 
-NISA_OPS = {name for name in OPS if name.startswith("nisa.")}
+# The NC-v4-only MX instructions cannot run on trn2; their trace/verify/round trip is in test_mx.py.
+NC_V4_ONLY = {"nisa.nc_matmul_mx", "nisa.quantize_mx"}
+NISA_OPS = {name for name in OPS if name.startswith("nisa.")} - NC_V4_ONLY
 
 
 def _every_instruction(a, s, m):

@@ -34,6 +34,7 @@ class FakeTemplate:
     hbm_bytes: int = 0
     ports: tuple = ()
     fp8_operands: bool = False
+    mx_operands: bool = False
 
 
 def _box(draw):

@@ -15,6 +15,7 @@ from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, IDENTITY, REDUCTIONS, UNARY
 from nki_dsl.backends.jax.lower_language import HIGHEST, reduction, uniform
+from nki_dsl.ir import mx
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 
 F32 = jnp.float32
@@ -68,6 +69,26 @@ def nc_matmul(ctx: OpContext) -> Lowered:
         return Lowered(jnp.tensordot(stationary, moving, axes=([0, 1], [0, 1]), precision=HIGHEST))
     # out[m, n] = sum_k stationary[k, m] * moving[k, n], accumulated in fp32 as PSUM does.
     return Lowered(jnp.matmul(jnp.transpose(stationary), moving, precision=HIGHEST))
+
+
+def _mx_operand(ctx: OpContext, data: str, scale: str):
+    """The ``[4P, F]`` fp32 values of a packed MX operand times its scales (``nki_dsl.ir.mx``)."""
+    return mx.scaled_operand(ctx.read(data), ctx.dtype(data), ctx.read(scale), ctx.dtype(scale) == "uint8", xp=jnp)
+
+
+def nc_matmul_mx(ctx: OpContext) -> Lowered:
+    # out[m, n] = sum_k A[k, m] * sA * B[k, n] * sB over the unpacked contraction k = 4p + j, in fp32 (PSUM).
+    stationary = _mx_operand(ctx, "stationary", "stationary_scale")
+    moving = _mx_operand(ctx, "moving", "moving_scale")
+    return Lowered(jnp.matmul(jnp.transpose(stationary), moving, precision=HIGHEST))
+
+
+def quantize_mx(ctx: OpContext) -> Lowered:
+    scale = ctx.state.read(ctx.op.operands["dst_scale"])
+    packed, scale = mx.quantize(ctx.read("src"), ctx.op.result.type.dtype, ctx.dtype("dst_scale") == "uint8", scale,
+                                xp=jnp)  # fmt: skip
+    ctx.write_operand("dst_scale", scale)
+    return Lowered(packed)
 
 
 def nc_transpose(ctx: OpContext) -> Lowered:
@@ -257,6 +278,8 @@ def dma_transpose(ctx: OpContext) -> Lowered:
 
 ISA_HANDLERS = {
     "nisa.nc_matmul": nc_matmul,
+    "nisa.nc_matmul_mx": nc_matmul_mx,
+    "nisa.quantize_mx": quantize_mx,
     "nisa.nc_transpose": nc_transpose,
     "nisa.activation": activation,
     "nisa.activation_reduce": activation,

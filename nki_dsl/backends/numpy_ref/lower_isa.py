@@ -16,6 +16,7 @@ from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_litera
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.lower_language import TRANSPOSED, reduction
 from nki_dsl.backends.numpy_ref.masked import embed
+from nki_dsl.ir import mx
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Imm
 from nki_dsl.ir.source_safe import py_int
@@ -101,6 +102,29 @@ def nc_matmul(ctx: OpContext) -> Lowered:
     # Operands hold fp32 values rounded to their dtype; the product accumulates in fp32, as PSUM does. The
     # transposed operand is made contiguous first (OpenBLAS is slow on small transposed GEMMs).
     return Lowered(f"np.matmul(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
+
+
+def _mx_operand(ctx: OpContext, data: str, scale: str) -> str:
+    """The ``[4P, F]`` fp32 values of a packed MX operand times its scales (``nki_dsl.ir.mx``)."""
+    raw_scale = ctx.dtype(scale) == "uint8"
+    return (f"{ctx.e.const(mx.scaled_operand)}({ctx.read(data, axes=None)}, {ctx.dtype(data)!r}, "
+            f"{ctx.read(scale, axes=None)}, {raw_scale})")
+
+
+def nc_matmul_mx(ctx: OpContext) -> Lowered:
+    # out[m, n] = sum_k A[k, m] * sA * B[k, n] * sB over the unpacked contraction k = 4p + j, in fp32 (PSUM).
+    stationary = _mx_operand(ctx, "stationary", "stationary_scale")
+    moving = _mx_operand(ctx, "moving", "moving_scale")
+    return Lowered(f"np.matmul(np.ascontiguousarray({stationary}.T), {moving})")
+
+
+def quantize_mx(ctx: OpContext) -> Lowered:
+    access: Access = ctx.op.operands["dst_scale"]
+    code = ctx.code(access, axes=None)
+    out = _bind(ctx, f"{ctx.e.const(mx.quantize)}({ctx.read('src', axes=None)}, {ctx.result_dtype!r}, "
+                     f"{ctx.dtype('dst_scale') == 'uint8'}, {code.read})")  # fmt: skip
+    ctx.e.line(code.write(f"ROUND[{access.tensor.type.dtype!r}]({out}[1])"))
+    return Lowered(f"{out}[0]")
 
 
 def nc_transpose(ctx: OpContext) -> Lowered:
@@ -317,6 +341,8 @@ def dma_transpose(ctx: OpContext) -> Lowered:
 
 ISA_HANDLERS = {
     "nisa.nc_matmul": nc_matmul,
+    "nisa.nc_matmul_mx": nc_matmul_mx,
+    "nisa.quantize_mx": quantize_mx,
     "nisa.nc_transpose": nc_transpose,
     "nisa.activation": activation,
     "nisa.activation_reduce": activation,

@@ -23,6 +23,7 @@ from nki_dsl.targets import Target
 SIXTEEN_BIT = frozenset({"bfloat16", "float16"})  # the dtypes the 16-bit rates and perf modes apply to
 _FP32 = "float32"
 FP8 = frozenset({"float8_e4m3", "float8_e5m2"})
+MX_VALUES_PER_ELEMENT = 4  # a packed MX element holds 4 values (§2.7 "dtypes")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,22 @@ def _matmul(t: Target, s) -> float:
         moving = moving * t.tensor_input_elems_per_cycle / t.tensor_fp8_input_elems_per_cycle
     cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), moving)
     return cycles * _fp32_factor(t, s)
+
+
+def _matmul_mx(t: Target, s) -> float:
+    # §2.7 nc_matmul_mx, §3.1: the MX array takes "8x128 (MXFP8 dense)" input elements per cycle, 4x the BF16
+    # 2x128, so a moving tile of N packed elements (4N values per partition) streams in the cycles a BF16 tile of
+    # N elements takes: II = max(min(64, M), 4N / 4), as nc_matmul's formula at the MX input rate.
+    if not t.tensor_mx_speedup:
+        raise NotImplementedError(f"{t.name} has no MX matmul (NC-v4 only, reference/nki.md §2.7 nc_matmul_mx)")
+    moving = s.n_moving * MX_VALUES_PER_ELEMENT / t.tensor_mx_speedup
+    return max(min(t.mm_init_latency_cycles, s.n_stationary), moving)
+
+
+def _quantize_mx(t: Target, s) -> float:
+    # §2.7 quantize_mx [T3]: "4 elems/partition/cycle" of the source, so a [P, F] source (N = F, its largest
+    # operand) takes F / 4 cycles.
+    return _ii(t, s.N / 4)
 
 
 def _fp32_factor(t: Target, s) -> float:
@@ -146,6 +163,8 @@ def _predicated(t: Target, s) -> float:
 
 COMPUTE: dict[str, CostRule] = {
     "nisa.nc_matmul": CostRule(_matmul, "§2.3 nc_matmul, §3.1, §3.2"),
+    "nisa.nc_matmul_mx": CostRule(_matmul_mx, "§2.7 nc_matmul_mx, §3.1 TensorE (MXFP8 input rate), §3.2"),
+    "nisa.quantize_mx": CostRule(_quantize_mx, "§2.7 quantize_mx: 4 elements per partition per cycle"),
     "nisa.nc_transpose": CostRule(_transpose, "§2.3 nc_transpose"),
     "nisa.activation": CostRule(_activation, "§2.3 activation, §3.3"),
     # §2.3: max(MIN_II, N) + MIN_II

@@ -211,7 +211,9 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
     hbm = sum(c * t.hbm_bytes for c, t in zip(per_template, templates))
     bf16_peak = target.tensor_peak_flops_per_ns
     fp8_speedup = target.tensor_fp8_input_elems_per_cycle / target.tensor_input_elems_per_cycle
-    ideal = sum(c * t.tensor_flops / (bf16_peak * (fp8_speedup if t.fp8_operands else 1.0))
+    mx_speedup = target.tensor_mx_speedup  # §3.1: 4x the BF16 rate on trn3
+    ideal = sum(c * t.tensor_flops / (bf16_peak * (mx_speedup if t.mx_operands else
+                                                   fp8_speedup if t.fp8_operands else 1.0))
                 for c, t in zip(per_template, templates))  # fmt: skip
     latency = max(end) if n else 0.0
     return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,

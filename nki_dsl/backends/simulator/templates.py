@@ -55,6 +55,7 @@ class OpTemplate:
     stride_factor: float = 1.0
     dependent: bool = False
     fp8_operands: bool = False  # nc_matmul with FP8 stationary and moving tiles (§3.1 dense FP8 rate)
+    mx_operands: bool = False  # nc_matmul_mx (§3.1 MXFP8/MXFP4 rate)
     # nc_matmul modes that halve the FP32 cost (§3.2): is_transpose on NC-v3+ ("2x speedup in FP32 transpose"),
     # and an all-zeros-and-ones operand (is_stationary_onezero / is_moving_onezero, "2x ... if float32")
     fp32_fast: bool = False
@@ -216,6 +217,11 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
         t.fp8_operands = st.tensor.type.dtype in cost.FP8 and mv.tensor.type.dtype in cost.FP8
         t.fp32_fast = bool(op.attrs.get("is_stationary_onezero") or op.attrs.get("is_moving_onezero")
                            or (op.attrs.get("is_transpose") and target.nc_version >= 3))  # fmt: skip
+    elif op.name == "nisa.nc_matmul_mx":
+        st, mv = op.operands["stationary"], op.operands["moving"]
+        t.P, t.n_stationary, t.n_moving = st.shape[0], _free(st.shape), _free(mv.shape)
+        t.flops = t.tensor_flops = 2.0 * 4 * t.P * t.n_stationary * t.n_moving  # 4 values per packed element
+        t.mx_operands = True
     elif op.name == "nisa.nc_transpose":
         src = inputs[0].shape
         t.P, t.N = src[0], _free(src)

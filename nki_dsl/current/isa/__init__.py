@@ -23,6 +23,7 @@ from nki_dsl.current.isa.compute import (
     bn_aggr,
     bn_stats,
     iota,
+    quantize_mx,
     reciprocal,
     scalar_tensor_tensor,
     tensor_reduce,
@@ -39,7 +40,7 @@ from nki_dsl.current.isa.data_movement import (
     tensor_copy_predicated,
 )
 from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
-from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_transpose
+from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_matmul_mx, nc_transpose
 from nki_dsl.isa.enums import get_nc_version as _legacy_nc_version
 
 # Legacy spellings of the engines, still seen in kernels ported from neuronxcc.nki.
@@ -55,7 +56,7 @@ def get_nc_version() -> nc_version:
 
 __all__ = [
     "dma_copy", "dma_transpose", "tensor_copy", "tensor_copy_predicated", "memset",
-    "nc_matmul", "nc_transpose",
+    "nc_matmul", "nc_matmul_mx", "nc_transpose", "quantize_mx",
     "activation", "activation_reduce", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor",
     "tensor_tensor_scan", "tensor_reduce", "tensor_scalar_reduce", "reciprocal", "bn_stats", "bn_aggr",
     "iota", "affine_select",

@@ -11,6 +11,7 @@ from nki_dsl.ir import functions
 from nki_dsl.ir.affine import Affine
 from nki_dsl.isa import activations as legacy_act
 from nki_dsl.isa import indexing as legacy_index
+from nki_dsl.isa import mx as legacy_mx
 from nki_dsl.isa import reductions as legacy_red
 from nki_dsl.isa import vector_alu as legacy_alu
 from nki_dsl.trace.builder import caller_loc
@@ -208,3 +209,11 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     pred = {"equal": value == 0, "greater_equal": value >= 0, "greater": value > 0, "less": value < 0,
             "less_equal": value <= 0}[cmp]  # fmt: skip
     write(api, dst, legacy_index.affine_select(pred, on_true_tile, on_false_value, dtype=dst_dtype(api, dst)))
+
+
+def quantize_mx(dst, src, dst_scale, name=None):
+    """``dst`` (``float8_e4m3fn_x4`` / ``float8_e5m2_x4``, ``[P, F // 4]``) = ``src [P, F]`` (bf16/fp16) divided by
+    a power-of-two scale per 8 partitions x 4 values, the scales written into ``dst_scale`` (e8m0 or uint8) in
+    the layout ``nc_matmul_mx`` reads (reference/nki.md §2.7 quantize_mx; NC-v4)."""
+    api = "nisa.quantize_mx"
+    write(api, dst, legacy_mx.quantize_mx(src, dst_scale, dtype=dst_dtype(api, dst)))

@@ -24,6 +24,7 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import matmul as legacy
+from nki_dsl.isa import mx as legacy_mx
 from nki_dsl.language.memory import assign
 from nki_dsl.trace.builder import caller_loc, current
 
@@ -44,6 +45,23 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         is_transpose=is_transpose, tile_position=tile_position, tile_size=tile_size,
         perf_mode=member(api, "perf_mode", perf_mode, matmul_perf_mode),
     )  # fmt: skip
+    _accumulate_into(api, dst, target, tile, accumulate)
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):  # fmt: skip
+    """``dst[M, N] (PSUM)`` = the MX matmul of packed ``stationary [P, M]`` and ``moving [P, N]`` with their e8m0
+    scales (reference/nki.md §2.7 nc_matmul_mx; NC-v4); ``accumulate`` as for ``nc_matmul``."""
+    api = "nisa.nc_matmul_mx"
+    target = dst_access(api, dst)
+    if accumulate not in (None, True, False):
+        raise NkiApiError(f"accumulate= must be None, True or False, got {accumulate!r}", caller_loc(), api)
+    tile = legacy_mx.nc_matmul_mx(stationary, moving, stationary_scale, moving_scale,
+                                  tile_position=tile_position or (), tile_size=tile_size or ())  # fmt: skip
+    _accumulate_into(api, dst, target, tile, accumulate)
+
+
+def _accumulate_into(api: str, dst, target: Access, tile, accumulate) -> None:
     builder = current(api)
     written = _WRITTEN.setdefault(builder, {}).setdefault(target.tensor.name, [])
     if accumulate is None:

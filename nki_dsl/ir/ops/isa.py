@@ -113,6 +113,60 @@ def _double_row_shape(st, mv, attrs):
     return (st[2], mv[2])
 
 
+# MX (microscaling) matmul and quantisation, NC-v4 (reference/nki.md §2.7 nc_matmul_mx, quantize_mx, "dtypes"):
+# packed data (4 values per element, consecutive along the contraction), one e8m0 scale per group of 8 partitions
+# x 4 packed values = 32 values. A 32-partition data quadrant keeps its 4 scale rows at the quadrant's start.
+MX_DATA = ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
+MX_SCALES = ("float8_e8m0fnu", "uint8")
+MX_GROUP_PARTITIONS = 8
+MX_QUADRANT = 32
+MX_LANES = 4
+
+
+def mx_scale_rows(partitions: int) -> int:
+    """Partitions of an MX scale tile for ``partitions`` data partitions: ``[P // 8, F]`` if P <= 32, else
+    ``[P, F]`` with 4 used rows per 32-partition quadrant (§2.7 nc_matmul_mx "Scales")."""
+    return partitions // MX_GROUP_PARTITIONS if partitions <= MX_QUADRANT else partitions
+
+
+def _mx_partitions(name: str, s) -> int:
+    if len(s) != 2:
+        raise rules.ShapeError(f"operand '{name}' {list(s)} must be a 2-D [P, F] tile")
+    if s[0] % MX_QUADRANT:
+        raise rules.ShapeError(f"operand '{name}' {list(s)} has {s[0]} partitions; MX tiles span a multiple of "
+                               f"{MX_QUADRANT} partitions")  # fmt: skip
+    return s[0]
+
+
+def _mx_scale(shapes, scale: str, data: str, free: int) -> None:
+    want = (mx_scale_rows(shapes[data][0]), free)
+    if tuple(shapes[scale]) != want:
+        raise rules.ShapeError(f"operand '{scale}' {list(shapes[scale])} must be {list(want)}: one scale per 8 "
+                               f"partitions x 4 packed values of '{data}' {list(shapes[data])} (4 rows per "
+                               f"32-partition quadrant, [P // 8, F] when P <= 32)")  # fmt: skip
+
+
+def _nc_matmul_mx_shape(shapes, attrs):
+    st, mv = shapes["stationary"], shapes["moving"]
+    p = _mx_partitions("stationary", st)
+    if _mx_partitions("moving", mv) != p:
+        raise rules.ShapeError(f"contraction (partition) sizes differ: 'stationary' {list(st)} vs 'moving' {list(mv)}")
+    if st[1] % 2:
+        raise rules.ShapeError(f"operand 'stationary' {list(st)} must have an even free size")
+    _mx_scale(shapes, "stationary_scale", "stationary", st[1])
+    _mx_scale(shapes, "moving_scale", "moving", mv[1])
+    return (st[1], mv[1])
+
+
+def _quantize_mx_shape(shapes, attrs):
+    s = shapes["src"]
+    p = _mx_partitions("src", s)
+    if s[1] % MX_LANES:
+        raise rules.ShapeError(f"operand 'src' {list(s)} must have a free size that is a multiple of {MX_LANES}")
+    _mx_scale({"dst_scale": shapes["dst_scale"], "src": (p, s[1])}, "dst_scale", "src", s[1] // MX_LANES)
+    return (p, s[1] // MX_LANES)
+
+
 def _nc_transpose_shape(shapes, attrs):
     s = rules.transposed("data")(shapes, attrs)
     if attrs.get("engine") == "vector" and any(n > VECTOR_TRANSPOSE_MAX for n in s):
@@ -218,6 +272,15 @@ ISA_OPS: list[OpSpec] = [
             AttrSpec("perf_mode", AttrKind.STR, "none", choices=MATMUL_PERF_MODES)),
            result=Buffer.PSUM, result_dtype="float32", shape=_nc_matmul_shape, engine="tensor",
            doc="stationary.T @ moving (contraction over partitions), fp32 into PSUM"),
+    OpSpec("nisa.nc_matmul_mx", INSTRUCTION,
+           (OperandSpec("stationary", buffers=SBUF, dtypes=MX_DATA),
+            OperandSpec("moving", buffers=SBUF, dtypes=MX_DATA),
+            OperandSpec("stationary_scale", buffers=SBUF, dtypes=MX_SCALES),
+            OperandSpec("moving_scale", buffers=SBUF, dtypes=MX_SCALES)),
+           (AttrSpec("tile_position", AttrKind.INTS, ()), AttrSpec("tile_size", AttrKind.INTS, ())),
+           result=Buffer.PSUM, result_dtype="float32", shape=_nc_matmul_mx_shape, engine="tensor",
+           doc="MX matmul: (stationary x its scales).T @ (moving x its scales), contraction over partitions x 4 "
+               "packed values, fp32 into PSUM (NC-v4)"),
     OpSpec("nisa.nc_transpose", INSTRUCTION, (DATA,), (_engine_attr("tensor", "vector"),),
            result=Buffer.PSUM, result_dtype=FIRST, shape=_nc_transpose_shape, engine="tensor",
            result_by_attr=("engine", (("tensor", Buffer.PSUM), ("vector", Buffer.SBUF))), permutes=TRANSPOSE_2D,
@@ -278,6 +341,12 @@ ISA_OPS: list[OpSpec] = [
     OpSpec("nisa.memset", INSTRUCTION, (OperandSpec("value", tile=False, scalar=True),),
            (AttrSpec("shape", AttrKind.SHAPE), _engine_attr("vector", "gpsimd")),
            result_dtype="float32", shape=rules.from_attr("shape"), engine="vector", doc="a tile filled with value"),
+    OpSpec("nisa.quantize_mx", INSTRUCTION,
+           (OperandSpec("src", buffers=SBUF, dtypes=("bfloat16", "float16")),
+            OperandSpec("dst_scale", role=Role.OUT, buffers=SBUF, dtypes=MX_SCALES)),
+           (), result_dtype="float8_e4m3fn_x4", shape=_quantize_mx_shape, engine="vector",
+           doc="MX quantisation: per 8 partitions x 4 values a power-of-two scale into dst_scale, the values "
+               "divided by it as packed fp8 (NC-v4)"),
     # -- Vector engine: reductions and statistics ----------------------------------------------------------------
     OpSpec("nisa.tensor_reduce", INSTRUCTION, (DATA,),
            (_fn("op", REDUCE_OPS), AttrSpec("axis", AttrKind.INTS), AttrSpec("negate", AttrKind.BOOL, False),

@@ -132,7 +132,9 @@ class OperandSpec:
     """``role``: ``in`` (read), ``out`` (written) or ``inout``. ``scalar`` allows a Python-number immediate,
     ``tile`` allows a tensor access. ``buffers`` lists where a tile operand may live. ``optional_while``: an
     optional operand that the op needs unless attribute ``name`` has ``value`` (``operand1`` of
-    ``nisa.tensor_scalar`` is read only when ``op1`` is not ``none``)."""
+    ``nisa.tensor_scalar`` is read only when ``op1`` is not ``none``). ``dtypes``: the dtype names a tile operand
+    may have, where the op restricts them beyond ``float_only`` / ``int_only`` (the MX matmul's packed data and
+    scales; the verifier's ``dtype`` rule checks it)."""
 
     name: str
     role: Role = Role.IN
@@ -141,6 +143,7 @@ class OperandSpec:
     buffers: tuple[Buffer, ...] = ON_CHIP
     optional: bool = False
     optional_while: tuple[str, object] | None = None
+    dtypes: tuple[str, ...] | None = None
 
     def needed(self, attrs: dict[str, object]) -> bool:
         """Whether an op with these attributes must carry this operand."""

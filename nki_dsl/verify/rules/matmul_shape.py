@@ -1,6 +1,7 @@
 """Rule ``matmul-shape``: the Tensor engine computes ``stationary[K, M].T @ moving[K, N]`` with K <= 128
-(partitions), M <= 128 (PE columns) and N <= 512 (one PSUM bank of fp32), and both operands share K
-(reference/nki.md §1.2 TC#3, §6). ``nl.matmul(x, y)`` transposes ``x`` [M, K] first; with ``transpose_x=True``
+(partitions), M <= 128 (PE columns) and N <= the target's moving limit (512, one PSUM bank of fp32; 4096 on
+NC-v4, ``Target.matmul_moving_fmax``), and both operands share K (reference/nki.md §1.2 TC#3 and "Matmul
+detail", §6). ``nl.matmul(x, y)`` transposes ``x`` [M, K] first; with ``transpose_x=True``
 ``x`` is already [K, M]; ISA matmuls name their operands ``stationary`` and ``moving``."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ RULE = "matmul-shape"
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
-    pmax, stationary_fmax, moving_fmax = target.partitions, target.gemm_stationary_fmax, target.gemm_moving_fmax
+    pmax, stationary_fmax, moving_fmax = target.partitions, target.gemm_stationary_fmax, target.matmul_moving_fmax
     found = []
     for site in program(kernel).sites:
         spec = OPS[site.op.name]
