@@ -7,6 +7,7 @@ from nki_dsl.language.casting import static_cast
 from nki_dsl.language.composite import rms_norm, softmax
 from nki_dsl.language.constants import shared_constant
 from nki_dsl.language.creation import empty_like, full, full_like, ndarray, ones, ones_like, zeros, zeros_like
+from nki_dsl.language.debug import device_print
 from nki_dsl.language.finfo import finfo
 from nki_dsl.language.iterators import affine_range, sequential_range, static_range
 from nki_dsl.language.loop_reduce import loop_reduce

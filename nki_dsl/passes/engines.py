@@ -17,6 +17,8 @@ from nki_dsl.ir.ops import OPS
 # nl ops with no rule in lower-language, the engine that runs them, and why they stay.
 EXEMPT: dict[str, tuple[str | None, str]] = {
     "nl.random_seed": (None, "sets the random-number state; no data instruction"),
+    "nl.device_print": (None, "debugging output the backends print when they run it; not timed (NKI's simulator "
+                              "does not time it either)"),
     "nl.shared_constant": (None, "compile-time data placed in HBM before the kernel runs; no instruction"),
 }
 

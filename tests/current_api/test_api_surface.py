@@ -271,19 +271,35 @@ def test_integer_indexing_keeps_on_chip_tiles_two_dimensional():
                       "last": (1, 64)}
 
 
-def test_device_print_runs_and_says_it_prints_nothing():
+@pytest.mark.parametrize("backend", ["numpy", "jax", "simulator"])
+def test_device_print_prints_the_values_where_the_kernel_runs_it(backend, capsys):
     @nki.jit
     def k(x):
-        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        nl.device_print("t", t)
-        nisa.tensor_copy(dst=t, src=t, engine=nisa.vector_engine)
         out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=t)
+        for i in nl.affine_range(2):
+            t = nl.ndarray((1, 4), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i:i + 1, :])
+            nl.device_print("row", t)
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)  # after the print: not shown
+            nisa.dma_copy(dst=out[i:i + 1, :], src=t)
+        nl.device_print("input", x)
         return out
 
-    with pytest.warns(UserWarning, match="prints nothing"):
-        np.testing.assert_array_equal(k(X), X)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = nki.simulate(k)(x) if backend == "simulator" else k(x, backend=backend)
+    np.testing.assert_array_equal(out, 2 * x)
+    printed = " ".join(capsys.readouterr().out.split())
+    assert printed == "row [[0. 1. 2. 3.]] row [[4. 5. 6. 7.]] input [[0. 1. 2. 3.] [4. 5. 6. 7.]]"
+
+
+def test_device_print_takes_a_constant_prefix():
+    @nki.jit
+    def k(x):
+        nl.device_print(3, x)
+        return x
+
+    with pytest.raises(nki.NkiError, match="prefix must be a constant string"):
+        k(X)
 
 
 def test_lnc2_cores_run_at_once_in_the_profile():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import zlib
 
 import jax
@@ -135,6 +136,16 @@ def random_seed(ctx: OpContext) -> Lowered:
     return Lowered()
 
 
+def _show(prefix: str, values) -> None:
+    print(prefix, np.asarray(values), flush=True)
+
+
+def device_print(ctx: OpContext) -> Lowered:
+    """``nl.device_print``: printed from the running program, in program order, by a host callback."""
+    jax.debug.callback(functools.partial(_show, ctx.op.attrs["prefix"]), ctx.read("x"), ordered=True)
+    return Lowered()
+
+
 def constant(ctx: OpContext) -> Lowered:
     t = ctx.op.result
     array = decode_constant(ctx.op.attrs["data"], t.type.shape, t.type.dtype)
@@ -165,5 +176,6 @@ FAMILY_HANDLERS = {
     "alloc": alloc, "fill": fill, "load": load, "load_transpose2d": lambda c: transposed(c, "src"), "store": store,
     "assign": assign, "copy": copy, "transpose": lambda c: transposed(c, "x"), "broadcast_to": broadcast_to,
     "expand_dims": expand_dims, "unary": unary, "binary": binary, "reduce": reduce, "matmul": matmul,
-    "select": select, "dropout": dropout, "random_seed": random_seed, "reshape": reshape, "constant": constant,
+    "select": select, "dropout": dropout, "random_seed": random_seed, "print": device_print, "reshape": reshape,
+    "constant": constant,
 }  # fmt: skip

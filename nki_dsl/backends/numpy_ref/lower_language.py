@@ -132,6 +132,16 @@ def random_seed(ctx: OpContext) -> Lowered:
     return Lowered()
 
 
+def show(prefix: str, values) -> None:
+    """``nl.device_print``: the prefix, then the values (a copy: later writes do not change what was printed)."""
+    print(prefix, np.array(values), flush=True)
+
+
+def device_print(ctx: OpContext) -> Lowered:
+    ctx.e.line(f"{ctx.e.const(show)}({ctx.op.attrs['prefix']!r}, {ctx.read('x', axes=None)})")
+    return Lowered()
+
+
 def constant(ctx: OpContext) -> Lowered:
     t = ctx.op.result
     # Decoded once, at compile time: the generated code names a read-only array.
@@ -168,7 +178,8 @@ LANGUAGE_HANDLERS = {
     "alloc": alloc, "nl.full": fill, "nl.load": load, "nl.load_transpose2d": load_transpose2d, "nl.store": store,
     "assign": assign, "nl.copy": copy, "nl.transpose": transpose, "nl.broadcast_to": broadcast_to,
     "nl.expand_dims": expand_dims, "nl.matmul": matmul, "nl.where": select, "nl.dropout": dropout,
-    "nl.random_seed": random_seed, "hbm.reshape": reshape, "nl.shared_constant": constant,
+    "nl.random_seed": random_seed, "nl.device_print": device_print, "hbm.reshape": reshape,
+    "nl.shared_constant": constant,
     **{f"nl.{fn}": unary for fn in UNARY_NL},
     **{f"nl.{fn}": binary for fn in BINARY_NL},
     **{f"nl.{name}": reduce for name in NL_REDUCTIONS},

@@ -116,6 +116,12 @@ LANGUAGE_OPS: list[OpSpec] = [
     OpSpec("nl.dropout", Family.DROPOUT, (X, OperandSpec("rate", scalar=True)), shape=shape_rules.same_as("x"),
            result_dtype=FIRST, float_only=True),
     OpSpec("nl.random_seed", Family.RANDOM_SEED, (OperandSpec("seed", scalar=True),), result=None),
+    # The simulator's debugging output (reference/nki.md §2.7 device_print): the values of an SBUF or HBM tensor
+    # at that point of the run, printed to stdout with a constant prefix. Not an engine instruction.
+    OpSpec("nl.device_print", Family.PRINT,
+           (OperandSpec("x", buffers=(Buffer.SBUF, Buffer.HBM, Buffer.SHARED_HBM, Buffer.PRIVATE_HBM)),),
+           (AttrSpec("prefix", AttrKind.STR),), result=None,
+           doc="print the tensor's values, after the prefix, when the kernel runs on a backend"),
     OpSpec("nl.shared_constant", Family.CONSTANT, (), (AttrSpec("data", AttrKind.STR),), result=DECLARED,
            result_dtype=DECLARED, shape=shape_rules.declared,
            doc="a read-only HBM tensor holding compile-time data (zlib-compressed, base64 raw bytes of its type)"),

@@ -33,6 +33,7 @@ class Family(StrEnum):
     SELECT = "select"
     DROPOUT = "dropout"
     RANDOM_SEED = "random_seed"
+    PRINT = "print"
     CONSTANT = "constant"
     RESHAPE = "reshape"
     UNARY = "unary"
