@@ -31,6 +31,7 @@ from nki_dsl.isa.enums import (
 from nki_dsl.isa.indexing import affine_select, iota
 from nki_dsl.isa.matmul import nc_matmul, nc_transpose
 from nki_dsl.isa.mx import nc_matmul_mx, quantize_mx
+from nki_dsl.isa.random import rand2, rng, set_rng_seed
 from nki_dsl.isa.reductions import bn_aggr, bn_stats, tensor_partition_reduce, tensor_reduce
 from nki_dsl.isa.vector_alu import (
     memset,
@@ -50,7 +51,7 @@ INSTRUCTIONS = {
     for f in (
         nc_matmul, nc_matmul_mx, quantize_mx, nc_transpose, activation, activation_reduce, tensor_tensor, tensor_scalar,
         tensor_scalar_reduce, scalar_tensor_tensor, tensor_tensor_scan, tensor_copy, tensor_copy_predicated, dropout,
-        reciprocal, memset,
+        reciprocal, memset, rng, rand2, set_rng_seed,
         tensor_reduce, tensor_partition_reduce, bn_stats, bn_aggr, iota, affine_select, dma_copy, dma_transpose,
     )
 }  # fmt: skip

@@ -18,7 +18,7 @@ from tests.isa.support import BF16, rand
 TRN2 = nki.get_target("trn2")
 
 # The NC-v4-only MX instructions cannot run on trn2; their trace/verify/round trip is in test_mx.py.
-NC_V4_ONLY = {"nisa.nc_matmul_mx", "nisa.quantize_mx"}
+NC_V4_ONLY = {"nisa.nc_matmul_mx", "nisa.quantize_mx", "nisa.rand2"}
 NISA_OPS = {name for name in OPS if name.startswith("nisa.")} - NC_V4_ONLY
 
 
@@ -35,6 +35,8 @@ def _every_instruction(a, s, m):
     y = nisa.activation(np.exp, x, scale=0.5, reduce_op=np.add, reduce_res=acc)
     y = nisa.activation_reduce(np.tanh, y, reduce_op=np.maximum, reduce_res=acc, bias=acc)
     y = nisa.tensor_tensor(y, idx, np.add)
+    nisa.set_rng_seed(nisa.memset((1, 1), 5, nl.uint32))
+    y = nisa.tensor_tensor(y, nisa.rng((128, 64), nl.uint8), np.add)
     y = nisa.tensor_scalar(y, np.multiply, 0.5, op1=np.add, operand1=acc)
     y = nisa.tensor_scalar_reduce(data=y, op0=np.subtract, operand0=1.0, reduce_op=np.add, reduce_res=acc)
     y = nisa.scalar_tensor_tensor(data=y, op0=np.multiply, operand0=acc, op1=np.add, operand1=x)

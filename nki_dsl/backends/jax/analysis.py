@@ -12,7 +12,7 @@ from nki_dsl.ir.types import Buffer, TensorType
 
 # The random generator's state, carried through loops like a tensor; not a string, so no tensor name is it.
 RNG = ("rng",)
-_RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout")
+_RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout", "nisa.rng", "nisa.rand2", "nisa.set_rng_seed")
 
 
 @dataclass

@@ -6,12 +6,14 @@ Engines compute in fp32 and each result is rounded to its dtype on write (``cont
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from nki_dsl import dtypes
 from nki_dsl.backends.jax import access as acc
+from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, IDENTITY, REDUCTIONS, UNARY
 from nki_dsl.backends.jax.lower_language import HIGHEST, reduction, uniform
@@ -189,6 +191,27 @@ def dropout(ctx: OpContext) -> Lowered:
     return Lowered(jnp.where(keep, ctx.read("data"), F32(0.0)))
 
 
+def rng(ctx: OpContext) -> Lowered:
+    """Random 32-bit words from the launch's generator (JAX's stream), truncated to the dtype's low bits."""
+    key, sub = jax.random.split(ctx.state.env[RNG])
+    ctx.state.env[RNG] = key
+    words = jax.random.bits(sub, tuple(ctx.shape), jnp.uint32)
+    d = dtypes.get(ctx.op.result.type.dtype)
+    low = words.astype(np.dtype(f"u{d.itemsize}"))  # an unsigned narrowing cast keeps the low bits
+    return Lowered(low if low.dtype == d.np_dtype else lax.bitcast_convert_type(low, d.np_dtype))
+
+
+def rand2(ctx: OpContext) -> Lowered:
+    low, high = _per_partition(ctx, "min"), _per_partition(ctx, "max")
+    return Lowered(low + (jnp.asarray(high, F32) - low) * uniform(ctx, ctx.shape))
+
+
+def set_rng_seed(ctx: OpContext) -> Lowered:
+    seed = jnp.asarray(ctx.read("src_seeds")).reshape(-1)[0]
+    ctx.state.env[RNG] = jax.random.key(seed.astype(jnp.uint32))
+    return Lowered()
+
+
 def reciprocal(ctx: OpContext) -> Lowered:
     return Lowered(F32(1.0) / _fp32(ctx, "data"))
 
@@ -292,6 +315,9 @@ ISA_HANDLERS = {
     "nisa.tensor_copy_predicated": tensor_copy_predicated,
     "nisa.dropout": dropout,
     "nisa.reciprocal": reciprocal,
+    "nisa.rng": rng,
+    "nisa.rand2": rand2,
+    "nisa.set_rng_seed": set_rng_seed,
     "nisa.memset": memset,
     "nisa.tensor_reduce": tensor_reduce,
     "nisa.bn_stats": bn_stats,

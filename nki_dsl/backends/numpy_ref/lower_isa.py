@@ -219,6 +219,20 @@ def dropout(ctx: OpContext) -> Lowered:
     return Lowered(f"np.where({keep}, {ctx.read('data')}, np.float32(0.0))")
 
 
+def rng(ctx: OpContext) -> Lowered:
+    return Lowered(f"rng.bits({ctx.box_shape()}, {ctx.result_dtype!r})")
+
+
+def rand2(ctx: OpContext) -> Lowered:
+    low, high = _per_partition(ctx, "min"), _per_partition(ctx, "max")
+    return Lowered(f"({low} + (np.float32({high}) - {low}) * rng.uniform({ctx.box_shape()}))")
+
+
+def set_rng_seed(ctx: OpContext) -> Lowered:
+    ctx.e.line(f"rng.seed({ctx.read('src_seeds', axes=None)})")
+    return Lowered()
+
+
 def reciprocal(ctx: OpContext) -> Lowered:
     return Lowered(f"(np.float32(1.0) / {_fp32(ctx, 'data')})")
 
@@ -355,6 +369,9 @@ ISA_HANDLERS = {
     "nisa.tensor_copy_predicated": tensor_copy_predicated,
     "nisa.dropout": dropout,
     "nisa.reciprocal": reciprocal,
+    "nisa.rng": rng,
+    "nisa.rand2": rand2,
+    "nisa.set_rng_seed": set_rng_seed,
     "nisa.memset": memset,
     "nisa.tensor_reduce": tensor_reduce,
     "nisa.bn_stats": bn_stats,

@@ -81,3 +81,10 @@ class RandomState:
 
     def uniform(self, shape) -> np.ndarray:
         return self.generator.random(shape, dtype=F32)
+
+    def bits(self, shape, dtype_name: str) -> np.ndarray:
+        """``nisa.rng``: random 32-bit words truncated to the low bits of integer dtype ``dtype_name``."""
+        words = self.generator.integers(0, 1 << 32, size=shape, dtype=np.uint64).astype(np.uint32)
+        d = dtypes.get(dtype_name)
+        unsigned = np.dtype(f"u{d.itemsize}")
+        return words.astype(unsigned).view(d.np_dtype)  # an unsigned narrowing cast keeps the low bits

@@ -178,6 +178,10 @@ COMPUTE: dict[str, CostRule] = {
                                           "§2.3 tensor_scalar_reduce: max(MIN_II, N) + MIN_II"),
     "nisa.scalar_tensor_tensor": CostRule(_scalar_tensor_tensor, "§2.3 scalar_tensor_tensor"),
     "nisa.tensor_tensor_scan": CostRule(lambda t, s: _ii(t, 2 * s.N), "§2.3 tensor_tensor_scan: max(MIN_II, 2N)"),
+    # §2.7 "Random" gives no costs: priced as one pass over the elements, as dropout (§2.3: max(MIN_II, N)).
+    "nisa.rng": CostRule(lambda t, s: _one_input(t, s), "§2.7 Random (no formula: max(MIN_II, N), as §2.3 dropout)"),
+    "nisa.rand2": CostRule(lambda t, s: _ii(t, s.N), "§2.7 Random (no formula: max(MIN_II, N), as §2.3 dropout)"),
+    "nisa.set_rng_seed": CostRule(lambda t, s: _ii(t, 1), "§2.7 Random (no formula: one MIN_II issue)"),
     "nisa.reciprocal": CostRule(lambda t, s: _ii(t, 8 * s.N), "§2.3 reciprocal: max(MIN_II, 8N) on Vector"),
     "nisa.memset": CostRule(_memset, "§2.3 memset"),
     "nisa.tensor_reduce": CostRule(_tensor_reduce, "§2.3 tensor_reduce"),

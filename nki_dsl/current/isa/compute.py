@@ -12,6 +12,7 @@ from nki_dsl.ir.affine import Affine
 from nki_dsl.isa import activations as legacy_act
 from nki_dsl.isa import indexing as legacy_index
 from nki_dsl.isa import mx as legacy_mx
+from nki_dsl.isa import random as legacy_random
 from nki_dsl.isa import reductions as legacy_red
 from nki_dsl.isa import vector_alu as legacy_alu
 from nki_dsl.trace.builder import caller_loc
@@ -217,3 +218,25 @@ def quantize_mx(dst, src, dst_scale, name=None):
     the layout ``nc_matmul_mx`` reads (reference/nki.md §2.7 quantize_mx; NC-v4)."""
     api = "nisa.quantize_mx"
     write(api, dst, legacy_mx.quantize_mx(src, dst_scale, dtype=dst_dtype(api, dst)))
+
+
+# ------------------------------------------------------------------------------------------------ Random numbers
+
+
+def rng(dst, engine=engine.vector, name=None):
+    """``dst`` (an integer tile) = random 32-bit words truncated to its dtype's low bits (§2.7 "Random")."""
+    api = "nisa.rng"
+    shape = tuple(dst_access(api, dst).shape)
+    write(api, dst, legacy_random.rng(shape, dst_dtype(api, dst), engine=engine_arg(api, engine)))
+
+
+def rand2(dst, min, max, name=None):  # noqa: A002 - the instruction's parameter names
+    """``dst`` = uniform draws in [min, max] (fp32 numbers or ``[P, 1]`` tiles), cast to ``dst``'s dtype (NC-v4)."""
+    api = "nisa.rand2"
+    shape = tuple(dst_access(api, dst).shape)
+    write(api, dst, legacy_random.rand2(shape, min, max, dtype=dst_dtype(api, dst)))
+
+
+def set_rng_seed(src_seeds, name=None):
+    """Seed the generator from the 32-bit value of a ``[1, 1]`` tile."""
+    legacy_random.set_rng_seed(src_seeds)

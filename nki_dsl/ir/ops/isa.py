@@ -167,6 +167,12 @@ def _quantize_mx_shape(shapes, attrs):
     return (p, s[1] // MX_LANES)
 
 
+def _rand2_shape(shapes, attrs):
+    s = tuple(attrs["shape"])
+    _per_partition({**shapes, "_": s}, "_", ("min", "max"))
+    return s
+
+
 def _nc_transpose_shape(shapes, attrs):
     s = rules.transposed("data")(shapes, attrs)
     if attrs.get("engine") == "vector" and any(n > VECTOR_TRANSPOSE_MAX for n in s):
@@ -347,6 +353,17 @@ ISA_OPS: list[OpSpec] = [
            (), result_dtype="float8_e4m3fn_x4", shape=_quantize_mx_shape, engine="vector",
            doc="MX quantisation: per 8 partitions x 4 values a power-of-two scale into dst_scale, the values "
                "divided by it as packed fp8 (NC-v4)"),
+    # -- Random numbers (reference/nki.md §2.7 "Random"): one generator per launch, seeded by set_rng_seed (and
+    # nl.random_seed); the backends draw their own streams (the hardware's XORWOW bits are not reproduced).
+    OpSpec("nisa.rng", INSTRUCTION, (), (AttrSpec("shape", AttrKind.SHAPE), _engine_attr("vector", "gpsimd")),
+           result_dtype="uint32", shape=rules.from_attr("shape"), engine="vector",
+           doc="a tile of random 32-bit words, truncated to the low bits of its integer dtype"),
+    OpSpec("nisa.rand2", INSTRUCTION,
+           (OperandSpec("min", **PER_PARTITION), OperandSpec("max", **PER_PARTITION)),
+           (AttrSpec("shape", AttrKind.SHAPE),), result_dtype="float32", shape=_rand2_shape, engine="vector",
+           doc="a tile of fp32 uniform draws in [min, max] (immediates or [P, 1] tiles), cast to its dtype"),
+    OpSpec("nisa.set_rng_seed", INSTRUCTION, (OperandSpec("src_seeds"),), result=None, shape=None,
+           engine="vector", doc="seed the launch's generator with the 32-bit value of a [1, 1] tile"),
     # -- Vector engine: reductions and statistics ----------------------------------------------------------------
     OpSpec("nisa.tensor_reduce", INSTRUCTION, (DATA,),
            (_fn("op", REDUCE_OPS), AttrSpec("axis", AttrKind.INTS), AttrSpec("negate", AttrKind.BOOL, False),
