@@ -14,11 +14,11 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
-from nki_dsl.ir.affine import Mask
+from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.trace import semantics
-from nki_dsl.trace.access import index_access
+from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.handle import TileHandle
@@ -100,6 +100,38 @@ class _TileLike(TileHandle):
 
     def broadcast_to(self, shape):
         return build_op("nl.broadcast_to", {"x": self}, {"shape": tuple(int(s) for s in shape)})
+
+    def permute(self, *dims):
+        """A view with its axes reordered (reference/nki.md §2.7 "Views"): axis i of the view is axis ``dims[i]``
+        of this one (``t.permute(0, 2, 1)`` or ``t.permute((0, 2, 1))``). On-chip the partition axis stays first."""
+        order = tuple(int(d) for d in (dims[0] if len(dims) == 1 and isinstance(dims[0], tuple | list) else dims))
+        base = self.access()
+        rank = len(base.shape)
+        if sorted(order) != list(range(rank)):
+            raise NkiApiError(f"permute{order} is not a permutation of the {rank} axes of {list(base.shape)}",
+                              caller_loc(), "permute")  # fmt: skip
+        if base.tensor.type.buffer.on_chip and order[0] != 0:
+            raise NkiApiError(f"permute{order} moves the partition axis of an on-chip tensor; it stays axis 0",
+                              caller_loc(), "permute")  # fmt: skip
+        inverse = {k: i for i, k in enumerate(order)}
+        exprs = [Affine.var(f"d{inverse[k]}") for k in range(rank)]
+        return TileView(compose(base, exprs, tuple(base.shape[k] for k in order)))
+
+    def select(self, dim, index):
+        """The view at ``index`` (an int) of axis ``dim`` (reference/nki.md §2.7 "Views"): ``t[..., index, ...]``.
+        A runtime index (a [1, 1] tensor) needs register offsets, which are not modelled."""
+        rank = len(self.shape)
+        if not isinstance(dim, int) or not -rank <= dim < rank:
+            raise NkiApiError(f"select: dim {dim!r} is not an axis of {list(self.shape)}", caller_loc(), "select")
+        if not isinstance(index, int | np.integer):
+            raise NkiApiError("select with a tensor index (a runtime offset from a register or a [1, 1] tile) is "
+                              "not modelled; index with a Python int", caller_loc(), "select")  # fmt: skip
+        if self.access().tensor.type.buffer.on_chip and dim % rank == 0:
+            raise NkiApiError("select cannot take the partition axis (axis 0) of an on-chip tensor", caller_loc(),
+                              "select")  # fmt: skip
+        key = [slice(None)] * rank
+        key[dim] = int(index)
+        return self[tuple(key)]
 
     def view(self, dtype):
         """``t.view(dtype)`` (reinterpret the bytes) is not modelled: the reference holds on-chip floats as fp32
