@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
-from nki_dsl.ir.ops.isa import MX_DATA
+from nki_dsl.ir.ops.isa import MX_DATA, PE_COLUMNS
 from nki_dsl.isa.arguments import ints
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.tensor import build_op
@@ -34,6 +34,9 @@ def nc_matmul_mx(stationary, moving, stationary_scale, moving_scale, *, tile_pos
     if len(position) != len(size) or len(size) not in (0, 2):
         raise NkiApiError(f"tile_position {list(position)} and tile_size {list(size)} must both be (row, column) "
                           f"pairs or both be empty", caller_loc(), op)  # fmt: skip
+    if size and (size[1] != PE_COLUMNS or position[1] != 0):
+        raise NkiApiError(f"tile_size {list(size)} / tile_position {list(position)}: the MX matmul tiles rows only "
+                          f"(columns stay the whole {PE_COLUMNS}, §2.7 nc_matmul_mx)", caller_loc(), op)  # fmt: skip
     operands = {"stationary": stationary, "moving": moving, "stationary_scale": stationary_scale,
                 "moving_scale": moving_scale}  # fmt: skip
     return build_op(op, operands, {"tile_position": position, "tile_size": size})

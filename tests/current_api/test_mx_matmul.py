@@ -282,3 +282,17 @@ def test_wider_moving_tiles_are_refused_on_trn3_and_wide_ones_on_trn2(monkeypatc
     monkeypatch.setenv(TARGET, "trn2")
     with pytest.raises(NkiError, match=r"moving tile \[128, 1024\] exceeds the moving free-size limit of 512"):
         wide_matmul(s, rng.standard_normal((128, 1024)).astype(np.float32))
+
+
+def test_an_mx_matmul_takes_the_tensor_time_of_a_bf16_one_for_4x_the_flops():
+    # §3.1: "8x128 (MXFP8 dense)" input elements per cycle against 2x128 for BF16: [128 x4, 128] x [128 x4, 512]
+    # (K = 512) streams in the cycles of a BF16 [128, 128] x [128, 512] (K = 128)
+    rng = np.random.default_rng(0)
+    a, sa, _ = _operand(rng, "float8_e4m3fn_x4", 1, 128, 128)
+    b, sb, _ = _operand(rng, "float8_e4m3fn_x4", 1, 128, 512)
+    _, mx = nki.simulate(mx_matmul, a[None, 0], sa[None, 0], b[None, 0], sb[None, 0])
+    s, m = np.zeros((128, 128), ml_dtypes.bfloat16), np.zeros((128, 512), ml_dtypes.bfloat16)
+    _, bf16 = nki.simulate(wide_matmul, s, m)
+    tensor_ns = [p.latency_ns * p.engine_busy["tensor"] for p in (mx, bf16)]
+    assert tensor_ns[0] == pytest.approx(tensor_ns[1], rel=1e-9)
+    assert mx.tensor_flops == pytest.approx(4 * bf16.tensor_flops)

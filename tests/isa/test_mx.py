@@ -114,3 +114,18 @@ def test_mx_kernel_verifies_and_runs_the_same_after_a_round_trip():
     got = both(x, b, sb, target="trn3", backend="numpy")
     np.testing.assert_array_equal(compile_kernel(parsed).run({"x": x, "b": b.view(np.uint32), "sb": sb}), got)
     assert np.isfinite(got).all()
+
+
+def test_mx_matmul_tiles_rows_only():
+    @nki.jit
+    def tiled(a, sa, b, sb, size, position):
+        out = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_matmul_mx(nl.load(a), nl.load(b), nl.load(sa), nl.load(sb), tile_size=size,
+                                        tile_position=position))
+        return out
+
+    a, sa, b, sb, expected = _case(6, 64, 32, 64)
+    out = tiled(a, sa, b, sb, (64, 128), (64, 0), target="trn3")  # the lower half of the rows
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
+    with pytest.raises(NkiError, match="the MX matmul tiles rows only"):
+        tiled(a, sa, b, sb, (64, 64), (0, 64), target="trn3")

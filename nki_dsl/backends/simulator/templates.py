@@ -242,7 +242,7 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
 def _price_compute(t: OpTemplate, target: Target) -> None:
     t.duration_ns = cost.compute_ns(target, t)
     t.useful_ns = min(t.duration_ns, cost.useful_ns(target, t))
-    if t.opcode == "nisa.nc_matmul":
+    if t.opcode in ("nisa.nc_matmul", "nisa.nc_matmul_mx"):  # both load a stationary tile first (§3.2)
         t.load_stationary_ns = cost.load_stationary_ns(target, t)
 
 
