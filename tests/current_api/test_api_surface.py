@@ -359,3 +359,29 @@ def test_hwdge_dma_needs_equal_dtypes():
 
     with pytest.raises(NkiApiError, match="hwdge copies raw bytes"):
         k(X)
+
+
+@pytest.mark.parametrize("name", ["topk", "activate2", "nc_n_gather", "register_alloc", "rand_get_state"])
+def test_unmodelled_instructions_import_and_refuse_when_called(name):
+    from nki_dsl.current import isa
+
+    fn = getattr(isa, name)  # `from nki.isa import topk` works: unmodified code imports
+    with pytest.raises(nki.NkiError, match=rf"nisa.{name} is not modelled by nki_dsl: \S"):
+        fn(None)
+    with pytest.raises(AttributeError):
+        isa.no_such_instruction  # noqa: B018 - a misspelt name is still an AttributeError
+
+
+def test_no_reorder_keeps_values_and_says_what_the_simulator_does_not_model():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        with nl.no_reorder():
+            nisa.dma_copy(dst=t, src=x)
+            nisa.activation(dst=t, op=nl.exp, data=t)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.warns(UserWarning, match="does not enforce the block's order"):
+        np.testing.assert_allclose(k(X / X.size), np.exp(X / X.size), rtol=1e-6)

@@ -3,6 +3,7 @@
 are slices, and the result dtype is ``dst``'s. Each is a thin wrapper over the legacy instruction (``nki_dsl.isa``):
 one IR, one verifier, one set of backends for both generations."""
 
+from nki_dsl.current import unmodelled as _unmodelled
 from nki_dsl.current.isa import constants
 from nki_dsl.current.isa.composed import (
     core_barrier,
@@ -70,3 +71,6 @@ __all__ = [
     "get_nc_version", "constants",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
 ]  # fmt: skip
+
+# 0.6 instructions that are not modelled resolve to functions refusing with the reason (current/unmodelled.py).
+__getattr__ = _unmodelled.module_getattr("nisa", __name__, _unmodelled.ISA)

@@ -8,12 +8,14 @@ the new dtypes and the buffer predicates. Legacy-only names (``arange``, ``mgrid
 ``spmd_dim``, ``loop_reduce``) are not exported: 0.6 removed them."""
 
 from nki_dsl import language as _legacy
+from nki_dsl.current import unmodelled as _unmodelled
 from nki_dsl.current.dynamic import dynamic_range, fori_loop, while_loop
 from nki_dsl.current.isa.composed import shared_identity_matrix
 from nki_dsl.current.language.buffers import is_hbm, is_on_chip, is_psum, is_sbuf
 from nki_dsl.current.language.creation import empty_like, full, ndarray, ones, zeros, zeros_like
 from nki_dsl.current.language.debug import device_print
 from nki_dsl.current.language.objects import NKIObject
+from nki_dsl.current.language.ordering import no_reorder
 from nki_dsl.current.language.spmd import num_programs, program_id, program_ndim
 from nki_dsl.current.language.tile_size import tile_size
 from nki_dsl.current.loops import affine_range, sequential_range, static_range
@@ -49,6 +51,9 @@ __all__ = [
     "affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop",
     "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "is_sbuf", "is_psum", "is_hbm", "is_on_chip",
     "program_id", "num_programs", "program_ndim", "tile_size", "NKIObject", "shared_identity_matrix",
-    "device_print", "bypass",
+    "device_print", "no_reorder", "bypass",
     *[_n for _n in _MATH if hasattr(_legacy, _n)], *_DTYPE_NAMES,
 ]  # fmt: skip
+
+# 0.6 names that are not modelled resolve to functions refusing with the reason (current/unmodelled.py).
+__getattr__ = _unmodelled.module_getattr("nl", __name__, _unmodelled.LANGUAGE)
