@@ -4,7 +4,22 @@ such state "changes once, at trace"). Their index is a register: it can index te
 index here) but not decide Python control flow.
 
 Bounds must be Python ints: trip counts held in registers (``nisa.register_*``) are not modelled, and neither is
-``while_loop``, whose condition is a register the body computes; both are refused with a message saying so."""
+``while_loop``, whose condition is a register the body computes; both are refused with a message saying so.
+
+How a runtime trip count is to be represented when registers are modelled (decided, not implemented):
+
+* a register is a ``[1, 1]`` int32 SBUF tensor: the value ``register_load`` reads and what ``.ap(scalar_offset=)``
+  already accepts in its place (reference/nki.md §2.7 "Access patterns": "1x1 SBUF or register");
+* a runtime loop is a ``Loop`` of kind ``dynamic`` whose stop is an operand (an access of such a tensor), read
+  once at loop entry, plus a static ``max_trip`` the kernel states (``fori_loop(0, n, body, max_trip=...)``
+  would be this project's extension): the verifier's bounds and dependence rules and the allocator need a
+  finite range, which NKI's compiler gets from the register's allocation instead;
+* the NumPy reference emits ``range(start, int(reg[0, 0]), step)``; the JAX backend a ``lax.while_loop`` over
+  the same body; ``while_loop`` is the same loop with the condition register re-read after each iteration;
+* the simulator prices the body once (its steady-state iteration cost, as for static loops) and multiplies by
+  the trip count it reads from the register at simulation time: it already runs the NumPy reference for a
+  kernel's outputs, so the reference records each dynamic loop's trip count per entry and the cost model takes
+  those counts instead of a static one."""
 
 from __future__ import annotations
 
