@@ -24,19 +24,30 @@ from nki_dsl.api import (
     baremetal,
     benchmark,
     emit,
+    parse_family,
     parse_ir,
     parse_ir_unverified,
     profile,
+    prove_family,
     simulate_kernel,
     trace,
 )
-from nki_dsl.errors import NkiApiError, NkiError, NkiParseError, NkiTraceError, NkiVerificationError
+from nki_dsl.errors import (
+    NkiApiError,
+    NkiError,
+    NkiParseError,
+    NkiShapeFamilyError,
+    NkiTraceError,
+    NkiVerificationError,
+)
+from nki_dsl.family import ShapeFamily
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.phase_times import phase_times
 from nki_dsl.profiling import simulate
 from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec
+from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 __all__ = [
     "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
@@ -44,4 +55,5 @@ __all__ = [
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "phase_times",
     "language", "isa", "typing", "compiler", "current",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
+    "ShapeFamily", "parse_family", "prove_family", "NkiShapeFamilyError", "InconclusiveDimensionError",
 ]  # fmt: skip

@@ -12,7 +12,8 @@ import functools
 import warnings
 
 from nki_dsl import backends
-from nki_dsl.errors import NkiError
+from nki_dsl.errors import NkiError, NkiVerificationError
+from nki_dsl.family import ShapeFamily
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.profiling import benchmark_profile
@@ -62,11 +63,13 @@ def backend_names() -> list[str]:
     return backends.names()
 
 
-def trace(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs) -> TracedKernel:
-    """Trace and verify ``kernel`` (optionally ``kernel[grid]``) for these arguments, without running it."""
+def trace(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
+    """Trace and verify ``kernel`` (optionally ``kernel[grid]``) for these arguments, without running it. With
+    symbolic specs (``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``) the result is a ``ShapeFamily``,
+    proved for the whole declared range."""
     launch = as_launch(kernel)
     ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, get_target(target))
-    return TracedKernel(ir)
+    return ShapeFamily(ir) if ir.symbols else TracedKernel(ir)
 
 
 def emit(kernel, *args, backend: str = "numpy", **kwargs) -> str:
@@ -157,7 +160,37 @@ def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudg
     target = get_target(target)
     budget = IRBudget() if budget is None else budget
     kernel = parse_kernel(text, path, budget)
+    if kernel.symbols:
+        raise NkiError(f"{path} is a shape family (it declares symbols): read it with nki.parse_family, whose "
+                       f"instantiate() verifies each concrete shape")  # fmt: skip
     try:
         return TracedKernel(check(kernel, target, budget=budget))
     except (RecursionError, MemoryError) as e:  # only under budgets far looser than the defaults
         raise NkiError(f"verifying {path} exhausts the verifier ({type(e).__name__}); tighten the IRBudget") from None
+
+
+def parse_family(text: str, *, budget: IRBudget | None = None, path: str = "<nkir>") -> ShapeFamily:
+    """Parse the IR text of a shape family (untrusted input) within ``budget`` and check its form (where symbols may
+    appear, their ranges and definitions). Nothing is run or compiled: ``family.instantiate(x)`` makes and verifies
+    the concrete kernel for ``x``'s shape, within the same budget. A family is proved for its whole range when it is
+    published (``nki.prove_family``); a loader need not trust that, since every instance is verified."""
+    from nki_dsl.ir.parser import parse_kernel  # deferred: `import nki_dsl` loads neither the parser nor the verifier
+    from nki_dsl.verify.family import check_form
+
+    budget = IRBudget() if budget is None else budget
+    kernel = parse_kernel(text, path, budget)
+    if not kernel.symbols:
+        raise NkiError(f"{path} declares no shape symbols: it is one concrete kernel; read it with nki.parse_ir")
+    found = check_form(kernel)
+    if found:
+        raise NkiVerificationError(found)
+    return ShapeFamily(kernel, budget)
+
+
+def prove_family(family: ShapeFamily, target: str | Target = DEFAULT_TARGET, *, budget: IRBudget | None = None):
+    """Prove every verifier rule for every shape of ``family``'s declared range on ``target``
+    (``verify/family.py``); raises ``NkiVerificationError`` naming the rule and the dimension otherwise."""
+    from nki_dsl.verify.family import prove_or_raise
+
+    prove_or_raise(family.ir, get_target(target), IRBudget() if budget is None else budget)
+    return family

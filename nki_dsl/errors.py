@@ -57,6 +57,10 @@ class NkiVerificationError(NkiError):
         return "\n".join(str(d) for d in self.diagnostics)
 
 
+class NkiShapeFamilyError(NkiError):
+    """A call's arrays do not fit a shape family (rank, a fixed dimension, a symbol outside its declared range)."""
+
+
 class NkiParseError(NkiError):
     """IR text that does not follow the grammar."""
 

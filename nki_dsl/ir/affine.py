@@ -4,7 +4,9 @@ An ``Affine`` is ``const + sum(coef * var)`` over named integer variables. Varia
 
 * ``i<N>``  loop indices (bound by an enclosing ``Loop``),
 * ``pid<N>`` SPMD program ids (range ``[0, grid[N])``),
-* ``d<N>``   the axes of the access or op they appear in (range ``[0, extent)``).
+* ``d<N>``   the axes of the access or op they appear in (range ``[0, extent)``),
+* ``$<name>`` shape symbols of a shape family (``ir/symbols.py``): a size known only when a call binds it, with
+  a declared range. Only family IR holds them; instantiation replaces every one by its value.
 
 A ``Mask`` is a conjunction of constraints ``expr >= 0``; every comparison is normalised to that form (integer
 ``a < b`` is ``b - a - 1 >= 0``), so equal masks are equal objects and print identically.
@@ -19,11 +21,16 @@ from dataclasses import dataclass
 # other digits (NFKC: fullwidth "３" is "3"), so "i３" and "i3" would be one variable there and two here.
 # No leading zeros: "d00" would be a second name for axis 0.
 _VAR_RE = re.compile(r"(i|pid|d)(0|[1-9][0-9]*)")
+# Shape symbols: ASCII identifiers after a '$' that no other variable name has, so family IR can never be read as
+# concrete IR (and the other way round).
+SYMBOL_RE = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def var_kind(name: str) -> str:
-    """``"loop"``, ``"pid"`` or ``"axis"`` for a variable name."""
+    """``"loop"``, ``"pid"``, ``"axis"`` or ``"sym"`` for a variable name."""
     m = _VAR_RE.fullmatch(name) if isinstance(name, str) else None
+    if not m and isinstance(name, str) and SYMBOL_RE.fullmatch(name):
+        return "sym"
     if not m:
         raise ValueError(f"bad variable name {name!r}")
     return {"i": "loop", "pid": "pid", "d": "axis"}[m.group(1)]

@@ -7,6 +7,9 @@
 * An ``Op`` names its spec in the op table (``nki_dsl.ir.ops``); operands are accesses or scalar immediates keyed
   by the operand names of that spec; attributes are typed values; ``result`` is the tile it creates, if any.
 * A ``Loop`` is a region with a kind (``affine`` or ``sequential``), an index variable and a trip count.
+* A shape family's kernel also has ``symbols`` (``ir/symbols.py``): its HBM tensor dimensions and loop stops may
+  then be symbol names (``"$N"``) and its masks may use them. Only the printer, the parser, the family checks and
+  ``ir/instantiate.py`` see such IR; everything else runs on the concrete kernels instantiated from it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 
 from nki_dsl.errors import SourceLoc
 from nki_dsl.ir.affine import Affine, Mask
+from nki_dsl.ir.symbols import SymbolDef
 from nki_dsl.ir.types import TensorType
 
 
@@ -101,6 +105,7 @@ class Kernel:
     grid: tuple[int, ...] = ()
     source_file: str = "<unknown>"
     constants: dict[str, object] = field(default_factory=dict)
+    symbols: dict[str, SymbolDef] = field(default_factory=dict)  # a shape family's symbols, in definition order
 
     def walk(self):
         """Yield ``(stmt, enclosing_loops)`` for every statement in program order."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import gc
 import json
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tenso
 from nki_dsl.ir.ops import OPS, AttrKind, OpSpec
 from nki_dsl.ir.printer import result_kind
 from nki_dsl.ir.strings import describe_char, unsafe_char
+from nki_dsl.ir.symbols import SymbolDef, SymbolError, check_table
 from nki_dsl.ir.types import Buffer, TensorType
 
 _GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -41,6 +43,7 @@ _TERMINAL_NAMES = {
     "NAME": "a name",
     "OPNAME": "an op name",
     "TENSOR": "a tensor (%name)",
+    "SYM": "a shape symbol ($name)",
     "INT": "an integer",
     "FLOAT": "a float",
     "DIMS": "a shape (128x512)",
@@ -87,7 +90,7 @@ def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None
             try:
                 tree = _lark().parse(text)
             except UnexpectedInput as e:
-                raise _syntax_error(e, path) from None
+                raise _syntax_error(e, path, _DECLARES_SYMBOLS.search(text) is not None) from None
         return _Builder(path, budget).kernel(tree)
     except (RecursionError, MemoryError) as e:  # only under budgets far looser than the defaults
         raise NkiParseError(f"the IR text exhausts the parser ({type(e).__name__}); tighten the IRBudget "
@@ -97,7 +100,12 @@ def parse_kernel(text: str, path: str = "<nkir>", budget: IRBudget | None = None
             gc.enable()
 
 
-def _syntax_error(e, path: str) -> NkiParseError:
+# A text that declares no shape symbol cannot use one, so its syntax errors do not offer "a shape symbol" as what
+# was expected (nor do they differ from the errors before shape families existed).
+_DECLARES_SYMBOLS = re.compile(r"^\s*symbol\s", re.MULTILINE)
+
+
+def _syntax_error(e, path: str, symbols: bool = True) -> NkiParseError:
     token = getattr(e, "token", None)
     if token is None:
         found = repr(e.char)
@@ -109,6 +117,8 @@ def _syntax_error(e, path: str) -> NkiParseError:
     # accepts() replays the parser on each terminal: exact, where the LALR tables' lookahead sets are a superset.
     interactive = getattr(e, "interactive_parser", None)
     expected = interactive.accepts() if interactive is not None else getattr(e, "expected", None)
+    if not symbols and expected:
+        expected = {t for t in expected if t != "SYM"}
     if expected:
         message += "; expected " + ", ".join(sorted(_describe_terminal(t) for t in expected))
     return NkiParseError(message, SourceLoc(path, e.line))
@@ -142,6 +152,7 @@ class _Builder:
         self.source_file = ""
         self.statements = 0
         self.depth = 0
+        self.symbols: dict[str, SymbolDef] = {}
 
     @contextmanager
     def _at(self, node, op: str | None = None):
@@ -154,10 +165,15 @@ class _Builder:
             raise refuse(field, value, limit, what, SourceLoc(self.path, _line(node)), op or "kernel") from None
 
     def kernel(self, tree) -> Kernel:
-        name, params, outputs, grid, source, *consts, body = tree.children
+        name, params, outputs, *rest = tree.children
+        symbols = [n for n in rest if n.data.startswith("symbol_")]
+        grid, source, *consts, body = rest[len(symbols):]
+        for node in symbols:  # first: parameter types use them
+            self._symbol(node)
         with self._at(source):
             self.source_file = self._string(source.children[0])
-        kernel = Kernel(str(name), [self._param(p) for p in params.children], [], [], source_file=self.source_file)
+        kernel = Kernel(str(name), [self._param(p) for p in params.children], [], [], source_file=self.source_file,
+                        symbols=self.symbols)  # fmt: skip
         with self._at(grid):
             kernel.grid = _ints(self._value(grid.children[0]), "the grid")
             if len(kernel.grid) > self.budget.max_grid_rank:
@@ -175,10 +191,40 @@ class _Builder:
                 kernel.outputs.append(self._use(out))
         return kernel
 
+    def _symbol(self, node) -> None:
+        """One ``symbol`` line: checked against the ones before it (``symbols.check_table``)."""
+        self._count(node)
+        with self._at(node):
+            name, *parts = node.children
+            if str(name) in self.symbols:
+                raise _MeaningError(f"symbol {name} is declared twice")
+            if node.data == "symbol_range":
+                s = SymbolDef(str(name), _int(parts[0]), _int(parts[1]))
+            else:
+                expr = _affine(self._expr(parts[0]))
+                s = SymbolDef(str(name), expr=expr, divisor=_int(parts[1]) if len(parts) > 1 else 1)
+            try:
+                check_table({**self.symbols, s.name: s})
+            except SymbolError as e:
+                raise _MeaningError(str(e)) from None
+            self.symbols[s.name] = s
+
+    def _declared(self, token) -> str:
+        if str(token) not in self.symbols:
+            raise _MeaningError(f"shape symbol {token} is not declared (symbol {token} in [lo, hi])")
+        return str(token)
+
     def _param(self, node) -> Tensor:
         with self._at(node):
             name, type_node = node.children
-            return self._define(name, _type(type_node), "param")
+            return self._define(name, self._type(type_node), "param")
+
+    def _type(self, node) -> TensorType:
+        for d in node.children[1:-1]:
+            token = d.children[0] if getattr(d, "data", None) == "par_dim" else d
+            if token.type == "SYM":
+                self._declared(token)
+        return _type(node)
 
     def _define(self, token, type_: TensorType, kind: str) -> Tensor:
         name = str(token)[1:]
@@ -211,7 +257,8 @@ class _Builder:
                                    f"loop {var}'s nesting depth")  # fmt: skip
             if _var(var) != "loop":
                 raise _MeaningError(f"loop index {var} is not a loop variable i<N>")
-            loop = Loop(str(kind), str(var), _signed(start), _signed(stop), _signed(step), [], self._loc(loc))
+            stop = self._declared(stop) if getattr(stop, "type", None) == "SYM" else _signed(stop)
+            loop = Loop(str(kind), str(var), _signed(start), stop, _signed(step), [], self._loc(loc))
         self.depth += 1
         loop.body = self._body(body)
         self.depth -= 1
@@ -232,7 +279,7 @@ class _Builder:
             attrs = self._attrs(spec, [a for p in parts if p.data == "attrs" for a in p.children])
             mask = next((self._mask(p.children[0]) for p in parts if p.data == "mask"), None)
             if result is not None:
-                result = self._define(result, _type(type_node), result_kind(spec))
+                result = self._define(result, self._type(type_node), result_kind(spec))
             return Op(spec.name, operands, attrs, result, self._loc(loc), mask)
 
     def _operands(self, spec: OpSpec, nodes) -> dict[str, Operand]:
@@ -329,12 +376,14 @@ class _Builder:
             sign = -1 if negative else 1
             if getattr(atom, "data", None) == "scaled":
                 coef, name = atom.children
-                _var(name)
+                if _var(name) == "sym":
+                    self._declared(name)
                 coefs[str(name)] = coefs.get(str(name), 0) + sign * _int(coef)
             elif atom.type == "INT":
                 const += sign * _int(atom)
             else:
-                _var(atom)
+                if _var(atom) == "sym":
+                    self._declared(atom)
                 coefs[str(atom)] = coefs.get(str(atom), 0) + sign
         return Affine.of(const, **coefs)
 
@@ -385,8 +434,13 @@ def _type(node) -> TensorType:
     par = [k for k, d in enumerate(dims) if getattr(d, "data", None) == "par_dim"]
     if len(par) > 1:
         raise _MeaningError("a type marks more than one partition dimension")
-    shape = tuple(_int(d.children[0] if k in par else d) for k, d in enumerate(dims))
+    shape = tuple(_dim(d.children[0] if k in par else d) for k, d in enumerate(dims))
     return TensorType(shape, dtypes.BY_SHORT[str(dtype)].name, _BUFFERS[str(buffer)], par[0] if par else 0)
+
+
+def _dim(token) -> int | str:
+    """A size, or a shape symbol (declared: ``_Builder._type`` checked)."""
+    return str(token) if token.type == "SYM" else _int(token)
 
 
 def _signed(node) -> int:

@@ -14,6 +14,16 @@ The layout is canonical, so equal kernels print identically::
       }
     }
 
+A shape family (``ir/symbols.py``) declares its symbols first, and uses them as sizes and in masks::
+
+    kernel softmax_kernel(%x: f32[$N, 512] hbm) -> (%out) {
+      symbol $N in [1, 65536]
+      symbol $_0 = ($N + 127) // 128
+      grid ()
+      ...
+      affine i0 = range(0, $_0, 1) loc(16) {
+        %0 = nl.load(src=%x[d0 + 128*i0, d1 ; 128x512]) mask[d0 + 128*i0 - $N <= -1] : f32[128, 512] sbuf loc(18)
+
 Operands and attributes follow the op table's order; a loc names the kernel's source file unless it shows its own.
 A tensor's kind is not printed: it follows from where the tensor is defined (see ``result_kind``).
 """
@@ -26,10 +36,11 @@ from contextlib import contextmanager
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiError, SourceLoc
-from nki_dsl.ir.affine import Affine, Mask, format_affine, format_constraint, var_kind
+from nki_dsl.ir.affine import SYMBOL_RE, Affine, Mask, format_affine, format_constraint, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Tensor
 from nki_dsl.ir.ops import DECLARED, OPS, AttrKind, OpSpec
 from nki_dsl.ir.strings import describe_char, unsafe_char
+from nki_dsl.ir.symbols import SymbolDef, format_definition
 from nki_dsl.ir.types import Buffer, TensorType
 
 INDENT = "  "
@@ -75,6 +86,7 @@ def _kernel_lines(kernel: Kernel):
         outputs = ", ".join(_tensor_ref(t) for t in kernel.outputs)
         header = [
             f"kernel {kernel.name}({params}) -> ({outputs}) {{",
+            *(f"{INDENT}{_symbol(s)}" for s in kernel.symbols.values()),
             f"{INDENT}grid {_tuple([str(_int(g)) for g in kernel.grid])}",
             f"{INDENT}source {_string(kernel.source_file)}",
             *(f"{INDENT}const {_string(k)} = {_constant(v)}" for k, v in kernel.constants.items()),
@@ -82,6 +94,15 @@ def _kernel_lines(kernel: Kernel):
     yield from header
     yield from _body_lines(kernel.body, 1, kernel.source_file)
     yield "}"
+
+
+def _symbol(s: SymbolDef) -> str:
+    _expect(isinstance(s, SymbolDef) and SYMBOL_RE.fullmatch(s.name) is not None, s, "a symbol definition")
+    if s.is_base:
+        return f"symbol {s.name} in [{_size(s.lo)}, {_size(s.hi)}]"
+    _affine(s.expr)
+    _size(s.divisor)
+    return f"symbol {s.name} = {format_definition(s)}"
 
 
 def _param(tensor: Tensor) -> str:
@@ -110,7 +131,8 @@ def _loop_header(loop: Loop, source_file: str) -> str:
         raise _FormatError(f"kind {loop.kind!r} is not one of {', '.join(LOOP_KINDS)}")
     if not re.fullmatch(r"i\d+", loop.var):
         raise _FormatError(f"index {loop.var!r} is not a loop variable i<N>")
-    bounds = ", ".join(str(_int(b)) for b in (loop.start, loop.stop, loop.step))
+    stop = _dim(loop.stop) if isinstance(loop.stop, str) else str(_int(loop.stop))  # a family's stop: a symbol
+    bounds = f"{_int(loop.start)}, {stop}, {_int(loop.step)}"
     return f"{loop.kind} {loop.var} = range({bounds}) {_loc(loop.loc, source_file)} {{"
 
 
@@ -163,7 +185,7 @@ def format_type(t: TensorType) -> str:
         raise _FormatError(f"buffer {t.buffer!r} is not a Buffer")
     if t.shape and not 0 <= t.par_axis < len(t.shape) or not t.shape and t.par_axis != 0:
         raise _FormatError(f"partition axis {t.par_axis} is out of range for shape {list(t.shape)}")
-    dims = [str(_size(s)) for s in t.shape]
+    dims = [_dim(s) for s in t.shape]
     if t.par_axis:
         dims[t.par_axis] = f"[{dims[t.par_axis]}]"
     return f"{dtypes.get(t.dtype).short}[{', '.join(dims)}] {t.buffer.value}"
@@ -194,7 +216,7 @@ def _tensor_ref(tensor: Tensor) -> str:
 def _affine(e: Affine) -> str:
     _expect(isinstance(e, Affine), e, "an affine expression")
     for v in e.vars():
-        _expect(_is_var(v), v, "a variable name (i<N>, pid<N> or d<N>)")
+        _expect(_is_var(v), v, "a variable name (i<N>, pid<N>, d<N> or a $symbol)")
     return format_affine(e)
 
 
@@ -265,6 +287,14 @@ def _expect(ok: bool, value: object, what: str) -> None:
 def _int(v: object) -> int:
     _expect(isinstance(v, int) and not isinstance(v, bool), v, "an int")
     return v
+
+
+def _dim(v: object) -> str:
+    """A size: an int >= 0, or (in a shape family) a symbol name."""
+    if isinstance(v, str):
+        _expect(SYMBOL_RE.fullmatch(v) is not None, v, "a size or a symbol name")
+        return v
+    return str(_size(v))
 
 
 def _size(v: object) -> int:

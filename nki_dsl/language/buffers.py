@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
+from nki_dsl.trace.symbolic import Dim
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ def split_shape(shape) -> tuple[tuple[int, ...], int]:
         if isinstance(s, par_dim):
             par_axis = k
             s = s.size
+        if isinstance(s, Dim):  # a shape family's dimension: a symbol, for HBM tensors only (creation._type)
+            dims.append(s.table.size(s.expr, "the tensor dimension"))
+            continue
         try:
             dims.append(int(s.__index__()))
         except (AttributeError, TypeError):

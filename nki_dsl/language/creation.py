@@ -15,12 +15,20 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.language.buffers import split_shape, to_buffer
 from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.symbolic import InconclusiveDimensionError
 from nki_dsl.trace.tensor import build_op
 
 
 def _type(shape, dtype, buffer) -> TensorType:
     dims, par_axis = split_shape(shape)
-    return TensorType(dims, dtypes.normalize(dtype), to_buffer(buffer), par_axis)
+    t = TensorType(dims, dtypes.normalize(dtype), to_buffer(buffer), par_axis)
+    symbols = [s[1:] for s in dims if isinstance(s, str)]
+    if symbols and t.buffer.on_chip:  # on-chip memory is allocated at compile time: its sizes are concrete
+        raise InconclusiveDimensionError(
+            f"an {t.buffer.value} tensor of shape [{', '.join(map(str, shape))}] needs a concrete size for "
+            f"dimension {', '.join(symbols)}; on-chip tensors are tiles of fixed size (loop over tiles and mask the "
+            f"ragged edge), or declare {', '.join(symbols)} concrete", caller_loc())  # fmt: skip
+    return t
 
 
 def _lazy(api: str, value) -> None:

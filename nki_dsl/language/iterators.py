@@ -7,11 +7,15 @@ from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.index import IndexValue
+from nki_dsl.trace.symbolic import Dim
 
 
-def _bounds(api: str, args) -> tuple[int, int, int]:
+def _bounds(api: str, args, symbolic_stop: bool = False) -> tuple[int, int | Dim, int]:
     vals = []
-    for a in args:
+    for k, a in enumerate(args):
+        if symbolic_stop and isinstance(a, Dim) and k == (0 if len(args) == 1 else 1):
+            vals.append(a)  # a shape family's trip count: the loop's stop is a symbol (trace/symbolic.py)
+            continue
         if isinstance(a, IndexValue):
             raise NkiTraceError(f"{api} bounds must be Python ints, not the symbolic index {a.expr}", caller_loc())
         try:
@@ -31,8 +35,12 @@ def _bounds(api: str, args) -> tuple[int, int, int]:
 
 def _symbolic_loop(kind: str, api: str, args):
     builder = current(api)
-    start, stop, step = _bounds(api, args)
-    if stop <= start:
+    start, stop, step = _bounds(api, args, symbolic_stop=True)
+    if isinstance(stop, Dim):
+        if stop.table.bounds(stop.expr)[1] <= start:
+            return  # no size of the family runs the loop
+        stop = stop.table.size(stop.expr, f"the stop of {api}")
+    elif stop <= start:
         return
     loop = builder.open_loop(kind, start, stop, step, caller_loc())
     try:

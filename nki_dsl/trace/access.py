@@ -75,11 +75,13 @@ def _basic(entries, dims, loc) -> tuple[list[Affine], tuple[int, ...]]:
     return exprs, tuple(shape)
 
 
-def _slice(s: slice, dim: int, loc: SourceLoc) -> tuple[Affine, int, int]:
+def _slice(s: slice, dim: int | str, loc: SourceLoc) -> tuple[Affine, int, int]:
     step = 1 if s.step is None else s.step
     if isinstance(step, IndexValue) or not isinstance(step, int) or step <= 0:
         raise NkiTraceError(f"slice step must be a positive int, got {s.step!r}", loc)
     start = Affine() if s.start is None else _scalar(s.start, loc)
+    if isinstance(dim, str):  # a shape family's symbolic dimension: only slices whose size it does not decide
+        _symbolic_slice(s, start, dim, loc)
     stop = Affine((), dim) if s.stop is None else _scalar(s.stop, loc)
     if start.is_const and stop.is_const:
         start_c = start.const + dim if start.const < 0 else start.const
@@ -92,6 +94,18 @@ def _slice(s: slice, dim: int, loc: SourceLoc) -> tuple[Affine, int, int]:
         )
     extent = max(0, -(-width.const // step))
     return start, extent, step
+
+
+def _symbolic_slice(s: slice, start: Affine, dim: str, loc: SourceLoc) -> None:
+    from nki_dsl.trace.symbolic import InconclusiveDimensionError
+
+    stop = None if s.stop is None else _scalar(s.stop, loc)
+    if stop is None or (start.is_const and start.const < 0) or (stop.is_const and stop.const < 0):
+        raise InconclusiveDimensionError(
+            f"the slice {s.start}:{s.stop} of symbolic dimension {dim[1:]} needs its value (a tile has concrete "
+            f"sizes): index it with tiles (nl.arange, nl.ds) and mask the ragged edge, or declare {dim[1:]} concrete",
+            loc,
+        )
 
 
 def _advanced(entries, loc) -> tuple[list[Affine], tuple[int, ...]]:

@@ -88,6 +88,7 @@ class Builder:
         self.kernel = Kernel(name=name, params=[], body=[], outputs=[], grid=grid, source_file=source_file)
         self._target = target
         self.facts: dict[str, object] = {}  # Target attribute -> the value the body read (see ``target_fact``)
+        self.symbols = None  # a shape family's SymbolTable (trace/symbolic.py); None for a concrete trace
         self._regions: list[list[Stmt]] = [self.kernel.body]
         self._loops: list[Loop] = []
         self._names: set[str] = set()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind, var_number
 from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.symbolic import Dim
 
 # A front end whose loops are unrolled when their index must be a Python int (the current NKI API, whose compiler
 # unrolls every loop at specialisation: nki_dsl/current/specialize.py) installs a hook called with the variables of
@@ -221,6 +222,8 @@ class MaskValue:
 def as_index(x) -> IndexValue:
     if isinstance(x, IndexValue):
         return x
+    if isinstance(x, Dim):  # a shape family's dimension: an affine term over symbols (rows < N is a mask)
+        return IndexValue(x.expr)
     if isinstance(x, bool):
         return NotImplemented
     try:

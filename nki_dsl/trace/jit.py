@@ -115,6 +115,11 @@ class JitKernel:
         if entry is None:
             entry = _Trace(*self._trace(bound, grid, target))
             traces.append(entry)
+        if target not in entry.verified and entry.kernel.symbols:  # a shape family: proved for its whole range
+            from nki_dsl.verify.family import prove_or_raise
+
+            prove_or_raise(entry.kernel, target)
+            entry.verified.add(target)
         if target not in entry.verified:  # hardware rules (SBUF capacity, ...) depend on the target
             check(entry.kernel, target)
             for hook in TRACE_HOOKS:

@@ -22,6 +22,7 @@ from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.handle import TileHandle
 from nki_dsl.trace.index import IndexValue, MaskValue
+from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 
 def emit_op(
@@ -46,6 +47,7 @@ def emit_op(
                 raise NkiApiError(f"missing operand '{ospec.name}'", loc, name)
             continue
         ir_operands[ospec.name] = _operand(name, ospec, value, loc)
+    _concrete_views(name, ir_operands, loc)
     unknown = set(operands) - {o.name for o in spec.operands}
     if unknown:
         raise NkiApiError(f"unexpected operand(s) {sorted(unknown)}", loc, name)
@@ -61,6 +63,19 @@ def emit_op(
     op = Op(name, ir_operands, attrs, result, loc, mask)
     builder.emit(op)
     return op
+
+
+def _concrete_views(op_name, operands: dict, loc) -> None:
+    """A shape family's ops work on tiles of concrete size: an operand that views a whole symbolic dimension of
+    an HBM tensor (``nl.load(x)`` of an ``N x 512`` family) is refused with the dimension named."""
+    for oname, a in operands.items():
+        if isinstance(a, Access) and any(isinstance(s, str) for s in a.shape):
+            symbols = ", ".join(s[1:] for s in a.shape if isinstance(s, str))
+            raise InconclusiveDimensionError(
+                f"operand '{oname}' views [{', '.join(str(s).lstrip('$') for s in a.shape)}] of "
+                f"%{a.tensor.name}: an op's operand has concrete sizes, and dimension {symbols} is symbolic in this "
+                f"shape family; index the tensor with tiles (nl.arange, nl.ds) and mask the ragged edge, or "
+                f"declare {symbols} concrete", loc, op_name)  # fmt: skip
 
 
 def _operand(op_name, ospec, value, loc) -> Access | Imm:

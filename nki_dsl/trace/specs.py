@@ -11,23 +11,64 @@ import numpy as np
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
+from nki_dsl.ir.affine import SYMBOL_RE
+from nki_dsl.ir.symbols import MAX_SYMBOL_VALUE
 from nki_dsl.trace.call_errors import did_you_mean
 from nki_dsl.trace.constants import Constant, constant
+from nki_dsl.trace.symbolic import Dim, SymbolDecl, SymbolTable
 
 
 @dataclass(frozen=True)
 class ArgSpec:
-    """A tensor argument by shape and dtype only (``nki.spec((8192, 4096), "bfloat16")``)."""
+    """A tensor argument by shape and dtype only (``nki.spec((8192, 4096), "bfloat16")``). A shape family's
+    argument has ``SymbolDecl`` dimensions (``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``)."""
 
-    shape: tuple[int, ...]
+    shape: tuple[int | SymbolDecl, ...]
     dtype: str
+
+    @property
+    def is_symbolic(self) -> bool:
+        return any(isinstance(s, SymbolDecl) for s in self.shape)
+
+    @property
+    def symbolic_shape(self) -> tuple[int | Dim, ...]:
+        """The shape with each symbol as a ``Dim`` of a table of its own: what a launcher sees of a family's argument
+        (its comparisons are decided by the declared ranges, or refused)."""
+        table = SymbolTable()
+        return tuple(table.declare(s) if isinstance(s, SymbolDecl) else s for s in self.shape)
 
     def __str__(self) -> str:
         return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
 
 
-def spec(shape, dtype) -> ArgSpec:
-    return ArgSpec(tuple(int(s) for s in shape), dtypes.normalize(dtype))
+def spec(shape, dtype, dims: dict | None = None) -> ArgSpec:
+    """``nki.spec((128, 512), "float32")``; a shape family names its symbolic dimensions in ``shape`` and gives each
+    an inclusive range in ``dims``: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``."""
+    dims = dims or {}
+    out = []
+    for s in shape:
+        if isinstance(s, str):
+            if s not in dims:
+                raise NkiApiError(f"nki.spec: dimension {s!r} has no range; pass dims={{{s!r}: (lo, hi)}}")
+            out.append(_symbol(s, dims[s]))
+        else:
+            out.append(int(s))
+    unused = set(dims) - {s for s in shape if isinstance(s, str)}
+    if unused:
+        raise NkiApiError(f"nki.spec: dims names {sorted(unused)}, which the shape does not use")
+    return ArgSpec(tuple(out), dtypes.normalize(dtype))
+
+
+def _symbol(name: str, bounds) -> SymbolDecl:
+    if not SYMBOL_RE.fullmatch(f"${name}"):
+        raise NkiApiError(f"nki.spec: dimension name {name!r} is not an ASCII identifier of at most 64 characters")
+    try:
+        lo, hi = (int(b.__index__()) for b in bounds)
+    except (AttributeError, TypeError, ValueError):
+        raise NkiApiError(f"nki.spec: dims[{name!r}] must be (lo, hi) ints, got {bounds!r}") from None
+    if not 0 <= lo <= hi <= MAX_SYMBOL_VALUE:
+        raise NkiApiError(f"nki.spec: dims[{name!r}] = ({lo}, {hi}) must satisfy 0 <= lo <= hi <= {MAX_SYMBOL_VALUE}")
+    return SymbolDecl(name, lo, hi)
 
 
 def is_array(x) -> bool:

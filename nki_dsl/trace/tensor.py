@@ -20,7 +20,7 @@ from nki_dsl.ir.types import TensorType
 from nki_dsl.trace import semantics
 from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
-from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.handle import TileHandle
 
 # A front end whose integer indexing differs from legacy's installs a function ``(tile, key) -> key`` here (the
@@ -68,7 +68,11 @@ class _TileLike(TileHandle):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.access().shape)
+        shape = self.access().shape
+        if any(isinstance(s, str) for s in shape):  # a shape family's HBM tensor: symbols become Dims
+            table = current("shape").symbols
+            return tuple(table.dim(s) if isinstance(s, str) else s for s in shape)
+        return tuple(shape)
 
     @property
     def dtype(self) -> np.dtype:

@@ -10,6 +10,7 @@ from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.targets import Target
 from nki_dsl.trace.builder import Builder
 from nki_dsl.trace.specs import ArgSpec, BoundArgs
+from nki_dsl.trace.symbolic import SymbolDecl, SymbolTable
 from nki_dsl.trace.tensor import NkiTensor
 
 
@@ -18,10 +19,14 @@ def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...], target: Target) -> 
     with those values."""
     source_file = inspect.getsourcefile(fn) or fn.__code__.co_filename
     builder = Builder(fn.__name__, source_file, grid, target)
+    if any(isinstance(v, ArgSpec) and v.is_symbolic for _, v in args.items):
+        builder.symbols = SymbolTable()  # a shape family: parameter dimensions may be symbols (trace/symbolic.py)
     call_args = {}
     for name, value in args.items:
         if isinstance(value, ArgSpec):
-            tensor = Tensor(name, TensorType(value.shape, value.dtype, Buffer.HBM), "param")
+            shape = tuple(builder.symbols.declare(s).expr.terms[0][0] if isinstance(s, SymbolDecl) else s
+                          for s in value.shape) if builder.symbols else value.shape  # fmt: skip
+            tensor = Tensor(name, TensorType(shape, value.dtype, Buffer.HBM), "param")
             builder.add_param(tensor)
             call_args[name] = NkiTensor(tensor)
         else:
@@ -31,6 +36,8 @@ def trace_kernel(fn, args: BoundArgs, grid: tuple[int, ...], target: Target) -> 
         returned = fn(**call_args)
     builder.check_open_loops()
     builder.kernel.outputs = _outputs(fn, returned)
+    if builder.symbols is not None:
+        builder.kernel.symbols = dict(builder.symbols.defs)
     return builder.kernel, builder.facts
 
 

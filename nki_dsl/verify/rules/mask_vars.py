@@ -73,6 +73,8 @@ def _out_of_scope(v: str, loop_vars: set[str], n_pids: int, n_axes: int) -> str 
         kind, n = var_kind(v), var_number(v)
     except (ValueError, TypeError):
         return f"'{v}', which is not a variable (i<N>, pid<N> or d<N>)"
+    if kind == "sym":  # a shape family's symbol: only instantiated (concrete) IR reaches the rules
+        return f"the shape symbol {v}, which a concrete kernel cannot hold (instantiate the shape family)"
     if kind == "loop" and v not in loop_vars:
         scope = ", ".join(sorted(loop_vars)) or "none"
         return f"{v}, which is not the index of an enclosing loop (enclosing loops: {scope})"

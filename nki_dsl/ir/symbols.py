@@ -1,0 +1,144 @@
+"""Shape symbols: the named sizes of a shape family, and what a concrete call gives them.
+
+A shape family (a Hub kernel published for ``N x 512`` with ``N in 1..65536``, in the spirit of JAX's
+``jax.export.symbolic_shape``) is one kernel IR whose sizes may be symbols instead of integers. A symbol is
+
+* a *base* symbol with an inclusive declared range (``symbol $N in [1, 65536]``), bound from a call's array
+  shapes, or
+* a *derived* symbol, ``floordiv(expr, k)`` of an affine expression over earlier symbols (``k == 1`` is the
+  affine expression itself): ``math.ceil(N / 128)`` is ``symbol $_0 = ($N + 127) // 128``.
+
+Every size the family needs is a plain symbol (a tensor dimension, a loop's stop); index arithmetic on sizes stays
+affine over symbols inside masks (``d0 + 128*i0 - $N <= -1``). So a family's whole non-affine part is the list
+of derived symbols, each an exact integer function of the base symbols, and each bounded by interval arithmetic
+(``ranges``): the verifier's proofs over a family (``verify/family.py``) and the loader's binding
+(``bind``) both read this table and nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from nki_dsl.ir.affine import SYMBOL_RE, Affine, format_affine, var_kind
+
+MAX_SYMBOL_VALUE = 1 << 40  # a bound on declared ranges, far above any size a budget lets run (ir/budget.py)
+
+
+class SymbolError(ValueError):
+    """A symbol table, or a binding of it, that means nothing valid (callers turn it into their own error)."""
+
+
+@dataclass(frozen=True)
+class SymbolDef:
+    """``name`` is ``$<identifier>``. A base symbol has ``lo..hi`` and no ``expr``; a derived one is
+    ``floordiv(expr, divisor)`` over earlier symbols."""
+
+    name: str
+    lo: int = 0
+    hi: int = 0
+    expr: Affine | None = None
+    divisor: int = 1
+
+    @property
+    def is_base(self) -> bool:
+        return self.expr is None
+
+    @property
+    def label(self) -> str:
+        """The name as a publisher wrote it (``N`` for ``$N``)."""
+        return self.name[1:]
+
+    def describe(self) -> str:
+        if self.is_base:
+            return f"{self.label} in {self.lo}..{self.hi}"
+        return f"{self.label} = {format_definition(self)}"
+
+
+def format_definition(s: SymbolDef) -> str:
+    """``$N + 127`` for an affine definition, ``($N + 127) // 128`` for a floor division."""
+    text = format_affine(s.expr)
+    return text if s.divisor == 1 else f"({text}) // {s.divisor}"
+
+
+def is_symbol(value) -> bool:
+    """A size that is a symbol name rather than an int (tensor dimensions and loop stops of family IR)."""
+    return isinstance(value, str)
+
+
+def check_table(symbols: dict[str, SymbolDef]) -> None:
+    """Names well formed, base ranges inside ``0..MAX_SYMBOL_VALUE``, derived symbols defined over earlier symbols
+    with a positive divisor."""
+    seen: set[str] = set()
+    for name, s in symbols.items():
+        if name != s.name or not SYMBOL_RE.fullmatch(name):
+            raise SymbolError(f"{name!r} is not a symbol name ($ and an identifier)")
+        if s.is_base:
+            if not (isinstance(s.lo, int) and isinstance(s.hi, int) and 0 <= s.lo <= s.hi <= MAX_SYMBOL_VALUE):
+                raise SymbolError(f"symbol {s.label}: range {s.lo}..{s.hi} is not inside 0..{MAX_SYMBOL_VALUE}")
+        else:
+            if not isinstance(s.divisor, int) or s.divisor < 1:
+                raise SymbolError(f"symbol {s.label}: the divisor {s.divisor} is not a positive integer")
+            for v in s.expr.vars():
+                if var_kind(v) != "sym" or v not in seen:
+                    raise SymbolError(f"symbol {s.label} is defined over {v}, which is not an earlier symbol")
+        seen.add(name)
+
+
+def ranges(symbols: dict[str, SymbolDef]) -> dict[str, tuple[int, int]]:
+    """An inclusive interval holding every value each symbol takes over the family: base symbols their declared
+    range, derived ones by interval arithmetic (an affine expression's bounds are at its variables' ends, and
+    floor division by a positive ``k`` is nondecreasing, so it maps an interval's ends to its image's ends)."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, s in symbols.items():
+        if s.is_base:
+            out[name] = (s.lo, s.hi)
+        else:
+            lo, hi = s.expr.bounds(out)
+            out[name] = (lo // s.divisor, hi // s.divisor)
+    return out
+
+
+def evaluate(symbols: dict[str, SymbolDef], base: dict[str, int]) -> dict[str, int]:
+    """Every symbol's value from the base symbols' values (which must be inside their ranges)."""
+    values: dict[str, int] = {}
+    for name, s in symbols.items():
+        if s.is_base:
+            if name not in base:
+                raise SymbolError(f"no value for dimension {s.label}")
+            v = base[name]
+            if not (isinstance(v, int) and s.lo <= v <= s.hi):
+                raise SymbolError(f"dimension {s.label} = {v} is outside the family's range {s.lo}..{s.hi}")
+            values[name] = v
+        else:
+            values[name] = s.expr.evaluate(values) // s.divisor
+    return values
+
+
+def definition_constraints(s: SymbolDef) -> list[Affine]:
+    """``s = floordiv(e, k)`` as linear constraints ``>= 0`` over the symbols: ``e - k*s >= 0`` and
+    ``k*s + k - 1 - e >= 0`` (for ``k == 1`` the two make ``s == e``)."""
+    me = Affine.var(s.name, s.divisor)
+    return [s.expr - me, me + (s.divisor - 1) - s.expr]
+
+
+def bind(symbols: dict[str, SymbolDef], pattern: tuple, shape: tuple[int, ...], where: str) -> dict[str, int]:
+    """Base symbol values from matching one parameter's declared shape (ints and symbol names) to a call's array
+    shape. Derived symbols in a parameter shape are checked by ``check_bound`` after every base is known."""
+    if len(pattern) != len(shape):
+        raise SymbolError(f"{where}: rank {len(shape)} does not match the family's {len(pattern)}")
+    found: dict[str, int] = {}
+    for k, (p, n) in enumerate(zip(pattern, shape)):
+        if is_symbol(p):
+            s = symbols.get(p)
+            if s is not None and s.is_base and found.setdefault(p, n) != n:
+                raise SymbolError(f"{where}: dimension {s.label} is {found[p]} and {n} in one call")
+        elif p != n:
+            raise SymbolError(f"{where}: dimension {k} is {n}, the family's is {p}")
+    return found
+
+
+def check_bound(values: dict[str, int], pattern: tuple, shape: tuple[int, ...], where: str) -> None:
+    """Every dimension of the pattern, derived symbols included, equals the array's under ``values``."""
+    for k, (p, n) in enumerate(zip(pattern, shape)):
+        if is_symbol(p) and values[p] != n:
+            raise SymbolError(f"{where}: dimension {k} is {n}, but the family makes it {p[1:]} = {values[p]}")

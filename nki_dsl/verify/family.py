@@ -1,0 +1,242 @@
+"""Verifying a shape family once for its whole declared range (at publish time), and its form (at load time).
+
+A family (``ir/symbols.py``) stands for one concrete kernel per value of its base symbols. Checking a few of them
+proves nothing about the rest: an unmasked ``x[128*i0 + d0]`` over ``N`` rows in ``ceil(N / 128)`` tiles is in
+bounds at ``N = 128`` and ``N = 65536`` and out of bounds at ``N = 200``. So each verifier rule is covered by an
+argument that holds for every instance, and a rule without one refuses the family (``RULE_ARGUMENTS`` must name
+every rule the verifier has; a new rule fails a test until it is argued here).
+
+The form the family must have makes most of the arguments simple. Symbols may appear only in (a) dimensions of
+HBM tensors (parameters and HBM allocations), (b) loop stops, and (c) masks; never in an op's view shape, an
+index expression, an on-chip type, an attribute or the grid (``check_form``). Every size symbol is >= 0
+everywhere (its interval's lower end). Then, instance by instance, only (a)-(c) differ, and:
+
+* ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
+  scopes, outputs written, on-chip capacity; ``shape`` reads HBM dimensions only through a reshape's whole-tensor
+  view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one is
+  checking all. (We check the lowest and the highest instance, and report what either finds.)
+* ``MONOTONE`` rules can only break more as trip counts and sizes grow, and read no mask: the budgets (op
+  executions are sums of products of trip counts, memory sums of products of sizes) and ``affine-dependence``
+  (two iterations meeting is an integer point in boxes ``[0, trip - 1]``; a larger box holds every point of a
+  smaller one, and only loops with more than one iteration are considered, a set that grows with the trip
+  count). So they are checked once on the *upper kernel*, every symbol at the top of its interval: every
+  instance's trip counts and sizes are at most those, so an upper kernel that passes proves every instance.
+  (The upper kernel need not be an instance itself: only these rules look at it.)
+* ``PROVEN`` rules are proved symbolically over the whole range: ``out-of-bounds`` asks, per access and tensor
+  dimension, whether any integer point of symbols (in their ranges, derived ones tied to their definitions by
+  linear constraints), loop indices (``i <= stop - 1`` with a symbolic ``stop``), program ids and axes, passing
+  the op's mask, puts the index below 0 or at or past the dimension (``verify/integer_sets.py``, exact, and
+  "maybe" when its search gives up, which refuses the family).
+
+Diagnostics carry rule ``shape-family`` for the family's form and the broken rule's own id otherwise, and name
+the dimension and its range.
+"""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
+from nki_dsl.ir.affine import Affine, Mask, var_kind
+from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
+from nki_dsl.ir.instantiate import instantiate, substitute
+from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
+from nki_dsl.ir.symbols import SymbolError, check_table, definition_constraints, is_symbol, ranges
+from nki_dsl.targets import Target
+from nki_dsl.verify import describe as d
+from nki_dsl.verify import verify_kernel
+from nki_dsl.verify.integer_sets import at_least, has_point
+from nki_dsl.verify.rational_sets import may_have_point
+from nki_dsl.verify.rules import RULE_IDS
+from nki_dsl.verify.rules.out_of_bounds import _mask_for
+
+RULE = "shape-family"
+# The exact integer search's budget per question, after elimination could not rule a break out: its "maybe" refuses
+# the family (safe), and a few hundred halvings settle the families real kernels make.
+INTEGER_NODES = 300
+BLIND, MONOTONE, PROVEN = "blind", "monotone", "proven"
+RULE_ARGUMENTS = {
+    "structure": BLIND, "mask-vars": BLIND, "operand-buffer": BLIND, "partition-limit": BLIND,
+    "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
+    "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
+    "affine-dependence": MONOTONE, "budget": MONOTONE,
+    "out-of-bounds": PROVEN,
+}  # fmt: skip
+
+
+def _diag(loc: SourceLoc, op: str, message: str, rule: str = RULE) -> Diagnostic:
+    return Diagnostic(loc, op, rule, message)
+
+
+def _names(values) -> str:
+    return ", ".join(f"{n[1:]} = {v}" for n, v in values.items())
+
+
+# -- the form ------------------------------------------------------------------------------------------------------
+
+
+def check_form(kernel: Kernel) -> list[Diagnostic]:
+    """Where symbols may appear (see the module docstring); also run on every family a loader parses, so the
+    instances it makes are well formed whatever the symbols' values."""
+    top = SourceLoc(kernel.source_file, 0)
+    try:
+        check_table(kernel.symbols)
+    except SymbolError as e:
+        return [_diag(top, "kernel", str(e))]
+    if not kernel.symbols:
+        return [_diag(top, "kernel", "a shape family declares at least one symbol")]
+    intervals = ranges(kernel.symbols)
+    found: list[Diagnostic] = []
+    bound = {s for p in kernel.params for s in p.type.shape if is_symbol(s)}
+    for name, s in kernel.symbols.items():
+        if s.is_base and name not in bound:
+            found.append(_diag(top, "kernel", f"dimension {s.label} is no dimension of a parameter, so a call cannot "
+                                              f"bind it from its arrays"))  # fmt: skip
+
+    def sizes(shape, where: str, loc: SourceLoc, op: str, allowed: bool) -> None:
+        for s in shape:
+            if not is_symbol(s):
+                continue
+            if not allowed:
+                found.append(_diag(loc, op, f"{where} uses dimension {s[1:]}; only HBM tensors' dimensions may be "
+                                            f"symbolic (a tile has concrete sizes)"))  # fmt: skip
+            elif s not in kernel.symbols:
+                found.append(_diag(loc, op, f"{where} uses {s}, which is not a declared symbol"))
+            elif intervals[s][0] < 0:
+                found.append(_diag(loc, op, f"{where}: dimension {s[1:]} may be negative (down to {intervals[s][0]})"))
+
+    for p in kernel.params:
+        sizes(p.type.shape, f"parameter %{p.name}", top, "kernel", not p.type.buffer.on_chip)
+    for stmt, _loops in kernel.walk():
+        if isinstance(stmt, Loop):
+            if is_symbol(stmt.stop):
+                sizes((stmt.stop,), f"loop {stmt.var}'s stop", stmt.loc, "loop", True)
+            continue
+        if stmt.result is not None:
+            t = stmt.result.type
+            sizes(t.shape, f"result %{stmt.result.name}", stmt.loc, stmt.name, not t.buffer.on_chip)
+        for oname, v in stmt.operands.items():
+            if isinstance(v, Access):
+                sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, False)
+                if any(var_kind(x) == "sym" for x in v.vars()):
+                    found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' indexes with a dimension symbol; "
+                                                            f"only masks and loop stops may use them"))  # fmt: skip
+        for aname, v in stmt.attrs.items():
+            if isinstance(v, Affine | Mask) and any(var_kind(x) == "sym" for x in v.vars()):
+                found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only masks "
+                                                        f"and loop stops may"))  # fmt: skip
+        if stmt.mask is not None:
+            for x in stmt.mask.vars():
+                if var_kind(x) == "sym" and x not in kernel.symbols:
+                    found.append(_diag(stmt.loc, stmt.name, f"the mask uses {x}, which is not a declared symbol"))
+    return found
+
+
+# -- the proof -----------------------------------------------------------------------------------------------------
+
+
+def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> list[Diagnostic]:
+    """Every way the family may break a rule for some instance in its declared range, or ``[]`` when every rule is
+    proved for all of them (see the module docstring for the argument per rule)."""
+    found = check_form(kernel)
+    if found:
+        return found
+    top = SourceLoc(kernel.source_file, 0)
+    unargued = [r for r in RULE_IDS if r not in RULE_ARGUMENTS]
+    for r in unargued:
+        found.append(_diag(top, "kernel", f"rule {r} has no argument over a shape family's range "
+                                          f"(verify/family.py), so no family can be proved"))  # fmt: skip
+    bases = {n: s for n, s in kernel.symbols.items() if s.is_base}
+    for corner in ({n: s.lo for n, s in bases.items()}, {n: s.hi for n, s in bases.items()}):
+        instance = instantiate(kernel, corner)
+        for diag in verify_kernel(instance, target):
+            if RULE_ARGUMENTS.get(diag.rule) in (BLIND, None) or diag.rule in unargued:
+                found.append(_at(diag, f"at {_names(corner)}"))
+    upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
+    upper = substitute(kernel, upper_values)
+    for diag in verify_kernel(upper, target, budget):
+        if RULE_ARGUMENTS.get(diag.rule) == MONOTONE:
+            found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
+    found += _out_of_bounds(kernel)
+    return _unique(found)
+
+
+def prove_or_raise(kernel: Kernel, target: Target, budget: IRBudget | None = DEFAULT_BUDGET) -> Kernel:
+    """``prove``, raising ``NkiVerificationError`` with every diagnostic; the default budget is the loader's, so a
+    family that is proved also fits the budget every instance is checked against when it is loaded."""
+    found = prove(kernel, target, budget)
+    if found:
+        raise NkiVerificationError(found)
+    return kernel
+
+
+def _at(diag: Diagnostic, where: str) -> Diagnostic:
+    return Diagnostic(diag.loc, diag.op, diag.rule, f"{where}: {diag.message}")
+
+
+def _unique(found: list[Diagnostic]) -> list[Diagnostic]:
+    seen, out = set(), []
+    for diag in sorted(found, key=lambda x: (x.loc.line, x.rule)):
+        if (diag.loc, diag.rule, diag.op) not in seen:  # the same break at both corners is reported once
+            seen.add((diag.loc, diag.rule, diag.op))
+            out.append(diag)
+    return out
+
+
+def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
+    symbols = kernel.symbols
+    tied = [at_least(c) for s in symbols.values() if not s.is_base for c in definition_constraints(s)]
+    grid = kernel.grid or (1,)
+    pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
+    found = []
+    for stmt, loops in kernel.walk():
+        if isinstance(stmt, Loop):
+            continue
+        symbolic_loops = any(is_symbol(lp.stop) for lp in loops)
+        masked = stmt.mask is not None and any(var_kind(v) == "sym" for v in stmt.mask.vars())
+        for name, a in stmt.operands.items():
+            if not isinstance(a, Access):
+                continue
+            if not (symbolic_loops or masked or any(is_symbol(s) for s in a.tensor.type.shape)):
+                continue  # the same access in every instance: the corner instances checked it
+            problem = _access_problem(stmt, name, a, loops, symbols, tied, pids)
+            if problem:
+                found.append(d.diagnostic(stmt, "out-of-bounds", problem))
+    return found
+
+
+def _access_problem(op: Op, name: str, a: Access, loops: tuple[Loop, ...], symbols, tied, pids) -> str | None:
+    intervals = ranges(symbols)
+    box = dict(intervals) | pids
+    constraints = list(tied)
+    env: dict[str, Affine] = {}
+    for lp in loops:
+        stop_hi = intervals[lp.stop][1] if is_symbol(lp.stop) else lp.stop
+        if stop_hi <= lp.start:
+            return None  # a loop that never runs in any instance
+        k = f"{lp.var}.k"  # i = start + step * k for an iteration number k >= 0, with i <= stop - 1
+        box[k] = (0, (stop_hi - 1 - lp.start) // lp.step)
+        env[lp.var] = Affine.var(k, lp.step) + lp.start
+        stop = Affine.var(lp.stop) if is_symbol(lp.stop) else Affine((), lp.stop)
+        constraints.append(at_least(stop - 1 - env[lp.var]))
+    box.update({f"d{k}": (0, s - 1) for k, s in enumerate(a.shape)})
+    if any(s <= 0 for s in a.shape):
+        return None
+    constraints += [at_least(c.substitute(env)) for c in _mask_for(op, a)]
+    for dim, (expr, size) in enumerate(zip(a.index, a.tensor.type.shape)):
+        e = expr.substitute(env)
+        bound = Affine.var(size) if is_symbol(size) else Affine((), size)
+        for violation, what in ((e - bound, f"reach {str(size).lstrip('$')}"), (-e - 1, "go below 0")):
+            trial = constraints + [at_least(violation)]
+            if may_have_point(trial, box) and has_point(trial, box, max_nodes=INTEGER_NODES):
+                family = ", ".join(symbols[x].describe() for x in sorted(_symbols_of(a, loops, op)))
+                return (f"out-of-bound access for tensor {d.typed(a.tensor)} on dimension {dim}: for some size of the "
+                        f"family ({family}) the index {expr} ({d.operand(name, a)}) may {what}; restrict the op to the "
+                        f"valid elements with mask=, or declare the dimension concrete")  # fmt: skip
+    return None
+
+
+def _symbols_of(a: Access, loops: tuple[Loop, ...], op: Op) -> set[str]:
+    """The dimension symbols an access's bounds depend on: its tensor's, its loops' stops', its mask's."""
+    names = {s for s in a.tensor.type.shape if is_symbol(s)} | {lp.stop for lp in loops if is_symbol(lp.stop)}
+    if op.mask is not None:
+        names |= {v for v in op.mask.vars() if var_kind(v) == "sym"}
+    return names

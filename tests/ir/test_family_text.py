@@ -1,0 +1,91 @@
+"""Shape-family IR text from outside: malformed symbol syntax is refused cleanly by the parser, the family's form is
+checked when it is read, and every budget applies to the instantiated IR (a huge declared range is not itself a
+refusal at load; a huge *call* is)."""
+
+import pytest
+
+import nki_dsl as nki
+from kernels.softmax.kernel import softmax_kernel
+
+ROWS = nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})
+
+
+@pytest.fixture(scope="module")
+def text():
+    return nki.trace(softmax_kernel, ROWS, target="trn2").text
+
+
+def _edit(text: str, old: str, new: str) -> str:
+    assert old in text
+    return text.replace(old, new, 1)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("symbol $N in [1, 65536]", "symbol $N in [1]", "unexpected"),
+    ("symbol $N in [1, 65536]", "symbol N in [1, 65536]", "unexpected"),
+    ("symbol $N in [1, 65536]", "symbol $N in [1, 2.5]", "unexpected"),
+    ("symbol $N in [1, 65536]", "symbol $N in [-1, 65536]", "unexpected"),
+    ("symbol $N in [1, 65536]", "symbol $N in [9, 3]", "range 9..3 is not inside"),
+    ("symbol $N in [1, 65536]", "symbol $N in [1, 99999999999999999]", "is not inside 0..1099511627776"),
+    ("symbol $N in [1, 65536]", "symbol $N in [1, 9999999999999999999999]", "IR integers have at most 18"),
+    ("symbol $N in [1, 65536]", "symbol $N in [1, 65536]\n  symbol $N in [1, 2]", "declared twice"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N + 127) // 0", "divisor 0 is not a positive"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($M + 127) // 128", "$M is not declared"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($_0 + 127) // 128", "$_0 is not declared"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = (i0 + 127) // 128", "i0, which is not an earlier symbol"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N + 127) / 128", "unexpected"),
+    ("mask[$N - d0", "mask[$M - d0", "$M is not declared"),
+    ("range(0, $_0, 1)", "range(0, $K, 1)", "$K is not declared"),
+    ("f32[$N, 512] hbm)", "f32[$Q, 512] hbm)", "$Q is not declared"),
+    ("f32[$N, 512] hbm)", "f32[$N$N, 512] hbm)", "unexpected"),
+    ("f32[$N, 512] hbm)", "f32[$, 512] hbm)", "unexpected"),
+])  # fmt: skip
+def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
+    with pytest.raises(nki.NkiError) as e:
+        nki.parse_family(_edit(text, old, new))
+    assert message in str(e.value)
+    assert isinstance(e.value, nki.NkiParseError | nki.NkiVerificationError)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("%1 = nl.load(src=%x[d0 + 128*i0, d1 ; 128x512])", "%1 = nl.load(src=%x[d0 + 128*i0 + $N, d1 ; 128x512])",
+     "indexes with a dimension symbol"),
+    (": f32[128, 512] sbuf loc(18)", ": f32[$N, 512] sbuf loc(18)", "only HBM tensors' dimensions may be symbolic"),
+    ("symbol $N in [1, 65536]", "symbol $N in [1, 65536]\n  symbol $B in [1, 8]", "dimension B is no dimension of"),
+    ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N - 300) // 128", "may be negative"),
+])  # fmt: skip
+def test_a_family_of_the_wrong_form_is_refused_when_read(text, old, new, message):
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.parse_family(_edit(text, old, new))
+    assert message in str(e.value)
+    assert {d.rule for d in e.value.diagnostics} == {"shape-family"}
+
+
+def test_parse_ir_and_parse_family_do_not_take_each_others_text(text):
+    with pytest.raises(nki.NkiError, match="is a shape family"):
+        nki.parse_ir(text)
+    concrete = nki.trace(softmax_kernel, nki.spec((128, 512), "float32"), target="trn2").text
+    with pytest.raises(nki.NkiError, match="declares no shape symbols"):
+        nki.parse_family(concrete)
+
+
+def test_a_huge_range_loads_but_every_instance_meets_the_budget(text):
+    huge = nki.parse_family(_edit(text, "symbol $N in [1, 65536]", "symbol $N in [1, 1099511627776]"))
+    assert huge.instantiate((256, 512)).text  # small calls of a huge family run
+    with pytest.raises(nki.NkiVerificationError) as e:  # a shape nobody can allocate is refused before anything runs
+        huge.instantiate((1 << 36, 512))
+    assert {d.rule for d in e.value.diagnostics} == {"budget"}
+    assert "at N = 68719476736" in str(e.value)
+    tight = nki.parse_family(text, budget=nki.IRBudget(max_iterations=100))
+    tight.instantiate((256, 512))  # 2 tiles x 8 ops
+    with pytest.raises(nki.NkiVerificationError, match="max_iterations"):
+        tight.instantiate((65536, 512))  # the budget given to parse_family applies to each instance
+
+
+def test_proving_a_parsed_family_refuses_an_unprovable_edit(text):
+    nki.prove_family(nki.parse_family(text), "trn2")
+    unmasked = text.replace(" mask[$N - d0 - 128*i0 >= 1]", "")
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.prove_family(nki.parse_family(unmasked), "trn2")
+    assert "out-of-bounds" in {d.rule for d in e.value.diagnostics}
+    assert "N in 1..65536" in str(e.value)
