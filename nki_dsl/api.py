@@ -19,43 +19,7 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.profiling import benchmark_profile
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.jit import JitKernel, as_launch
-
-
-class TracedKernel:
-    """A traced, verified kernel: ``str()`` is its IR text, ``.ir`` the IR itself."""
-
-    def __init__(self, ir: Kernel):
-        self.ir = ir
-
-    @property
-    def text(self) -> str:
-        from nki_dsl.ir.printer import print_kernel  # deferred: `import nki_dsl` does not load the printer
-
-        return print_kernel(self.ir)
-
-    @property
-    def param_names(self) -> list[str]:
-        """The kernel's tensor parameters, in order: the names ``compile(...).run`` takes its arrays by."""
-        return [p.name for p in self.ir.params]
-
-    def compile(self, backend: str = "numpy", target: str | Target = DEFAULT_TARGET):
-        """An executable of this (verified) kernel on ``backend``: ``.run({param name: array})`` returns the
-        outputs; the simulator's also keeps the run's ``.profile``. For IR that has no Python behind it (e.g.
-        parsed from a Hub bundle)."""
-        return backends.load(backend).compile_kernel(self.ir, get_target(target))
-
-    def profile(self, target: str | Target = DEFAULT_TARGET, steady: bool = True):
-        """The modelled Profile of this kernel on ``target``'s engine simulator, timing only (shapes and dtypes
-        are all it needs). Simulated on every call, unlike ``nki.benchmark``, which keeps one Profile per
-        specialisation: for measuring the simulator itself. ``steady=False`` schedules every instruction one by
-        one instead of advancing loops whose schedule repeats by arithmetic (the same figures, up to rounding)."""
-        return backends.load("simulator").profile(self.ir, get_target(target), steady=steady)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"<TracedKernel {self.ir.name}>"
+from nki_dsl.traced import TracedKernel  # re-exported: nki.TracedKernel
 
 
 def backend_names() -> list[str]:
@@ -190,7 +154,7 @@ def parse_family(text: str, *, budget: IRBudget | None = None, path: str = "<nki
 def prove_family(family: ShapeFamily, target: str | Target = DEFAULT_TARGET, *, budget: IRBudget | None = None):
     """Prove every verifier rule for every shape of ``family``'s declared range on ``target``
     (``verify/family.py``); raises ``NkiVerificationError`` naming the rule and the dimension otherwise."""
-    from nki_dsl.verify.family import prove_or_raise
+    from nki_dsl.verify.family import prove_or_raise  # deferred: `import nki_dsl` does not load the verifier
 
     prove_or_raise(family.ir, get_target(target), IRBudget() if budget is None else budget)
     return family

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic, NkiShapeFamilyError, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
+from nki_dsl.ir.instantiate import instantiate
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.ir.symbols import SymbolError, bind, check_bound, evaluate
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
+from nki_dsl.traced import TracedKernel
 
 
 class ShapeFamily:
@@ -72,9 +74,7 @@ class ShapeFamily:
     def instantiate(self, *shapes, target: str | Target = DEFAULT_TARGET):
         """The verified concrete kernel (a ``TracedKernel``) for arrays (or shapes) of these shapes, made and
         verified once per concrete shape and target; the budget applies to the concrete IR."""
-        from nki_dsl.api import TracedKernel
-        from nki_dsl.ir.instantiate import instantiate
-        from nki_dsl.verify import check  # deferred: `import nki_dsl` loads neither the verifier nor the parser
+        from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier
 
         values = self.bind(*shapes)
         target = get_target(target)

@@ -12,6 +12,7 @@ from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access
 from nki_dsl.trace.index import DynSlice, IndexValue, as_index, broadcast_shapes
+from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 
 def index_access(base: Access, key, loc: SourceLoc) -> Access:
@@ -97,8 +98,6 @@ def _slice(s: slice, dim: int | str, loc: SourceLoc) -> tuple[Affine, int, int]:
 
 
 def _symbolic_slice(s: slice, start: Affine, dim: str, loc: SourceLoc) -> None:
-    from nki_dsl.trace.symbolic import InconclusiveDimensionError
-
     stop = None if s.stop is None else _scalar(s.stop, loc)
     if stop is None or (start.is_const and start.const < 0) or (stop.is_const and stop.const < 0):
         raise InconclusiveDimensionError(

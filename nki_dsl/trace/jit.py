@@ -116,7 +116,7 @@ class JitKernel:
             entry = _Trace(*self._trace(bound, grid, target))
             traces.append(entry)
         if target not in entry.verified and entry.kernel.symbols:  # a shape family: proved for its whole range
-            from nki_dsl.verify.family import prove_or_raise
+            from nki_dsl.verify.family import prove_or_raise  # deferred: as `check` below
 
             prove_or_raise(entry.kernel, target)
             entry.verified.add(target)
