@@ -3,7 +3,9 @@
     manifest.json                 names everything below with its sha256 (see ``manifest``)
     README.md                     the card, with Hub YAML metadata
     src/<name>/*.py               the package's Python source (imported only with trust_remote_code)
-    ir/<entry>/<spec>.nkir        verified IR text per declared specialisation (what untrusted loads run)
+    ir/<entry>/<spec>.nkir        verified IR text per declared specialisation (what untrusted loads run); for a
+                                  shape family (``N x 512:float32``, ``N in 1..65536``) the family's IR, proved for
+                                  its whole range, instantiated per call shape by the loader
     tests/<entry>/<spec>.npz      small inputs + the NumPy reference's outputs
     benchmarks/modelled.json      modelled latency per specialisation on the simulator (when nki_dsl has one)
     benchmarks/comparison.json    with a [benchmarks] baseline in kernel.toml: per specialisation and target, the
@@ -31,7 +33,7 @@ from hub_client.errors import BundleError
 from hub_client.hf_variant import variant_files
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
-from hub_client.package import KernelPackage, Specialisation, check_version, read_package
+from hub_client.package import ArgSpec, KernelPackage, Specialisation, check_version, read_package
 from hub_client.package_import import function_at, import_package_dir
 
 TARGET = "trn2"
@@ -70,11 +72,34 @@ def _function(package, ref: str, pkg: KernelPackage):
         raise BundleError(f"{pkg.root}/kernel.toml: {ref!r} does not name a function in the package ({e})") from None
 
 
-def _inputs(spec: Specialisation) -> list[np.ndarray]:
-    seed = int(hashlib.sha256(spec.id.encode()).hexdigest()[:8], 16)
+def _inputs(spec: Specialisation, values: dict[str, int] | None = None) -> list[np.ndarray]:
+    seed = int(hashlib.sha256((spec.id + repr(sorted((values or {}).items()))).encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng(seed)
-    return [(2.0 * rng.standard_normal(a.shape)).astype(nki.language.bfloat16 if a.dtype == "bfloat16" else a.dtype)
-            for a in spec.args]  # fmt: skip
+    return [(2.0 * rng.standard_normal(_shape_at(a, values))).astype(nki.language.bfloat16 if a.dtype == "bfloat16"
+            else a.dtype) for a in spec.args]  # fmt: skip
+
+
+def _shape_at(a: ArgSpec, values: dict[str, int] | None) -> tuple[int, ...]:
+    return tuple(values[s] if isinstance(s, str) else s for s in a.shape)
+
+
+def _samples(spec: Specialisation) -> list[dict[str, int]]:
+    """The instances of a family the builder runs against the reference: its smallest, a ragged middle (300, 200 or
+    130 rows: not multiples of the 128-partition tile) and its largest, those whose inputs are small enough for test
+    vectors; the last of them ships as the family's vectors."""
+    def fits(values):
+        return sum(int(np.prod(_shape_at(a, values))) for a in spec.args) <= MAX_TEST_VECTOR_ELEMENTS
+
+    def near(k):  # every dimension as close to k as its range allows
+        return {n: min(hi, max(lo, k)) for n, lo, hi in spec.dims}
+
+    lowest, highest = {n: lo for n, lo, _ in spec.dims}, {n: hi for n, _, hi in spec.dims}
+    ragged = next((v for v in (near(300), near(200), near(130)) if fits(v)), None)
+    out = []
+    for values in (lowest, ragged, highest):
+        if values is not None and fits(values) and values not in out:
+            out.append(values)
+    return out
 
 
 def _relocate(text: str, pkg: KernelPackage) -> str:
@@ -107,6 +132,48 @@ def _trace(pkg, ep, spec, plan, arrays):
     if len(execute.param_names(parsed)) != len(arrays):
         raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
     return text, parsed, (launch, args, kwargs)
+
+
+def _trace_family(pkg, ep, spec, plan):
+    """``(IR text, parsed family)`` of a shape family: the plan sees the arguments with symbolic dimensions
+    (``nki.symbolic_shapes``) and must pass them on unchanged; the kernel is traced with them, and the family is
+    proved for its whole range on the bundle's target (``nki.trace`` proves it; the relocated text is proved again
+    after parsing, as shipped)."""
+    ranges = {n: (lo, hi) for n, lo, hi in spec.dims}
+    specs = [nki.spec(a.shape, a.dtype, dims={s: ranges[s] for s in a.symbols}) for a in spec.args]
+    shapes = nki.symbolic_shapes(*specs)
+    stand_ins = [_FamilyArg(s, shape) for s, shape in zip(specs, shapes)]
+    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants))
+    passed = [a for a in args if isinstance(a, _FamilyArg)]
+    if len(passed) != len(stand_ins) or any(p is not a for p, a in zip(passed, stand_ins)) or any(
+        isinstance(v, _FamilyArg) for v in kwargs.values()
+    ):
+        raise BundleError(
+            f"{pkg.name}.{ep.name}: the plan must pass the caller's arrays to the kernel positionally, unchanged and "
+            f"in order (a loader without the Python matches calls to IR that way)"
+        )
+    args = [a.spec if isinstance(a, _FamilyArg) else a for a in args]
+    try:
+        family = nki.trace(launch, *args, target=TARGET, **kwargs)
+    except nki.NkiError as e:
+        raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: the shape family cannot be published: {e}") from None
+    text = _relocate(family.text, pkg)
+    parsed = nki.prove_family(nki.parse_family(text), TARGET)
+    if parsed.text != text:
+        raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
+    if len(parsed.param_names) != len(spec.args):
+        raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
+    return text, parsed
+
+
+class _FamilyArg:
+    """What a plan sees of a shape family's argument at publish time: ``shape`` (with ``Dim``s), ``dtype``, ``ndim``;
+    no data."""
+
+    def __init__(self, spec, shape):
+        self.spec, self.shape = spec, shape
+        self.dtype = nki.language.bfloat16 if spec.dtype == "bfloat16" else np.dtype(spec.dtype)
+        self.ndim = len(shape)
 
 
 def _is_array(x) -> bool:
@@ -177,6 +244,10 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
         plan, reference = _function(module, ep.plan, pkg), _function(module, ep.reference, pkg)
         records = []
         for spec in ep.specialisations:
+            if spec.dims:
+                records.append(_family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate,
+                                              baseline))  # fmt: skip
+                continue
             arrays = _inputs(spec)
             text, parsed, launch = _trace(pkg, ep, spec, plan, arrays)
             ir_path = f"ir/{ep.name}/{spec.id}.nkir"
@@ -221,6 +292,36 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
     parsed_manifest = parse(files[MANIFEST])  # the builder's output must pass the loader's checks
     _check_vectors(pkg, parsed_manifest, files)
     return Bundle(files)
+
+
+def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate, baseline) -> dict:
+    """A shape family's manifest record; its IR, vectors (at the largest sample that fits) and modelled figures
+    (at the last sample: a family has no one size to time) go into the bundle's files."""
+    text, family = _trace_family(pkg, ep, spec, plan)
+    ir_path = f"ir/{ep.name}/{spec.id}.nkir"
+    files[ir_path] = text.encode()
+    tv_path, samples = None, _samples(spec)
+    for values in samples:
+        arrays = _inputs(spec, values)
+        instance = family.instantiate(*arrays, target=TARGET)
+        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants)
+        if not all(a.dtype in _NATIVE for a in spec.args):
+            break
+        expected, tol = _check_against_reference(pkg, ep, concrete, instance, arrays, reference)
+        tv_path = f"tests/{ep.name}/{spec.id}.npz"
+        vectors = {f"arg{i}": a for i, a in enumerate(arrays)} | {"expected": expected}
+        vectors["tolerance"] = np.array(tol, dtype=np.float64)
+        files[tv_path] = npz_bytes(vectors)
+    if samples and (simulate or baseline is not None):
+        values = samples[-1]
+        launch = plan(*_inputs(spec, values), **dict(spec.constants))
+        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants)
+        if simulate:
+            bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
+        if baseline is not None:
+            compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, concrete, *launch, baseline)
+    return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
+            "test_vectors": tv_path, "dims": {n: [lo, hi] for n, lo, hi in spec.dims}}  # fmt: skip
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:

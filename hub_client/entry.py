@@ -2,7 +2,9 @@
 
 A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
 order) and its constants (keywords); the match's IR is parsed and verified on first use and compiled once per
-(backend, target). With trust, a call that matches no specialisation traces the published Python instead; without
+(backend, target). A shape family (``N x 512:float32`` with ``N in 1..65536``) matches any call whose arrays fit
+it: the family's IR is parsed once, and instantiated and verified once per concrete shape (``_instance``), with no
+trust needed. With trust, a call that matches no specialisation traces the published Python instead; without
 trust it is refused with the list of what exists.
 """
 
@@ -15,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import nki_dsl as nki
-from hub_client import execute
+from hub_client import execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError
 from hub_client.manifest import SpecRecord
 
@@ -30,6 +32,10 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
     for a, s in zip(args, spec.args):
         if not hasattr(a, "shape") or tuple(a.shape) != s.shape or _dtype_name(a) != s.dtype:
             return False
+    return _constants_match(spec, kwargs)
+
+
+def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.constants and spec.constants[k] == v for k, v in kwargs.items())
 
 
@@ -48,7 +54,8 @@ class EntryPoint:
         self.specialisations = specs
         self._plan = plan  # the published Python's plan function, only when the caller trusts the repo
         self._default_backend = default_backend
-        self._parsed: dict[tuple[str, str], _Compiled] = {}
+        self._parsed: dict[tuple, _Compiled] = {}  # (spec id, target) or, for a family, (spec id, shape, target)
+        self._families: dict[str, object] = {}  # spec id -> its parsed nki.ShapeFamily
         self._traced: dict[int, _Compiled] = {}  # nki.jit caches traced IR per shape, so its id is a stable key
         self.__doc__ = f"{name} from {repo_label}; specialisations: " + "; ".join(s.id for s in specs)
 
@@ -66,13 +73,29 @@ class EntryPoint:
             self._parsed[key] = _Compiled(ir, {})
         return self._parsed[key]
 
+    def _instance(self, spec: SpecRecord, values: dict, args: tuple, target: nki.Target) -> _Compiled:
+        """A family's concrete kernel for this call's shape: bound, range-checked, instantiated and verified (within
+        the untrusted-IR budget) once per concrete shape and target."""
+        key = (spec.id, tuple(sorted(values.items())), target)
+        if key not in self._parsed:
+            try:
+                family = self._families.get(spec.id)
+                if family is None:
+                    family = self._families[spec.id] = execute.parse_family((self._snapshot / spec.ir).read_text())
+                ir = family.instantiate(*args, target=target)
+            except nki.NkiError as e:  # parse, form, binding and verification errors of nki_dsl
+                where = ", ".join(f"{n} = {v}" for n, v in values.items())
+                raise IRRejectedError(f"{self._label}: {spec.ir} at {where} was refused: {e}") from None
+            self._parsed[key] = _Compiled(ir, {})
+        return self._parsed[key]
+
     def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: nki.Target):
         exe = compiled.executables.get((backend, target))
         if exe is None:
             exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.kernel, backend, target)
         return exe.run(arrays)
 
-    def _missing(self, args, kwargs) -> NoSpecialisationError:
+    def _missing(self, args, kwargs, near: list[str] = ()) -> NoSpecialisationError:
         got = ", ".join(
             f"{'x'.join(map(str, a.shape))}:{_dtype_name(a)}" if hasattr(a, "shape") else repr(a) for a in args
         )
@@ -80,10 +103,12 @@ class EntryPoint:
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
             + "".join(f", {k}={v!r}" for k, v in s.constants.items()) + ")"
+            + "".join(f" with {n} in {lo}..{hi}" for n, (lo, hi) in s.dims.items())
             for s in self.specialisations
         )  # fmt: skip
+        why = "".join(f"\n{n}" for n in near)
         return NoSpecialisationError(
-            f"{self._label}: no published specialisation of {self.name} for ({got}). Published:\n{have}\n"
+            f"{self._label}: no published specialisation of {self.name} for ({got}).{why}\nPublished:\n{have}\n"
             f"Without trust only these verified IR specialisations run. To run any shape with the kernel's published "
             f"Python, opt in: get_kernel(..., trust_remote_code=True) or trust_remote_code=[repo_id]."
         )
@@ -91,12 +116,20 @@ class EntryPoint:
     def __call__(self, *args, backend: str | None = None, target: str | nki.Target = "trn2", **kwargs):
         backend = backend or self._default_backend
         target = nki.get_target(target)  # resolved once: every cache below is keyed by the Target
+        near = []
         for spec in self.specialisations:
+            if spec.is_family:
+                values, why = families.bind(spec, args) if _constants_match(spec, kwargs) else (None, None)
+                if values is None:
+                    near += [f"  {spec.id}: {why}"] if why else []
+                    continue
+                compiled = self._instance(spec, values, args, target)
+                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), args)), backend, target)
             if _matches(spec, args, kwargs):
                 compiled = self._ir(spec, target)
                 return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), args)), backend, target)
         if self._plan is None:
-            raise self._missing(args, kwargs)
+            raise self._missing(args, kwargs, near)
         return self._run_python(args, kwargs, backend, target)
 
     def _run_python(self, args, kwargs, backend, target):

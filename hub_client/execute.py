@@ -30,5 +30,11 @@ def parse_verified(text: str, target: str | nki.Target, budget: nki.IRBudget | N
     return nki.parse_ir(text, target=target, budget=budget)
 
 
+def parse_family(text: str, budget: nki.IRBudget | None = None) -> nki.ShapeFamily:
+    """Parse a shape family's IR text (untrusted input) and check its form; each concrete shape is instantiated and
+    verified within ``budget`` by ``family.instantiate``."""
+    return nki.parse_family(text, budget=budget)
+
+
 def param_names(traced: nki.TracedKernel) -> list[str]:
     return traced.param_names

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hub_client.errors import BundleError
-from hub_client.package import ArgSpec, check_version
+from hub_client.package import ArgSpec, check_version, parse_dims
 from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
@@ -37,6 +37,11 @@ class SpecRecord:
     constants: dict
     ir: str
     test_vectors: str | None
+    dims: dict[str, tuple[int, int]] = field(default_factory=dict)  # a shape family's ranges; {} for one shape
+
+    @property
+    def is_family(self) -> bool:
+        return bool(self.dims)
 
 
 @dataclass(frozen=True)
@@ -107,10 +112,11 @@ def parse(data: bytes) -> Manifest:
             where = f"entry_points.{name}.specialisations[]."
             args = tuple(ArgSpec.parse(a) for a in _need(s, "args", list, where) if isinstance(a, str))
             tv = s.get("test_vectors")
+            dims = {n: (lo, hi) for n, lo, hi in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
             specs.append(SpecRecord(
                 _need(s, "id", str, where), args, _need(s, "constants", dict, where),
                 _listed(_need(s, "ir", str, where), files, where + "ir"),
-                None if tv is None else _listed(tv, files, where + "test_vectors"),
+                None if tv is None else _listed(tv, files, where + "test_vectors"), dims,
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs))
     return Manifest(

@@ -20,43 +20,88 @@ NAME = re.compile(r"^[a-z][-a-z0-9_]*[a-z0-9]\Z")  # the HF kernels name rule, p
 VERSION = re.compile(r"^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\Z")
 
 
+SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")  # a shape family's dimension name (nki_dsl's rule)
+MAX_DIM = 1 << 40  # nki_dsl's bound on declared ranges (ir/symbols.py MAX_SYMBOL_VALUE)
+
+
 @dataclass(frozen=True)
 class ArgSpec:
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]  # a str is a shape family's symbolic dimension ("N")
     dtype: str  # a NumPy dtype name: float32, float16, bfloat16, ...
 
     @classmethod
     def parse(cls, text: str) -> ArgSpec:
-        """``"128x512:float32"``; a scalar-free 1-D shape is ``"512:float32"``."""
+        """``"128x512:float32"``; a scalar-free 1-D shape is ``"512:float32"``; a shape family names its symbolic
+        dimensions, ``"N x 512:float32"`` (``"Nx512:float32"`` too, when no name contains an ``x``)."""
         shape_text, sep, dtype = text.partition(":")
         try:
-            shape = tuple(int(s) for s in shape_text.split("x"))
+            spaced = re.search(r"\sx\s", shape_text)
+            parts = re.split(r"\s+x\s+", shape_text.strip()) if spaced else shape_text.split("x")
+            shape = tuple(p if SYMBOL.match(p) else int(p) for p in parts)
             dtype = np.dtype(dtype).name if dtype != "bfloat16" else dtype
         except (TypeError, ValueError):
-            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE such as 128x512:float32") from None
-        if not sep or any(s <= 0 for s in shape):
+            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE such as 128x512:float32 or "
+                              f"N x 512:float32") from None  # fmt: skip
+        if not sep or any(isinstance(s, int) and s <= 0 for s in shape):
             raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE with positive sizes")
         return cls(shape, dtype)
 
+    @property
+    def symbols(self) -> tuple[str, ...]:
+        return tuple(s for s in self.shape if isinstance(s, str))
+
     def __str__(self) -> str:
-        return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
+        sep = " x " if self.symbols else "x"
+        return f"{sep.join(map(str, self.shape))}:{self.dtype}"
+
+
+def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tuple[str, int, int], ...]:
+    """A family's ``dims = { N = "1..65536" }`` (or ``[1, 65536]``): every symbolic dimension of ``args`` gets an
+    inclusive range, and nothing else does."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise BundleError(f"{where}: dims must be a table such as {{ N = \"1..65536\" }}")
+    used = {s for a in args for s in a.symbols}
+    if set(raw) != used:
+        missing, extra = sorted(used - set(raw)), sorted(set(raw) - used)
+        raise BundleError(f"{where}: dims must give a range to exactly the symbolic dimensions of args"
+                          + (f"; missing {', '.join(missing)}" if missing else "")
+                          + (f"; {', '.join(extra)} not in args" if extra else ""))  # fmt: skip
+    out = []
+    for name, value in sorted(raw.items()):
+        m = re.fullmatch(r"\s*([0-9]{1,13})\s*\.\.\s*([0-9]{1,13})\s*", value) if isinstance(value, str) else None
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+        elif isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
+            lo, hi = value
+        else:
+            raise BundleError(f"{where}: dims.{name} must be \"LO..HI\" or [LO, HI], got {value!r}")
+        if not 1 <= lo <= hi <= MAX_DIM:
+            raise BundleError(f"{where}: dims.{name} = {lo}..{hi} must satisfy 1 <= LO <= HI <= {MAX_DIM}")
+        out.append((name, lo, hi))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
 class Specialisation:
     args: tuple[ArgSpec, ...]
     constants: tuple[tuple[str, object], ...] = ()
+    dims: tuple[tuple[str, int, int], ...] = ()  # a shape family's (name, lo, hi) per symbolic dimension
 
     @property
     def id(self) -> str:
-        """A file-name-safe id, stable across runs: ``128x512-float32`` (+ ``__epsilon-1e-06``)."""
+        """A file-name-safe id, stable across runs: ``128x512-float32`` (+ ``__epsilon-1e-06``); a family's says its
+        ranges: ``Nx512-float32__N-1-65536``."""
         parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" for a in self.args)]
+        parts += [f"{n}-{lo}-{hi}" for n, lo, hi in self.dims]
         parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
         return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
 
     def describe(self) -> str:
         consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
-        return f"({', '.join(map(str, self.args))}{', ' + consts if consts else ''})"
+        dims = "".join(f", {n} in {lo}..{hi}" for n, lo, hi in self.dims)
+        return f"({', '.join(map(str, self.args))}{dims}{', ' + consts if consts else ''})"
 
 
 @dataclass(frozen=True)
@@ -126,12 +171,12 @@ def read_package(root: str | Path) -> KernelPackage:
         where = f"{toml}: [entry-points.{ep_name}]"
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", ep_name) or "plan" not in ep or "reference" not in ep:
             raise BundleError(f"{where}: needs an identifier name, plan = 'module:function' and reference")
-        specs = tuple(
-            Specialisation(
-                tuple(ArgSpec.parse(a) for a in s.get("args", [])), _constants(s.get("constants", {}), where)
-            )
-            for s in ep.get("specialisations", [])
-        )
+        specs = []
+        for s in ep.get("specialisations", []):
+            args = tuple(ArgSpec.parse(a) for a in s.get("args", []))
+            specs.append(Specialisation(args, _constants(s.get("constants", {}), where),
+                                        parse_dims(s.get("dims"), args, where)))  # fmt: skip
+        specs = tuple(specs)
         entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs))
     if not entries:
         raise BundleError(f"{toml}: declares no [entry-points.*]")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import nki_dsl as nki
-from hub_client import execute
+from hub_client import execute, families
 from hub_client.manifest import Manifest
 from hub_client.npz import load_npz
 
@@ -40,11 +40,21 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
         expected, (rtol, atol) = v["expected"], (float(t) for t in v["tolerance"])
     except (KeyError, ValueError, OSError, TypeError) as e:
         return "invalid", f"unreadable test vectors ({type(e).__name__}: {e})"
+    if spec.is_family:  # one instance of the family: its vectors' shapes must fit it
+        values, why = families.bind(spec, tuple(args))
+        if values is None:
+            shapes = ", ".join(f"{'x'.join(map(str, a.shape))}:{a.dtype}" for a in args)
+            return "invalid", (f"the vectors ({shapes}) do not fit the family{': ' + why if why else ''}; the "
+                               f"specialisation says {', '.join(map(str, spec.args))} with "
+                               f"{', '.join(f'{n} in {lo}..{hi}' for n, (lo, hi) in spec.dims.items())}")
     for i, (a, s) in enumerate(zip(args, spec.args)):
-        if tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
+        if not spec.is_family and tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
             return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, the specialisation says {s}"
     try:
-        ir = execute.parse_verified(read(spec.ir).decode(), target)
+        if spec.is_family:
+            ir = execute.parse_family(read(spec.ir).decode()).instantiate(*args, target=target)
+        else:
+            ir = execute.parse_verified(read(spec.ir).decode(), target)
     except Exception as e:  # nki_dsl's parse and verification errors carry the verifier's message
         return "invalid", f"{spec.ir} was refused: {e}"
     actual = execute.compile_ir(ir, backend, target).run(dict(zip(execute.param_names(ir), args)))

@@ -46,7 +46,7 @@ from nki_dsl.phase_times import phase_times
 from nki_dsl.profiling import simulate
 from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
-from nki_dsl.trace.specs import spec
+from nki_dsl.trace.specs import spec, symbolic_shapes
 from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 __all__ = [
@@ -55,5 +55,6 @@ __all__ = [
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "phase_times",
     "language", "isa", "typing", "compiler", "current",
     "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError", "NkiParseError",
-    "ShapeFamily", "parse_family", "prove_family", "NkiShapeFamilyError", "InconclusiveDimensionError",
+    "ShapeFamily", "parse_family", "prove_family", "symbolic_shapes", "NkiShapeFamilyError",
+    "InconclusiveDimensionError",
 ]  # fmt: skip

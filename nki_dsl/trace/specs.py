@@ -15,7 +15,7 @@ from nki_dsl.ir.affine import SYMBOL_RE
 from nki_dsl.ir.symbols import MAX_SYMBOL_VALUE
 from nki_dsl.trace.call_errors import did_you_mean
 from nki_dsl.trace.constants import Constant, constant
-from nki_dsl.trace.symbolic import Dim, SymbolDecl, SymbolTable
+from nki_dsl.trace.symbolic import SymbolDecl, SymbolTable
 
 
 @dataclass(frozen=True)
@@ -30,12 +30,6 @@ class ArgSpec:
     def is_symbolic(self) -> bool:
         return any(isinstance(s, SymbolDecl) for s in self.shape)
 
-    @property
-    def symbolic_shape(self) -> tuple[int | Dim, ...]:
-        """The shape with each symbol as a ``Dim`` of a table of its own: what a launcher sees of a family's argument
-        (its comparisons are decided by the declared ranges, or refused)."""
-        table = SymbolTable()
-        return tuple(table.declare(s) if isinstance(s, SymbolDecl) else s for s in self.shape)
 
     def __str__(self) -> str:
         return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
@@ -57,6 +51,14 @@ def spec(shape, dtype, dims: dict | None = None) -> ArgSpec:
     if unused:
         raise NkiApiError(f"nki.spec: dims names {sorted(unused)}, which the shape does not use")
     return ArgSpec(tuple(out), dtypes.normalize(dtype))
+
+
+def symbolic_shapes(*specs: ArgSpec) -> list[tuple]:
+    """The specs' shapes with each symbolic dimension as a ``Dim`` (one table for all, so ``N`` is one dimension
+    across arguments): what a launcher sees of a shape family's arguments before tracing. Comparisons of them are
+    decided by the declared ranges or refused (``InconclusiveDimensionError``), as inside a kernel."""
+    table = SymbolTable()
+    return [tuple(table.declare(s) if isinstance(s, SymbolDecl) else s for s in a.shape) for a in specs]
 
 
 def _symbol(name: str, bounds) -> SymbolDecl:

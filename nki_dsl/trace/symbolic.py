@@ -87,11 +87,24 @@ class SymbolTable:
         return self.derive(e, 1)
 
     def ranges_text(self, e: Affine) -> str:
-        return ", ".join(self.defs[v].describe() for v in sorted(e.vars()) if v in self.defs)
+        """The declared ranges of the dimensions ``e`` depends on: ``N in 1..65536``."""
+        return ", ".join(self.defs[v].describe() for v in sorted(_roots(e, self)))
+
+    def text(self, e: Affine) -> str:
+        """``e`` with the names the kernel knows, derived symbols spelled out as JAX does: ``floordiv(N + 127, 128)``
+        rather than ``_0``."""
+        names = {}
+        for v in e.vars():
+            s = self.defs.get(v)
+            if s is None or s.is_base:
+                names[v] = v[1:]
+            else:
+                names[v] = f"floordiv({self.text(s.expr)}, {s.divisor})" if s.divisor != 1 else f"({self.text(s.expr)})"
+        return str(e.rename(names))
 
 
 def describe(e: Affine) -> str:
-    """An expression over dimensions as a publisher wrote them (``N + 127``, no ``$``)."""
+    """An expression over dimensions with the names a publisher wrote (``N + 127``, no ``$``)."""
     return str(e).replace("$", "")
 
 
@@ -195,7 +208,7 @@ class Dim:
             elif hi < 0:
                 results.append(False)
             else:
-                rhs = describe(o) if isinstance(other, Dim) else str(o.const)
+                rhs = self.table.text(o) if isinstance(other, Dim) else str(o.const)
                 raise self._inconclusive(f"the comparison {self} {op} {rhs} is true for some sizes of the family and "
                                          f"false for others")  # fmt: skip
         return all(results)
@@ -250,7 +263,7 @@ class Dim:
         raise self._inconclusive(f"float({self}) needs a concrete value")
 
     def __str__(self) -> str:
-        return describe(self.expr)
+        return self.table.text(self.expr)
 
     def __repr__(self) -> str:
         return f"Dim({self})"

@@ -8,13 +8,19 @@ every rule the verifier has; a new rule fails a test until it is argued here).
 
 The form the family must have makes most of the arguments simple. Symbols may appear only in (a) dimensions of
 HBM tensors (parameters and HBM allocations), (b) loop stops, and (c) masks; never in an op's view shape, an
-index expression, an on-chip type, an attribute or the grid (``check_form``). Every size symbol is >= 0
-everywhere (its interval's lower end). Then, instance by instance, only (a)-(c) differ, and:
+index expression, an on-chip type, another op's result type, an attribute or the grid (``check_form``). Every size
+symbol is >= 0 everywhere (its interval's lower end). Then, instance by instance, only (a)-(c) differ. Which rules
+read them (grep the rules for ``.mask``, ``trip_count``/``.stop`` and ``type.shape``): masks are read by
+``mask-vars`` (which variables: the same in every instance), ``structure`` (well-formed: likewise) and
+``out-of-bounds``; trip counts by ``structure`` (ints: every instance's are), ``affine-dependence``, the budgets
+and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the intervals), ``rank`` (how many: fixed),
+``shape`` (allocations are exempt, and a reshape views its whole source, which (a) forbids to be symbolic) and
+``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
   scopes, outputs written, on-chip capacity; ``shape`` reads HBM dimensions only through a reshape's whole-tensor
-  view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one is
-  checking all. (We check the lowest and the highest instance, and report what either finds.)
+  view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one (the
+  lowest) is checking all.
 * ``MONOTONE`` rules can only break more as trip counts and sizes grow, and read no mask: the budgets (op
   executions are sums of products of trip counts, memory sums of products of sizes) and ``affine-dependence``
   (two iterations meeting is an integer point in boxes ``[0, trip - 1]``; a larger box holds every point of a
@@ -39,6 +45,7 @@ from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
+from nki_dsl.ir.ops import DECLARED, OPS
 from nki_dsl.ir.symbols import SymbolError, check_table, definition_constraints, is_symbol, ranges
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
@@ -110,9 +117,10 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
             if is_symbol(stmt.stop):
                 sizes((stmt.stop,), f"loop {stmt.var}'s stop", stmt.loc, "loop", True)
             continue
-        if stmt.result is not None:
+        if stmt.result is not None:  # only an HBM allocation declares its own (symbolic) shape
             t = stmt.result.type
-            sizes(t.shape, f"result %{stmt.result.name}", stmt.loc, stmt.name, not t.buffer.on_chip)
+            declared = OPS[stmt.name].result is DECLARED if stmt.name in OPS else False
+            sizes(t.shape, f"result %{stmt.result.name}", stmt.loc, stmt.name, declared and not t.buffer.on_chip)
         for oname, v in stmt.operands.items():
             if isinstance(v, Access):
                 sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, False)
@@ -144,12 +152,10 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     for r in unargued:
         found.append(_diag(top, "kernel", f"rule {r} has no argument over a shape family's range "
                                           f"(verify/family.py), so no family can be proved"))  # fmt: skip
-    bases = {n: s for n, s in kernel.symbols.items() if s.is_base}
-    for corner in ({n: s.lo for n, s in bases.items()}, {n: s.hi for n, s in bases.items()}):
-        instance = instantiate(kernel, corner)
-        for diag in verify_kernel(instance, target):
-            if RULE_ARGUMENTS.get(diag.rule) in (BLIND, None) or diag.rule in unargued:
-                found.append(_at(diag, f"at {_names(corner)}"))
+    lowest = {n: s.lo for n, s in kernel.symbols.items() if s.is_base}
+    for diag in verify_kernel(instantiate(kernel, lowest), target):
+        if RULE_ARGUMENTS.get(diag.rule) in (BLIND, None) or diag.rule in unargued:
+            found.append(_at(diag, f"at {_names(lowest)}"))
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
     for diag in verify_kernel(upper, target, budget):
@@ -187,23 +193,33 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
     grid = kernel.grid or (1,)
     pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
     found = []
+    answers: dict[tuple, str | None] = {}  # a kernel repeats its accesses (per head, per tile): ask once
     for stmt, loops in kernel.walk():
         if isinstance(stmt, Loop):
             continue
-        symbolic_loops = any(is_symbol(lp.stop) for lp in loops)
+        symbolic_loops = {lp.var for lp in loops if is_symbol(lp.stop)}
         masked = stmt.mask is not None and any(var_kind(v) == "sym" for v in stmt.mask.vars())
         for name, a in stmt.operands.items():
             if not isinstance(a, Access):
                 continue
-            if not (symbolic_loops or masked or any(is_symbol(s) for s in a.tensor.type.shape)):
-                continue  # the same access in every instance: the corner instances checked it
-            problem = _access_problem(stmt, name, a, loops, symbols, tied, pids)
-            if problem:
-                found.append(d.diagnostic(stmt, "out-of-bounds", problem))
+            # A dimension whose size is concrete, whose index uses no loop with a symbolic stop, under a mask free of
+            # symbols, is the same in every instance: the lowest instance's verification checked it.
+            dims = [k for k, (e, size) in enumerate(zip(a.index, a.tensor.type.shape))
+                    if masked or is_symbol(size) or e.vars() & symbolic_loops]  # fmt: skip
+            if not dims:
+                continue
+            key = (a.tensor.type.shape, a.index, a.shape, tuple(dims), tuple(_mask_for(stmt, a)),
+                   tuple((lp.var, lp.start, lp.stop, lp.step) for lp in loops))  # fmt: skip
+            if key not in answers:
+                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids, dims)
+            if answers[key]:
+                found.append(d.diagnostic(stmt, "out-of-bounds", answers[key].replace("{operand}", d.operand(name, a))))
     return found
 
 
-def _access_problem(op: Op, name: str, a: Access, loops: tuple[Loop, ...], symbols, tied, pids) -> str | None:
+def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, pids,
+                    dims: list[int]) -> str | None:  # fmt: skip
+    """The message (with an ``{operand}`` field) if some instance may index outside the tensor on one of ``dims``."""
     intervals = ranges(symbols)
     box = dict(intervals) | pids
     constraints = list(tied)
@@ -221,7 +237,8 @@ def _access_problem(op: Op, name: str, a: Access, loops: tuple[Loop, ...], symbo
     if any(s <= 0 for s in a.shape):
         return None
     constraints += [at_least(c.substitute(env)) for c in _mask_for(op, a)]
-    for dim, (expr, size) in enumerate(zip(a.index, a.tensor.type.shape)):
+    for dim in dims:
+        expr, size = a.index[dim], a.tensor.type.shape[dim]
         e = expr.substitute(env)
         bound = Affine.var(size) if is_symbol(size) else Affine((), size)
         for violation, what in ((e - bound, f"reach {str(size).lstrip('$')}"), (-e - 1, "go below 0")):
@@ -229,8 +246,8 @@ def _access_problem(op: Op, name: str, a: Access, loops: tuple[Loop, ...], symbo
             if may_have_point(trial, box) and has_point(trial, box, max_nodes=INTEGER_NODES):
                 family = ", ".join(symbols[x].describe() for x in sorted(_symbols_of(a, loops, op)))
                 return (f"out-of-bound access for tensor {d.typed(a.tensor)} on dimension {dim}: for some size of the "
-                        f"family ({family}) the index {expr} ({d.operand(name, a)}) may {what}; restrict the op to the "
-                        f"valid elements with mask=, or declare the dimension concrete")  # fmt: skip
+                        f"family ({family}) the index {expr} ({{operand}}) may {what}; restrict the op to the valid "
+                        f"elements with mask=, or declare the dimension concrete")  # fmt: skip
     return None
 
 

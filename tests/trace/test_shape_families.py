@@ -161,7 +161,7 @@ def test_comparisons_the_range_decides_are_answered():
         nki.trace(k, nki.spec(("N", 512), "float32", dims={"N": (1, 64)}))
     assert seen["ge1"] is True and seen["lt0"] is False and seen["eq"] is True and seen["fixed"] is True
     assert seen["nonzero"] is True
-    assert seen["mod"] == "N - 128*_0" and seen["floor"] == "_1"
+    assert seen["mod"] == "N - 128*floordiv(N, 128)" and seen["floor"] == "floordiv(N, 4)"
 
 
 def test_spec_needs_a_range_for_every_symbol():

@@ -1,0 +1,121 @@
+"""Shape families from the Hub: softmax published as ``N x 512`` (N in 1..65536) runs a batch size nobody
+pre-traced (256x512 float32) without trust, against the local registry; each concrete shape is instantiated and
+verified once; calls outside the family are refused with the reason."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+import kernels
+from hub_client.bundle import build_bundle
+from hub_client.errors import BundleError
+from hub_client.manifest import MANIFEST, dump, sha256_hex
+from hub_client.package import ArgSpec, parse_dims
+from hub_client.publish import publish
+from kernels.softmax.reference import softmax as softmax_reference
+from tests.hub.conftest import RMSNORM, SOFTMAX, settings
+
+
+@pytest.fixture
+def published(registry, softmax_bundle):
+    return publish(softmax_bundle, "acme/softmax", settings())
+
+
+def test_an_unforeseen_batch_size_runs_without_trust(published):
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/softmax", version=1)
+    assert k.info.trusted is False and k.module is None  # no published Python runs
+    x = np.random.default_rng(3).standard_normal((256, 512)).astype(np.float32)
+    np.testing.assert_allclose(k.softmax(x), softmax_reference(x), rtol=1e-5, atol=1e-7)
+    # another unforeseen size, and fp16 from its own family
+    y = np.random.default_rng(4).standard_normal((1000, 512)).astype(np.float16)
+    np.testing.assert_allclose(k.softmax(y).astype(np.float64), softmax_reference(y).astype(np.float64), rtol=1e-2,
+                               atol=5e-4)  # fmt: skip
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+def test_each_concrete_shape_is_instantiated_once(published):
+    k = kernels.get_kernel("acme/softmax", version=1)
+    entry = k.softmax
+    x = np.ones((300, 512), np.float32)
+    entry(x)
+    first = dict(entry._parsed)
+    entry(x + 1)
+    assert dict(entry._parsed) == first and len(first) == 1  # the same concrete kernel, verified once
+    entry(np.ones((301, 512), np.float32))
+    assert len(entry._parsed) == 2
+
+
+def test_calls_outside_the_family_say_why(published):
+    k = kernels.get_kernel("acme/softmax", version=1)
+    with pytest.raises(kernels.NoSpecialisationError) as e:
+        k.softmax(np.ones((70000, 512), np.float32))
+    msg = str(e.value)
+    assert "dimension N = 70000 is outside the published range 1..65536" in msg
+    assert "softmax(N x 512:float32) with N in 1..65536" in msg and "trust_remote_code=True" in msg
+    with pytest.raises(kernels.NoSpecialisationError):
+        k.softmax(np.ones((8, 256), np.float32))  # a fixed dimension that differs: not this family at all
+
+
+def test_a_tampered_family_is_refused_at_instantiation(tmp_path, softmax_bundle):
+    bundle_dir = softmax_bundle.write(tmp_path / "bundle")
+    spec = softmax_bundle.manifest.entry_points["softmax"].specialisations[0]
+    text = softmax_bundle.files[spec.ir].decode()
+    # Drop the mask: well-formed family text, but rows past N are read for some N (here at N = 200).
+    bad = text.replace(" mask[$N - d0 - 128*i0 >= 1]", "").encode()
+    (bundle_dir / spec.ir).write_bytes(bad)
+    manifest = json.loads((bundle_dir / MANIFEST).read_bytes())
+    manifest["files"][spec.ir] = sha256_hex(bad)
+    (bundle_dir / MANIFEST).write_bytes(dump(manifest))
+    k = kernels.get_local_kernel(bundle_dir)
+    with pytest.raises(kernels.IRRejectedError) as e:
+        k.softmax(np.ones((200, 512), np.float32))
+    assert spec.ir in str(e.value) and "N = 200" in str(e.value) and "out-of-bound" in str(e.value)
+    k.softmax(np.ones((256, 512), np.float32))  # a multiple of the tile is in bounds even unmasked: it runs
+
+
+def test_the_manifest_records_the_family(softmax_bundle):
+    specs = softmax_bundle.manifest.entry_points["softmax"].specialisations
+    assert [(tuple(map(str, s.args)), s.dims) for s in specs] == [
+        (("N x 512:float32",), {"N": (1, 65536)}), (("N x 512:float16",), {"N": (1, 65536)})]
+    assert all(s.test_vectors is not None for s in specs)
+
+
+def test_rmsnorm_publishes_families_with_its_constant():
+    bundle = build_bundle(RMSNORM, benchmarks=False)
+    dims = [s.dims for s in bundle.manifest.entry_points["rmsnorm"].specialisations]
+    assert dims and all(d == {"N": (1, 65536)} for d in dims)
+
+
+@pytest.mark.parametrize("text, shape", [
+    ("N x 512:float32", ("N", 512)), ("Nx512:float32", ("N", 512)), ("B x 197 x 2304:bfloat16", ("B", 197, 2304)),
+    ("128x512:float32", (128, 512)),
+])  # fmt: skip
+def test_argument_specs_name_symbolic_dimensions(text, shape):
+    assert ArgSpec.parse(text).shape == shape
+
+
+@pytest.mark.parametrize("raw, message", [
+    (None, "missing N"), ({"N": "1..4", "M": "1..2"}, "M not in args"), ({"N": "0..4"}, "1 <= LO <= HI"),
+    ({"N": "9..4"}, "1 <= LO <= HI"), ({"N": "1-4"}, "must be"), ({"N": [1]}, "must be"),
+    ({"N": "1..99999999999999"}, "must be"),
+])  # fmt: skip
+def test_dims_must_range_exactly_the_symbols(raw, message):
+    with pytest.raises(BundleError, match=message):
+        parse_dims(raw, (ArgSpec.parse("N x 512:float32"),), "kernel.toml")
+
+
+def test_a_family_the_kernel_cannot_keep_symbolic_is_refused_at_publish(tmp_path):
+    import shutil
+
+    root = tmp_path / "softmax"
+    shutil.copytree(SOFTMAX, root, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = (root / "kernel.toml").read_text()
+    (root / "kernel.toml").write_text(toml.replace('"N x 512:float32"], dims = { N = "1..65536" }',
+                                                   '"128 x C:float32"], dims = { C = "1..1024" }'))  # fmt: skip
+    with pytest.raises(BundleError) as e:
+        build_bundle(root, benchmarks=False)
+    assert "shape family cannot be published" in str(e.value) and "dimension C" in str(e.value)
+    assert "kernel.py:" in str(e.value)  # the kernel line that needs C concretely (nl.arange(num_cols))
