@@ -18,7 +18,7 @@ from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.profiling import benchmark_profile
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
-from nki_dsl.trace.jit import JitKernel, as_launch
+from nki_dsl.trace.jit import JitKernel, as_launch, concrete_only
 from nki_dsl.traced import TracedKernel  # re-exported: nki.TracedKernel
 
 
@@ -48,6 +48,7 @@ def emit(kernel, *args, backend: str = "numpy", **kwargs) -> str:
     launch = as_launch(kernel)
     device = get_target(DEFAULT_TARGET)  # emitted source is the same for every target; lower for the default
     ir, _, _ = launch.jit.specialize(launch.grid, args, kwargs, device)
+    concrete_only(ir, "be emitted")
     return backends.load(backend).emit_source(ir, device)
 
 

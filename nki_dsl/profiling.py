@@ -15,7 +15,7 @@ import weakref
 from nki_dsl import backends
 from nki_dsl.errors import NkiApiError
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
-from nki_dsl.trace.jit import JitKernel, as_launch
+from nki_dsl.trace.jit import JitKernel, as_launch, concrete_only
 from nki_dsl.trace.specs import ArgSpec
 
 # kernel -> {specialisation key (target included): simulator Profile}; an entry lives as long as its kernel.
@@ -56,4 +56,5 @@ def benchmark_profile(kernel, *args, target: str | Target = DEFAULT_TARGET, **kw
     (or arrays, whose values are ignored), so shapes too large to compute on a CPU still simulate."""
     launch = as_launch(kernel)
     ir, _, key = launch.jit.specialize(launch.grid, args, kwargs, get_target(target))
+    concrete_only(ir, "be timed")
     return _simulated(launch.jit, ir, key, None)[1]

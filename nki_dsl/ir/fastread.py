@@ -80,6 +80,7 @@ _P = {
     "NAME": re.compile(_WS + r"([^\W\d]\w*)"),
     "OPNAME": re.compile(_WS + r"([^\W\d]\w*(?:\.[^\W\d]\w*)*)"),
     "TENSOR": re.compile(_WS + r"(%\w+)"),
+    "SYM": re.compile(_WS + r"(\$[A-Za-z_][A-Za-z0-9_]*)"),
     "INT": re.compile(_WS + r"([0-9]+)"),
     "DIMS": re.compile(_WS + r"([0-9]+(?:x[0-9]+)*)"),
     "STRING": re.compile(_WS + r'("(?:\\.|[^"\\\n])*")'),
@@ -90,7 +91,7 @@ _P = {
 _SPACE = re.compile(_WS)
 _LIT = {lit: re.compile(_WS + "(" + re.escape(lit) + ")") for lit in (
     "kernel", "grid", "source", "const", "range", "loc", "mask", "->", "{", "}", "(", ")", "[", "]", ",", ":", ";",
-    "=", "-", "*", "%", '"')}  # fmt: skip
+    "=", "-", "*", "%", '"', "symbol", "in", "//", "$")}  # fmt: skip
 _WORD_CHAR = re.compile(r"\w")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:e[+-]?[0-9]+)?|[0-9]+e[+-]?[0-9]+")
 _VALUE_WORDS = {"true": "TRUE", "false": "FALSE", "inf": "INF", "nan": "NAN"}
@@ -156,6 +157,9 @@ class Reader:
         self.lit("->")
         outputs = self.outputs()
         self.lit("{")
+        symbols = []
+        while self.peek_keyword("symbol"):
+            symbols.append(self.symbol())
         p = self.keyword("grid")
         grid = self.node("grid", [self.tuple()], p)
         p = self.keyword("source")
@@ -170,7 +174,30 @@ class Reader:
         self.lit("}")
         if self._skip() != len(self.text):
             raise FallbackError
-        return self.node("start", [name, params, outputs, grid, source, *consts, body], pos)
+        return self.node("start", [name, params, outputs, *symbols, grid, source, *consts, body], pos)
+
+    def symbol(self) -> Node:
+        """``symbol $N in [1, 65536]``, ``symbol $_0 = ($N + 127) // 128`` or ``symbol $M = 2*$N``."""
+        pos = self.keyword("symbol")
+        name = self.tok("SYM")
+        if self.peek_keyword("in"):
+            self.keyword("in")
+            self.lit("[")
+            lo = self.tok("INT")
+            self.lit(",")
+            hi = self.tok("INT")
+            self.lit("]")
+            return self.node("symbol_range", [name, lo, hi], pos)
+        self.lit("=")
+        if self.accept("("):
+            e = self.expr()
+            self.lit(")")
+            self.lit("//")
+            return self.node("symbol_floordiv", [name, e, self.tok("INT")], pos)
+        return self.node("symbol_affine", [name, self.expr()], pos)
+
+    def _sym_or(self, kind: str):
+        return self.tok("SYM") if self.peek("$") else self.tok(kind)
 
     def params(self) -> Node:
         pos = self.lit("(")
@@ -230,7 +257,7 @@ class Reader:
         self.lit("(")
         start = self.signed()
         self.lit(",")
-        stop = self.signed()
+        stop = self.tok("SYM") if self.peek("$") else self.signed()
         self.lit(",")
         step = self.signed()
         self.lit(")")
@@ -328,10 +355,10 @@ class Reader:
             while True:
                 if self.peek("["):
                     pos = self.lit("[")
-                    dims.append(self.node("par_dim", [self.tok("INT")], pos))
+                    dims.append(self.node("par_dim", [self._sym_or("INT")], pos))
                     self.lit("]")
                 else:
-                    dims.append(self.tok("INT"))
+                    dims.append(self._sym_or("INT"))
                 if not self.accept(","):
                     break
         self.lit("]")
@@ -429,6 +456,6 @@ class Reader:
             self.pos = m.end()
             n = Token("INT", m.group(1), m.start(1), self.src)
             if self.accept("*"):
-                return self.node("scaled", [n, self.tok("NAME")], n.pos)
+                return self.node("scaled", [n, self._sym_or("NAME")], n.pos)
             return n
-        return self.tok("NAME")
+        return self._sym_or("NAME")

@@ -139,11 +139,21 @@ class JitKernel:
 
     def executable(self, kernel: Kernel, key: tuple, backend: str):
         """The compiled ``kernel`` (specialisation ``key``) on ``backend``, compiled once per (key, backend)."""
+        concrete_only(kernel, "run or compile")
         exe = self._compiled.get((key, backend))
         if exe is None:
             exe = backends.load(backend).compile_kernel(kernel, key[-1])  # key ends with the Target
             self._compiled[(key, backend)] = exe
         return exe
+
+
+def concrete_only(kernel: Kernel, what: str) -> None:
+    """Refuse to run, time or emit a shape family: only its concrete instances have one shape."""
+    if kernel.symbols:
+        dims = ", ".join(s.describe() for s in kernel.symbols.values() if s.is_base)
+        raise NkiApiError(f"kernel {kernel.name} was traced as a shape family ({dims}), which cannot {what} as such: "
+                          f"pass arrays or nki.spec shapes with concrete sizes, or instantiate the family "
+                          f"(nki.trace(...).instantiate(shape))")  # fmt: skip
 
 
 class Launch:

@@ -47,7 +47,8 @@ def emit_op(
                 raise NkiApiError(f"missing operand '{ospec.name}'", loc, name)
             continue
         ir_operands[ospec.name] = _operand(name, ospec, value, loc)
-    _concrete_views(name, ir_operands, loc)
+    if builder.symbols is not None:  # tracing a shape family
+        _concrete_views(name, ir_operands, loc)
     unknown = set(operands) - {o.name for o in spec.operands}
     if unknown:
         raise NkiApiError(f"unexpected operand(s) {sorted(unknown)}", loc, name)

@@ -48,3 +48,16 @@ def test_golden_files_and_free_whitespace(path):
 def test_what_the_fast_reader_is_unsure_of_goes_to_lark(text):
     with pytest.raises(FallbackError):
         Reader(text).start()
+
+
+def test_the_fast_reader_reads_shape_families_as_lark_does():
+    import nki_dsl as nki
+    from kernels.softmax.kernel import softmax_kernel
+
+    text = nki.trace(softmax_kernel, nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})).text
+    extra = text.replace("  grid ()", "  symbol $M = 2*$N + 1\n  symbol $K in [0, 3]\n  grid ()")
+    for t in (text, extra, " ".join(text.split())):
+        Reader(t).start()  # no fallback
+        fast, slow = _both(t)
+        assert fast == slow
+    assert _both(text)[0] == text

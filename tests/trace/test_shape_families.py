@@ -171,3 +171,12 @@ def test_spec_needs_a_range_for_every_symbol():
         nki.spec((128, 512), "float32", dims={"N": (1, 2)})
     with pytest.raises(nki.NkiApiError, match="must satisfy"):
         nki.spec(("N", 512), "float32", dims={"N": (5, 2)})
+
+
+def test_a_family_itself_does_not_run_or_time():
+    with pytest.raises(nki.NkiApiError, match=r"shape family \(N in 1\.\.65536\), which cannot run or compile"):
+        softmax_kernel(ROWS)
+    with pytest.raises(nki.NkiApiError, match="cannot be timed"):
+        nki.benchmark(softmax_kernel, ROWS)
+    with pytest.raises(nki.NkiApiError, match="cannot be emitted"):
+        nki.emit(softmax_kernel, ROWS)

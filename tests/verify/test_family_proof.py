@@ -1,0 +1,98 @@
+"""The family prover (``verify/family.py``): every verifier rule has an argument over a family's range, and each
+argument is exercised where checking a few instances would have been wrong."""
+
+import math
+from itertools import product
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+from nki_dsl.verify.family import BLIND, MONOTONE, PROVEN, RULE_ARGUMENTS
+from nki_dsl.verify.integer_sets import at_least
+from nki_dsl.verify.rational_sets import may_have_point
+from nki_dsl.verify.rules import RULE_IDS
+
+
+def test_every_rule_has_an_argument_over_a_range():
+    # A new verifier rule fails here until verify/family.py says why it holds for a whole family (until then the
+    # prover refuses every family, naming the rule).
+    assert set(RULE_IDS) | {"budget"} == set(RULE_ARGUMENTS)
+    assert set(RULE_ARGUMENTS.values()) == {BLIND, MONOTONE, PROVEN}
+
+
+def rows(lo, hi):
+    return nki.spec(("N", 512), "float32", dims={"N": (lo, hi)})
+
+
+@nki.jit
+def _first_tile_each_iteration(x):
+    """Every iteration of the tile loop stores the first tile: a write that ignores the loop index."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for t in nl.affine_range(math.ceil(n / 128)):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < n))
+        nl.store(out[i_p, i_f], value=tile, mask=(i_p < n))
+    return out
+
+
+def test_a_monotone_rule_is_checked_at_the_top_of_the_range():
+    # With N <= 128 the loop runs once, and a loop of one iteration carries nothing: the family is fine.
+    nki.trace(_first_tile_each_iteration, rows(1, 128))
+    # With N up to 1024 the lowest instance (N = 1, one iteration) still passes; the largest does not.
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.trace(_first_tile_each_iteration, rows(1, 1024))
+    assert {d.rule for d in e.value.diagnostics} == {"affine-dependence"}
+    assert "at the top of the family (N = 1024, _0 = 8)" in str(e.value)
+
+
+@nki.jit
+def _whole_tiles_only(x):
+    """floor(N / 128) unmasked tiles: in bounds for every N, because 128 * floor(N / 128) <= N."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for t in nl.affine_range(n // 128):
+        nl.store(out[t * 128 + i_p, i_f], value=nl.load(x[t * 128 + i_p, i_f]))
+    return out
+
+
+def test_the_proof_uses_what_a_derived_symbol_means():
+    family = nki.trace(_whole_tiles_only, rows(128, 65536))  # proved: the loop stop is tied to N by its definition
+    x = np.arange(300 * 512, dtype=np.float32).reshape(300, 512)
+    out = family.instantiate(x).compile("numpy").run({"x": x})
+    np.testing.assert_array_equal(out[:256], x[:256])  # two whole tiles copied; rows 256..299 are not written
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax", "simulator"])
+def test_instances_run_on_every_backend(backend):
+    from kernels.softmax.kernel import softmax_kernel
+    from kernels.softmax.reference import softmax
+
+    family = nki.parse_family(nki.trace(softmax_kernel, rows(1, 65536), target="trn2").text)
+    x = np.random.default_rng(5).standard_normal((200, 512)).astype(np.float32)
+    out = family.instantiate(x, target="trn2").compile(backend, "trn2").run({"x": x})
+    np.testing.assert_allclose(np.asarray(out), softmax(x), rtol=1e-5, atol=1e-6)
+
+
+_coef = st.integers(-4, 4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_coef, _coef, _coef, st.integers(-12, 12)), min_size=1, max_size=5),
+       st.tuples(st.integers(-3, 0), st.integers(0, 3)))  # fmt: skip
+def test_elimination_never_refutes_a_system_with_an_integer_point(rows_, box):
+    """``may_have_point`` says "no" only when brute force finds no integer point either."""
+    from nki_dsl.ir.affine import Affine
+
+    names = ("a", "b", "c")
+    constraints = [at_least(Affine.of(k, **{n: c for n, c in zip(names, cs) if c})) for *cs, k in rows_]
+    ranges = {n: box for n in names}
+    brute = any(all(k + sum(c * p[i] for i, c in enumerate(cs)) >= 0 for *cs, k in rows_)
+                for p in product(range(box[0], box[1] + 1), repeat=3))  # fmt: skip
+    if brute:
+        assert may_have_point(constraints, ranges)
