@@ -39,6 +39,9 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.constants and spec.constants[k] == v for k, v in kwargs.items())
 
 
+MAX_INSTANCES = 64  # a family's concrete kernels (and their executables) kept per entry point
+
+
 @dataclass
 class _Compiled:
     kernel: object  # nki.TracedKernel: parsed and verified IR
@@ -87,6 +90,9 @@ class EntryPoint:
                 where = ", ".join(f"{n} = {v}" for n, v in values.items())
                 raise IRRejectedError(f"{self._label}: {spec.ir} at {where} was refused: {e}") from None
             self._parsed[key] = _Compiled(ir, {})
+            family_keys = [k for k in self._parsed if len(k) == 3 and k[0] == spec.id]
+            for old in family_keys[:-MAX_INSTANCES]:  # dicts keep insertion order: the oldest shapes go first
+                del self._parsed[old]
         return self._parsed[key]
 
     def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: nki.Target):

@@ -10,6 +10,8 @@ cached per concrete shape and target.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from nki_dsl.errors import Diagnostic, NkiShapeFamilyError, NkiVerificationError
 from nki_dsl.ir.budget import IRBudget
 from nki_dsl.ir.instantiate import instantiate
@@ -18,6 +20,10 @@ from nki_dsl.ir.symbols import SymbolError, bind, check_bound, evaluate
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.traced import TracedKernel
 
+# Concrete instances kept per family (least recently used dropped first): a caller cycling through many shapes pays
+# instantiation and verification again rather than holding every kernel it ever ran.
+MAX_INSTANCES = 64
+
 
 class ShapeFamily:
     """A verified-in-form shape family: ``str()`` is its IR text, ``.ir`` the IR, ``.dims`` the declared ranges."""
@@ -25,7 +31,7 @@ class ShapeFamily:
     def __init__(self, ir: Kernel, budget: IRBudget | None = None):
         self.ir = ir
         self.budget = IRBudget() if budget is None else budget
-        self._instances: dict[tuple, object] = {}
+        self._instances: OrderedDict[tuple, TracedKernel] = OrderedDict()  # least recently used first
 
     @property
     def text(self) -> str:
@@ -80,13 +86,17 @@ class ShapeFamily:
         target = get_target(target)
         key = (tuple(sorted(values.items())), target)
         traced = self._instances.get(key)
-        if traced is None:
+        if traced is not None:
+            self._instances.move_to_end(key)
+        else:
             concrete = instantiate(self.ir, {f"${n}": v for n, v in values.items()})
             try:
                 check(concrete, target, budget=self.budget)
             except NkiVerificationError as e:
                 raise NkiVerificationError([_at(d, values) for d in e.diagnostics]) from None
             traced = self._instances[key] = TracedKernel(concrete)
+            if len(self._instances) > MAX_INSTANCES:
+                self._instances.popitem(last=False)
         return traced
 
     def __str__(self) -> str:

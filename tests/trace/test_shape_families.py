@@ -180,3 +180,15 @@ def test_a_family_itself_does_not_run_or_time():
         nki.benchmark(softmax_kernel, ROWS)
     with pytest.raises(nki.NkiApiError, match="cannot be emitted"):
         nki.emit(softmax_kernel, ROWS)
+
+
+def test_instances_are_kept_least_recently_used_first(monkeypatch):
+    import nki_dsl.family
+
+    monkeypatch.setattr(nki_dsl.family, "MAX_INSTANCES", 2)
+    family = nki.trace(softmax_kernel, ROWS, target="trn2")
+    a = family.instantiate((1, 512))
+    b = family.instantiate((2, 512))
+    assert family.instantiate((1, 512)) is a  # used again: now the most recent
+    family.instantiate((3, 512))  # evicts (2, 512), the least recently used
+    assert family.instantiate((1, 512)) is a and family.instantiate((2, 512)) is not b
