@@ -196,8 +196,13 @@ class Reader:
             return self.node("symbol_floordiv", [name, e, self.tok("INT")], pos)
         return self.node("symbol_affine", [name, self.expr()], pos)
 
-    def _sym_or(self, kind: str):
-        return self.tok("SYM") if self.peek("$") else self.tok(kind)
+    def _sym_or(self, kind: str) -> Token:
+        """A ``kind`` token, or where one is not, a shape symbol (tried second: concrete text pays nothing)."""
+        m = _P[kind].match(self.text, self.pos)
+        if m is None:
+            return self.tok("SYM")
+        self.pos = m.end()
+        return Token(kind, m.group(1), m.start(1), self.src)
 
     def params(self) -> Node:
         pos = self.lit("(")
