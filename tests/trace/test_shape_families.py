@@ -192,3 +192,28 @@ def test_instances_are_kept_least_recently_used_first(monkeypatch):
     assert family.instantiate((1, 512)) is a  # used again: now the most recent
     family.instantiate((3, 512))  # evicts (2, 512), the least recently used
     assert family.instantiate((1, 512)) is a and family.instantiate((2, 512)) is not b
+
+
+@nki.jit
+def _batched_scale(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    b, n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for k in nl.affine_range(b):
+        for t in nl.sequential_range(math.ceil(n / 128)):
+            rows = t * 128 + i_p
+            tile = nl.load(x[k, rows, i_f], mask=(rows < n))
+            nl.store(out[k, rows, i_f], value=nl.multiply(tile, 2.0, mask=(rows < n)), mask=(rows < n))
+    return out
+
+
+def test_two_symbols_a_batch_loop_and_a_sequential_row_loop():
+    spec = nki.spec(("B", "N", 256), "float32", dims={"B": (1, 64), "N": (1, 4096)})
+    family = nki.parse_family(nki.trace(_batched_scale, spec).text)
+    assert family.dims == {"B": (1, 64), "N": (1, 4096)}
+    assert "affine i0 = range(0, $B, 1)" in family.text and "sequential i1 = range(0, $_0, 1)" in family.text
+    x = np.random.default_rng(2).standard_normal((3, 300, 256)).astype(np.float32)
+    assert family.bind(x) == {"B": 3, "N": 300}
+    np.testing.assert_array_equal(family.instantiate(x).compile().run({"x": x}), 2 * x)
+    with pytest.raises(nki.NkiShapeFamilyError, match="dimension B = 65 is outside"):
+        family.instantiate((65, 300, 256))
