@@ -41,7 +41,7 @@ the dimension and its range.
 from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
-from nki_dsl.ir.affine import Affine, Mask, var_kind
+from nki_dsl.ir.affine import SYMBOL_RE, Affine, Mask
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
@@ -71,6 +71,11 @@ RULE_ARGUMENTS = {
 
 def _diag(loc: SourceLoc, op: str, message: str, rule: str = RULE) -> Diagnostic:
     return Diagnostic(loc, op, rule, message)
+
+
+def _is_sym(name) -> bool:
+    """A shape symbol's name (``$N``); anything else, well formed or not, is for the verifier's rules to judge."""
+    return isinstance(name, str) and SYMBOL_RE.fullmatch(name) is not None
 
 
 def _names(values) -> str:
@@ -124,16 +129,16 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
         for oname, v in stmt.operands.items():
             if isinstance(v, Access):
                 sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, False)
-                if any(var_kind(x) == "sym" for x in v.vars()):
+                if any(_is_sym(x) for x in v.vars()):
                     found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' indexes with a dimension symbol; "
                                                             f"only masks and loop stops may use them"))  # fmt: skip
         for aname, v in stmt.attrs.items():
-            if isinstance(v, Affine | Mask) and any(var_kind(x) == "sym" for x in v.vars()):
+            if isinstance(v, Affine | Mask) and any(_is_sym(x) for x in v.vars()):
                 found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only masks "
                                                         f"and loop stops may"))  # fmt: skip
         if stmt.mask is not None:
             for x in stmt.mask.vars():
-                if var_kind(x) == "sym" and x not in kernel.symbols:
+                if _is_sym(x) and x not in kernel.symbols:
                     found.append(_diag(stmt.loc, stmt.name, f"the mask uses {x}, which is not a declared symbol"))
     return found
 
@@ -198,7 +203,7 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
         if isinstance(stmt, Loop):
             continue
         symbolic_loops = {lp.var for lp in loops if is_symbol(lp.stop)}
-        masked = stmt.mask is not None and any(var_kind(v) == "sym" for v in stmt.mask.vars())
+        masked = stmt.mask is not None and any(_is_sym(v) for v in stmt.mask.vars())
         for name, a in stmt.operands.items():
             if not isinstance(a, Access):
                 continue
@@ -255,5 +260,5 @@ def _symbols_of(a: Access, loops: tuple[Loop, ...], op: Op) -> set[str]:
     """The dimension symbols an access's bounds depend on: its tensor's, its loops' stops', its mask's."""
     names = {s for s in a.tensor.type.shape if is_symbol(s)} | {lp.stop for lp in loops if is_symbol(lp.stop)}
     if op.mask is not None:
-        names |= {v for v in op.mask.vars() if var_kind(v) == "sym"}
+        names |= {v for v in op.mask.vars() if _is_sym(v)}
     return names
