@@ -39,7 +39,7 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.constants and spec.constants[k] == v for k, v in kwargs.items())
 
 
-MAX_INSTANCES = 64  # a family's concrete kernels (and their executables) kept per entry point
+MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
 
 
 @dataclass

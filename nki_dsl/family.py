@@ -22,7 +22,7 @@ from nki_dsl.traced import TracedKernel
 
 # Concrete instances kept per family (least recently used dropped first): a caller cycling through many shapes pays
 # instantiation and verification again rather than holding every kernel it ever ran.
-MAX_INSTANCES = 64
+MAX_INSTANCES = 32
 
 
 class ShapeFamily:
