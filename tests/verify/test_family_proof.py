@@ -82,7 +82,7 @@ def test_instances_run_on_every_backend(backend):
 _coef = st.integers(-4, 4)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(_coef, _coef, _coef, st.integers(-12, 12)), min_size=1, max_size=5),
        st.tuples(st.integers(-3, 0), st.integers(0, 3)))  # fmt: skip
 def test_elimination_never_refutes_a_system_with_an_integer_point(rows_, box):
