@@ -1,0 +1,75 @@
+"""What a shape family costs a loader, against the concrete IR it replaces, in one run.
+
+    python benchmarks/family_load.py [--repeat 5]
+
+For softmax (``N x 512:float32``, N in 1..65536) and vit-attn (``B x 197 x 2304:bfloat16``, B in 1..256): the time to
+prove the family (publish time, once), to parse the family text (once per process), and per concrete shape to
+instantiate and verify it (the first call of each shape), beside ``nki.parse_ir`` of the concrete IR of the same
+shape (what a pre-traced specialisation costs its first call). Prints the median CPU times (``time.process_time``:
+on a shared machine wall times float with the load) and the ratio instantiate+verify / parse_ir: a family's first
+call of a shape should cost no more than loading that shape's IR would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+import nki_dsl as nki  # noqa: E402
+from kernels.softmax.launcher import plan_softmax  # noqa: E402
+from kernels.vit_attn.launcher import plan_attention_qkv  # noqa: E402
+
+
+class _Arg:
+    def __init__(self, spec, shape):
+        self.spec, self.shape, self.ndim = spec, shape, len(shape)
+        self.dtype = nki.language.bfloat16 if spec.dtype == "bfloat16" else np.dtype(spec.dtype)
+
+
+def _cpu(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()
+        times.append(time.process_time() - t)
+    return statistics.median(times)
+
+
+def _case(name, plan, shape, dtype, dims, constants, value, repeat):
+    spec = nki.spec(shape, dtype, dims=dims)
+    (sym_shape,) = nki.symbolic_shapes(spec)
+    launch, _, kwargs = plan(_Arg(spec, sym_shape), **constants)
+    t = time.process_time()
+    family = nki.trace(launch, spec, target="trn2", **kwargs)  # traces and proves
+    prove = time.process_time() - t
+    text = family.text
+    parse = _cpu(lambda: nki.parse_family(text), repeat)
+    concrete_shape = tuple(value if isinstance(s, str) else s for s in shape)
+    instance = _cpu(lambda: nki.parse_family(text).instantiate(concrete_shape, target="trn2"), repeat) - parse
+    arrays = np.zeros(concrete_shape, nki.language.bfloat16 if dtype == "bfloat16" else dtype)
+    claunch, cargs, ckw = plan(arrays, **constants)
+    concrete_text = nki.trace(claunch, nki.spec(concrete_shape, dtype), target="trn2", **ckw).text
+    concrete = _cpu(lambda: nki.parse_ir(concrete_text, target="trn2"), repeat)
+    print(f"{name}: trace+prove {prove * 1e3:.0f} ms (once, at publish); parse_family {parse * 1e3:.1f} ms; "
+          f"instantiate+verify at {concrete_shape} {instance * 1e3:.1f} ms vs parse_ir of that shape's IR "
+          f"{concrete * 1e3:.1f} ms: ratio {instance / concrete:.2f}")  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5)
+    repeat = ap.parse_args().repeat
+    _case("softmax", plan_softmax, ("N", 512), "float32", {"N": (1, 65536)}, {}, 300, repeat)
+    _case("vit-attn qkv", plan_attention_qkv, ("B", 197, 2304), "bfloat16", {"B": (1, 256)}, {"num_heads": 12}, 8,
+          repeat)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
