@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine, compare
-from nki_dsl.ir.symbols import SymbolDef, ranges
+from nki_dsl.ir.symbols import SymbolDef, definition_constraints, ranges
 from nki_dsl.trace.builder import caller_loc
 
 
@@ -74,6 +74,23 @@ class SymbolTable:
 
     def bounds(self, e: Affine) -> tuple[int, int]:
         return e.bounds(self._ranges)
+
+    def decide(self, c: Affine) -> bool | None:
+        """Whether ``c >= 0`` for every size of the family (True), for none (False), or for some only (None).
+        The intervals answer most questions; the rest are integer-set questions with each derived symbol tied to
+        its definition (``N - 128*floordiv(N, 128) >= 0`` holds although the intervals alone cannot tell)."""
+        lo, hi = self.bounds(c)
+        if lo >= 0 or hi < 0:
+            return lo >= 0
+        # deferred: `import nki_dsl` does not load the verifier; only a family trace asks this
+        from nki_dsl.verify.integer_sets import at_least, has_point
+
+        ties = [at_least(t) for s in self.defs.values() if not s.is_base for t in definition_constraints(s)]
+        can_fail = has_point(ties + [at_least(-c - 1)], self._ranges)
+        can_hold = has_point(ties + [at_least(c)], self._ranges)
+        if can_fail and can_hold:
+            return None
+        return not can_fail if can_hold else False
 
     def size(self, e: Affine, what: str) -> str:
         """A plain symbol naming the size ``e`` (a derived one unless ``e`` is a symbol itself); a size that may be
@@ -202,11 +219,9 @@ class Dim:
             return NotImplemented
         results = []
         for c in compare(self.expr, op, o).constraints:
-            lo, hi = self.table.bounds(c)
-            if lo >= 0:
-                results.append(True)
-            elif hi < 0:
-                results.append(False)
+            holds = self.table.decide(c)
+            if holds is not None:
+                results.append(holds)
             else:
                 rhs = self.table.text(o) if isinstance(other, Dim) else str(o.const)
                 raise self._inconclusive(f"the comparison {self} {op} {rhs} is true for some sizes of the family and "

@@ -154,13 +154,15 @@ def test_comparisons_the_range_decides_are_answered():
         seen["nonzero"] = bool(n)
         seen["mod"] = str(n % 128)
         seen["floor"] = str(math.floor(n / 4))
+        seen["remainder"] = 0 <= n % 128 < 128  # decided with floordiv(N, 128) tied to N, not by intervals alone
+        seen["ceil"] = math.ceil(n / 128) * 128 >= n
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         return out
 
     with pytest.raises(nki.NkiVerificationError, match="never written"):  # the kernel writes nothing; traced anyway
         nki.trace(k, nki.spec(("N", 512), "float32", dims={"N": (1, 64)}))
     assert seen["ge1"] is True and seen["lt0"] is False and seen["eq"] is True and seen["fixed"] is True
-    assert seen["nonzero"] is True
+    assert seen["nonzero"] is True and seen["remainder"] is True and seen["ceil"] is True
     assert seen["mod"] == "N - 128*floordiv(N, 128)" and seen["floor"] == "floordiv(N, 4)"
 
 
