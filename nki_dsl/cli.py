@@ -54,20 +54,35 @@ def load_object(ref: str):
     return getattr(module, name)
 
 
-def parse_arg(text: str):
-    """``name=256x1024:float16`` (a tensor spec) or ``name=<python literal>`` (a compile-time constant)."""
+def parse_arg(text: str, ranges: dict | None = None):
+    """``name=256x1024:float16`` (a tensor spec), ``name=Nx1024:float16`` with ``N`` in ``ranges`` (a shape family's
+    argument, ``--dim N=1..65536``) or ``name=<python literal>`` (a compile-time constant)."""
+    ranges = ranges or {}
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier():
         raise SystemExit(f"--arg expects NAME=SHAPE:DTYPE or NAME=VALUE, got {text!r}")
     shape_text, colon, dtype = value.partition(":")
     dims = shape_text.split("x")
-    if colon and all(d.strip().isdigit() for d in dims):
-        return name, spec(tuple(int(d) for d in dims), dtype)
+    if colon and all(d.strip().isdigit() or d.strip() in ranges for d in dims):
+        shape = tuple(int(d) if d.strip().isdigit() else d.strip() for d in dims)
+        return name, spec(shape, dtype, dims={d: ranges[d] for d in shape if isinstance(d, str)})
     try:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         message = f"--arg {name}: {value!r} is neither SHAPE:DTYPE (e.g. 128x512:float32) nor a literal"
         raise SystemExit(message) from None
+
+
+def parse_dims(texts: list[str]) -> dict[str, tuple[int, int]]:
+    """``--dim N=1..65536``: a shape family's symbolic dimension and its inclusive range."""
+    out = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        lo, dots, hi = value.partition("..")
+        if not (sep and dots and name.isidentifier() and lo.strip().isdigit() and hi.strip().isdigit()):
+            raise SystemExit(f"--dim expects NAME=LO..HI such as N=1..65536, got {text!r}")
+        out[name] = (int(lo), int(hi))
+    return out
 
 
 def parse_grid(text: str | None) -> tuple[int, ...]:
@@ -87,8 +102,9 @@ def _launch(kernel_ref: str, grid: tuple[int, ...]):
 
 def cmd_trace(args) -> int:
     launch = _launch(args.kernel, parse_grid(args.grid))
-    kwargs = dict(parse_arg(a) for a in args.arg)
-    traced = nki.trace(launch, target=args.target, **kwargs)
+    ranges = parse_dims(args.dim)
+    kwargs = dict(parse_arg(a, ranges) for a in args.arg)
+    traced = nki.trace(launch, target=args.target, **kwargs)  # with --dim: a shape family, proved for its range
     print(traced.text, end="")
     return 0
 
@@ -140,7 +156,12 @@ def cmd_check(args) -> int:
         text = f.read()
     budget = IRBudget()  # an .nkir file is untrusted input: the same budgets as nki.parse_ir
     kernel = parse_kernel(text, args.file, budget)
-    diagnostics = verify_kernel(kernel, target=args.target, budget=budget)
+    if kernel.symbols:  # a shape family: every rule proved for its whole range, as publishing does
+        from nki_dsl.verify.family import prove  # deferred: as the verifier above
+
+        diagnostics = prove(kernel, args.target, budget)
+    else:
+        diagnostics = verify_kernel(kernel, target=args.target, budget=budget)
     for d in diagnostics:
         # error[rule]: as compilers print error codes; the text is escaped, since IR shapes look like markup
         console.print(f"[bold red]error[/]{escape(f'[{d.rule}]: {d}')}", soft_wrap=True)
@@ -148,6 +169,9 @@ def cmd_check(args) -> int:
         console.print(f"{escape(args.file)}: {len(diagnostics)} error(s)", soft_wrap=True)
         return 1
     valid = f"kernel {kernel.name} is valid for {args.target.name}"
+    if kernel.symbols:
+        dims = ", ".join(s.describe() for s in kernel.symbols.values() if s.is_base)
+        valid = f"shape family {kernel.name} is valid for {args.target.name} at every size ({dims})"
     console.print(f"[green]ok[/]: {escape(args.file)}: {valid}", soft_wrap=True)
     return 0
 
@@ -215,7 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--target", default=DEFAULT_TARGET, choices=tuple(TARGETS))
         return p
 
-    kernel_command("trace", "print a kernel's verified IR").set_defaults(func=cmd_trace)
+    trace = kernel_command("trace", "print a kernel's verified IR")
+    trace.set_defaults(func=cmd_trace)
+    trace.add_argument("--dim", action="append", default=[],
+                       help="NAME=LO..HI: a symbolic dimension of a shape family, used in --arg as NAMEx512:float32")
     kernel_command("asm", "print the engine-instruction listing for a target").set_defaults(func=cmd_asm)
     prof = kernel_command("profile", "modelled latency, engine busy time and roofline on the engine simulator")
     prof.add_argument("--trace", help="write the timeline as Chrome-trace JSON (Perfetto) to this path")

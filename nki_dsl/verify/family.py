@@ -218,13 +218,15 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
             if key not in answers:
                 answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids, dims)
             if answers[key]:
-                found.append(d.diagnostic(stmt, "out-of-bounds", answers[key].replace("{operand}", d.operand(name, a))))
+                message = _fill(answers[key], d.typed(a.tensor), d.operand(name, a))
+                found.append(d.diagnostic(stmt, "out-of-bounds", message))
     return found
 
 
 def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, pids,
                     dims: list[int]) -> str | None:  # fmt: skip
-    """The message (with an ``{operand}`` field) if some instance may index outside the tensor on one of ``dims``."""
+    """The message (with ``{tensor}`` and ``{operand}`` fields) if some instance may index outside the tensor on one
+    of ``dims``."""
     intervals = ranges(symbols)
     box = dict(intervals) | pids
     constraints = list(tied)
@@ -250,10 +252,15 @@ def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, p
             trial = constraints + [at_least(violation)]
             if may_have_point(trial, box) and has_point(trial, box, max_nodes=INTEGER_NODES):
                 family = ", ".join(symbols[x].describe() for x in sorted(_symbols_of(a, loops, op)))
-                return (f"out-of-bound access for tensor {d.typed(a.tensor)} on dimension {dim}: for some size of the "
+                return (f"out-of-bound access for tensor {{tensor}} on dimension {dim}: for some size of the "
                         f"family ({family}) the index {expr} ({{operand}}) may {what}; restrict the op to the valid "
                         f"elements with mask=, or declare the dimension concrete")  # fmt: skip
     return None
+
+
+def _fill(message: str, tensor: str, operand: str) -> str:
+    """A memoised answer for this access: answers are shared by accesses of equal form into different tensors."""
+    return message.replace("{tensor}", tensor, 1).replace("{operand}", operand, 1)
 
 
 def _symbols_of(a: Access, loops: tuple[Loop, ...], op: Op) -> set[str]:
