@@ -20,7 +20,7 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
   scopes, outputs written, on-chip capacity; ``shape`` reads HBM dimensions only through a reshape's whole-tensor
   view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one (the
-  lowest) is checking all.
+  lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
 * ``MONOTONE`` rules can only break more as trip counts and sizes grow, and read no mask: the budgets (op
   executions are sums of products of trip counts, memory sums of products of sizes) and ``affine-dependence``
   (two iterations meeting is an integer point in boxes ``[0, trip - 1]``; a larger box holds every point of a
@@ -158,9 +158,9 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
         found.append(_diag(top, "kernel", f"rule {r} has no argument over a shape family's range "
                                           f"(verify/family.py), so no family can be proved"))  # fmt: skip
     lowest = {n: s.lo for n, s in kernel.symbols.items() if s.is_base}
-    for diag in verify_kernel(instantiate(kernel, lowest), target):
-        if RULE_ARGUMENTS.get(diag.rule) in (BLIND, None) or diag.rule in unargued:
-            found.append(_at(diag, f"at {_names(lowest)}"))
+    # A real instance: whatever it breaks is broken (and it is the check of every rule on the parts no symbol
+    # reaches, out-of-bounds included for accesses the symbolic proof below skips).
+    found += [_at(diag, f"at {_names(lowest)}") for diag in verify_kernel(instantiate(kernel, lowest), target)]
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
     for diag in verify_kernel(upper, target, budget):
@@ -186,8 +186,8 @@ def _at(diag: Diagnostic, where: str) -> Diagnostic:
 def _unique(found: list[Diagnostic]) -> list[Diagnostic]:
     seen, out = set(), []
     for diag in sorted(found, key=lambda x: (x.loc.line, x.rule)):
-        if (diag.loc, diag.rule, diag.op) not in seen:  # the same break at both corners is reported once
-            seen.add((diag.loc, diag.rule, diag.op))
+        if diag not in seen:
+            seen.add(diag)
             out.append(diag)
     return out
 

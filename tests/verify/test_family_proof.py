@@ -96,3 +96,24 @@ def test_elimination_never_refutes_a_system_with_an_integer_point(rows_, box):
                 for p in product(range(box[0], box[1] + 1), repeat=3))  # fmt: skip
     if brute:
         assert may_have_point(constraints, ranges)
+
+
+@nki.jit
+def _reads_past_a_fixed_vector(x, g):
+    """Rows are a family, but the weight read is out of bounds whatever N is: the lowest instance shows it."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    w = nl.load(g[nl.arange(1)[:, None], nl.arange(2 * m)[None, :]])
+    for t in nl.affine_range(math.ceil(n / 128)):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < n))
+        nl.store(out[t * 128 + i_p, i_f], value=tile, mask=(t * 128 + i_p < n))
+    nl.store(out[nl.arange(1)[:, None], i_f], value=w[nl.arange(1)[:, None], i_f])
+    return out
+
+
+def test_a_rule_broken_away_from_the_symbols_is_reported_too():
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.trace(_reads_past_a_fixed_vector, rows(1, 1024), nki.spec((1, 512), "float32"))
+    assert [d.rule for d in e.value.diagnostics] == ["out-of-bounds"]
+    assert "at N = 1:" in str(e.value) and "exceeds dimension size of 512" in str(e.value)
