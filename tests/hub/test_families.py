@@ -119,3 +119,19 @@ def test_a_family_the_kernel_cannot_keep_symbolic_is_refused_at_publish(tmp_path
         build_bundle(root, benchmarks=False)
     assert "shape family cannot be published" in str(e.value) and "dimension C" in str(e.value)
     assert "kernel.py:" in str(e.value)  # the kernel line that needs C concretely (nl.arange(num_cols))
+
+
+def test_the_manifest_and_the_family_ir_must_both_admit_a_call(tmp_path, softmax_bundle):
+    """The manifest's range picks the specialisation; the IR's own declared range is checked again when the family
+    is bound, so a manifest that claims more than its IR does not widen what runs."""
+    bundle_dir = softmax_bundle.write(tmp_path / "bundle")
+    spec = softmax_bundle.manifest.entry_points["softmax"].specialisations[0]
+    narrow = softmax_bundle.files[spec.ir].decode().replace("symbol $N in [1, 65536]", "symbol $N in [1, 100]")
+    (bundle_dir / spec.ir).write_bytes(narrow.encode())
+    manifest = json.loads((bundle_dir / MANIFEST).read_bytes())
+    manifest["files"][spec.ir] = sha256_hex(narrow.encode())
+    (bundle_dir / MANIFEST).write_bytes(dump(manifest))
+    k = kernels.get_local_kernel(bundle_dir)
+    k.softmax(np.ones((100, 512), np.float32))
+    with pytest.raises(kernels.IRRejectedError, match=r"dimension N = 300 is outside the family's range 1\.\.100"):
+        k.softmax(np.ones((300, 512), np.float32))
