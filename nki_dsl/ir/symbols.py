@@ -51,7 +51,7 @@ class SymbolDef:
     def describe(self) -> str:
         if self.is_base:
             return f"{self.label} in {self.lo}..{self.hi}"
-        return f"{self.label} = {format_definition(self)}"
+        return f"{self.label} = {format_definition(self).replace('$', '')}"  # as a publisher names them
 
 
 def format_definition(s: SymbolDef) -> str:
