@@ -59,6 +59,16 @@ def axis_values(coefs: dict[int, int], shape: tuple[int, ...]):
     return total
 
 
+def axis_values_np(coefs: dict[int, int], shape: tuple[int, ...]) -> np.ndarray:
+    """``axis_values`` computed in NumPy (for masks known at trace time)."""
+    total = np.zeros((1,) * len(shape), np.int32)
+    for a, c in coefs.items():
+        view = [1] * len(shape)
+        view[a] = shape[a]
+        total = total + c * np.arange(shape[a], dtype=np.int32).reshape(view)
+    return total
+
+
 @dataclass(frozen=True)
 class AccessPlan:
     """What is static about an access: its split index, whether it is a box, and whether it stays in bounds."""
@@ -70,10 +80,13 @@ class AccessPlan:
     tensor_shape: tuple[int, ...]
 
 
-def plan(access: Access, ranges: dict[str, tuple[int, int]]) -> AccessPlan:
-    """``ranges``: inclusive value ranges of the loop indices and program ids the access may use."""
-    parts = tuple(split(e) for e in access.index)
-    shape, tshape = tuple(access.shape), tuple(access.tensor.type.shape)
+def plan(access: Access, ranges: dict[str, tuple[int, int]], index=None, tensor_shape=None) -> AccessPlan:
+    """``ranges``: inclusive value ranges of the loop indices and program ids the access may use. ``index`` and
+    ``tensor_shape`` replace the access's own when the tensor is held as a block of itself (``vectorise``)."""
+    index = access.index if index is None else index
+    parts = tuple(split(e) for e in index)
+    shape = tuple(access.shape)
+    tshape = tuple(access.tensor.type.shape if tensor_shape is None else tensor_shape)
     if len(parts) != len(tshape):
         raise NkiError(f"an access of {access.tensor.name} has {len(parts)} indices for {len(tshape)} dimensions")
     seen, box = set(), True
@@ -87,7 +100,7 @@ def plan(access: Access, ranges: dict[str, tuple[int, int]]) -> AccessPlan:
     in_bounds = True
     env = dict(ranges)
     env.update({f"d{k}": (0, max(n - 1, 0)) for k, n in enumerate(shape)})
-    for e, n in zip(access.index, tshape):
+    for e, n in zip(index, tshape):
         try:
             lo, hi = e.bounds(env)
         except KeyError:
@@ -146,12 +159,46 @@ def _window(p: AccessPlan):
 def _slice(array, starts, sizes):
     if all(isinstance(s, int) for s in starts):
         return array[tuple(slice(s, s + n) for s, n in zip(starts, sizes))]
-    return lax.dynamic_slice(array, [jnp.asarray(s, jnp.int32) for s in starts], sizes)
+    return lax.dynamic_slice(array, _indices(starts), sizes, allow_negative_indices=False)
+
+
+def _indices(starts):
+    """Start indices for a window that provably stays inside its array: static ones stay Python ints (no index
+    arithmetic staged), traced ones int32; neither gets the negative-index wrap-around lax would add."""
+    return [s if isinstance(s, int) else jnp.asarray(s, jnp.int32) for s in starts]
+
+
+def update(array, w, starts):
+    # dynamic_update_slice even for static starts: ``array.at[slices].set`` lowers to a scatter, which XLA
+    # compiles and runs far slower than an update of a window
+    if w.shape == array.shape and all(isinstance(s, int) and s == 0 for s in starts):
+        return w
+    return lax.dynamic_update_slice(array, w, _indices(starts), allow_negative_indices=False)
 
 
 def _read_box(array, p: AccessPlan, ivars, offsets):
-    sizes, strides, order = _window(p)
-    w = _slice(array, _starts(p, ivars, offsets), sizes)
+    sizes, _, _ = _window(p)
+    return from_window(_slice(array, _starts(p, ivars, offsets), sizes), p)
+
+
+def static_starts(p: AccessPlan, ivars, offsets=None):
+    """Where a box access's window starts in each tensor dimension, when that is known at trace time (no traced
+    loop index or program id in it), else None."""
+    if not p.box:
+        return None
+    starts = _starts(p, ivars, offsets)
+    return starts if all(isinstance(s, int) for s in starts) else None
+
+
+def window(p: AccessPlan):
+    """A box access's window: its size in each tensor dimension and whether every stride is 1."""
+    sizes, strides, _ = _window(p)
+    return tuple(sizes), all(c == 1 for c in strides)
+
+
+def from_window(w, p: AccessPlan):
+    """The access's elements (of its shape) from its window ``w`` (the tensor elements it spans)."""
+    _, strides, order = _window(p)
     if any(c != 1 for c in strides):
         w = w[tuple(slice(None, None, c) for c in strides)]
     w = w.reshape(tuple(p.shape[a] for a in order))  # drop the dimensions no axis indexes (size 1)
@@ -163,25 +210,31 @@ def _read_box(array, p: AccessPlan, ivars, offsets):
     return w
 
 
-def write(array, p: AccessPlan, value, ivars, offsets=None, mask=None):
-    """``array`` with the access's elements replaced by ``value`` (of the access shape) where ``mask`` holds."""
-    value = jnp.broadcast_to(jnp.asarray(value).astype(array.dtype), p.shape)
+def to_window(value, p: AccessPlan):
+    """The window of a unit-stride box write holding ``value`` (of the access shape)."""
+    sizes, _, order = _window(p)
+    check_write(p)
+    kept = value.reshape(tuple(p.shape[a] for a in range(len(p.shape)) if a in order))
+    kept_axes = sorted(order)
+    w = jnp.transpose(kept, tuple(kept_axes.index(a) for a in order)) if order != kept_axes else kept
+    return w.reshape(tuple(sizes))
+
+
+def check_write(p: AccessPlan) -> None:
     used = {a for axes, _ in p.split for a in axes}
     if any(p.shape[a] != 1 for a in range(len(p.shape)) if a not in used):
         # the verifier's shape rule refuses these; IR that skipped it gets an NkiError, not a wrong result
         raise NkiError("a write whose index ignores an axis writes one element several times")
-    sizes, strides, order = _window(p) if p.box else ((), (), ())
-    if p.box and p.in_bounds and all(c == 1 for c in strides):
+
+
+def write(array, p: AccessPlan, value, ivars, offsets=None, mask=None):
+    """``array`` with the access's elements replaced by ``value`` (of the access shape) where ``mask`` holds."""
+    value = jnp.broadcast_to(jnp.asarray(value).astype(array.dtype), p.shape)
+    check_write(p)
+    if p.box and p.in_bounds and window(p)[1]:
         if mask is not None:  # a masked box that stays in bounds: keep the old elements, update the window
             value = jnp.where(jnp.broadcast_to(mask, p.shape), value, _read_box(array, p, ivars, offsets))
-        kept = value.reshape(tuple(p.shape[a] for a in range(len(p.shape)) if a in order))
-        kept_axes = sorted(order)
-        w = jnp.transpose(kept, tuple(kept_axes.index(a) for a in order)) if order != kept_axes else kept
-        w = w.reshape(tuple(sizes))
-        starts = _starts(p, ivars, offsets)
-        if all(isinstance(s, int) for s in starts):
-            return array.at[tuple(slice(s, s + n) for s, n in zip(starts, sizes))].set(w)
-        return lax.dynamic_update_slice(array, w, [jnp.asarray(s, jnp.int32) for s in starts])
+        return update(array, to_window(value, p), _starts(p, ivars, offsets))
     if not p.split:
         return jnp.where(mask, value, array) if mask is not None else value.reshape(array.shape)
     idx = _index_arrays(p, ivars, offsets)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from nki_dsl.backends.jax import access as acc
-from nki_dsl.backends.jax import runtime
+from nki_dsl.backends.jax import forward, runtime
 from nki_dsl.backends.jax.analysis import KernelInfo
 from nki_dsl.backends.jax.functions import BINARY
 from nki_dsl.errors import NkiError
@@ -35,6 +36,18 @@ class Lowered:
     writes: list[tuple[str, object, str]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class View:
+    """How a vectorised loop's iteration holds a tensor: only its block (``shape``), indexed by the tensor's own
+    index plus ``adjust`` per dimension (which cancels the loop index and the block's start, see ``vectorise``)."""
+
+    shape: tuple[int, ...]
+    adjust: tuple  # one Affine per dimension
+
+    def index(self, index: tuple) -> tuple:
+        return tuple(e + a for e, a in zip(index, self.adjust))
+
+
 @dataclass
 class State:
     info: KernelInfo
@@ -44,10 +57,16 @@ class State:
     plans: dict  # id(access) -> AccessPlan, shared by every state of one lowering
     local_shapes: dict = field(default_factory=dict)  # root name -> shape of the slice this device holds
     zero_poison: bool = False  # the gradient twin: fresh float memory is 0.0, not NaN
+    views: dict = field(default_factory=dict)  # root name -> View, inside vectorised loops
 
     def child(self) -> State:
         return State(self.info, dict(self.env), dict(self.ivars), self.offsets, self.plans, self.local_shapes,
-                     self.zero_poison)  # fmt: skip
+                     self.zero_poison, dict(self.views))  # fmt: skip
+
+    def index(self, access: Access) -> tuple:
+        """The access's index into the tensor as this state holds it (its block, inside vectorised loops)."""
+        view = self.views.get(self.info.root(access.tensor.name))
+        return access.index if view is None else view.index(access.index)
 
     def fresh(self, name: str):
         """A poisoned array for tensor ``name`` (a sharded tensor: this device's slice of it)."""
@@ -58,18 +77,33 @@ class State:
         return runtime.fresh(t, self.zero_poison)
 
     def plan(self, access: Access) -> acc.AccessPlan:
-        p = self.plans.get(id(access))
+        view = self.views.get(self.info.root(access.tensor.name))
+        key = (id(access), view)
+        p = self.plans.get(key)
         if p is None:
-            p = self.plans[id(access)] = acc.plan(access, self.info.ranges)
+            if view is None:
+                p = acc.plan(access, self.info.ranges)
+            else:
+                p = acc.plan(access, self.info.ranges, view.index(access.index), view.shape)
+            self.plans[key] = p
         return p
+
+    def value(self, root: str):
+        """The array held for tensor ``root``, with its pending writes applied (``forward``)."""
+        value = self.env[root]
+        if isinstance(value, forward.Pending):
+            value = self.env[root] = forward.materialise(value)
+        return value
 
     def array(self, name: str):
         """The held value of tensor ``name`` (a reshape view reads its root's storage in its own shape)."""
         root = self.info.root(name)
         if root not in self.env:
             raise NkiError(f"tensor {name} is read before anything defines it")
-        value = self.env[root]
+        value = self.value(root)
         if root != name:
+            if root in self.views:  # vectorise never blocks a tensor read through a reshape view of it
+                raise NkiError(f"internal: tensor {name} is read through a view of {root}, which is held as a block")
             value = value.reshape(self.info.types[name].shape)
         return value
 
@@ -79,14 +113,39 @@ class State:
             value = value.reshape(self.info.types[root].shape)
         self.env[root] = value
 
+    def _static_window(self, access: Access, p: acc.AccessPlan, leaving_ok: bool):
+        """The access's window starts when it can go through ``forward`` (a box on the tensor itself, not a
+        reshape view, at a position known at trace time), else None."""
+        name = access.tensor.name
+        if self.info.root(name) != name or name not in self.env:
+            return None
+        starts = acc.static_starts(p, self.ivars, self.offsets.get(name))
+        if starts is None or not (p.in_bounds or (leaving_ok and acc.window(p)[1])):
+            return None
+        return starts
+
     def read(self, access: Access):
+        p = self.plan(access)
+        starts = self._static_window(access, p, leaving_ok=True)
+        if starts is not None:
+            name = access.tensor.name
+            w, self.env[name] = forward.read_window(self.env[name], starts, acc.window(p)[0])
+            return acc.from_window(w, p)
         offsets = self.offsets.get(self.info.root(access.tensor.name))
-        return acc.read(self.array(access.tensor.name), self.plan(access), self.ivars, offsets)
+        return acc.read(self.array(access.tensor.name), p, self.ivars, offsets)
 
     def write(self, access: Access, value, mask=None) -> None:
         name = access.tensor.name
+        p = self.plan(access)
+        starts = self._static_window(access, p, leaving_ok=True) if p.box and acc.window(p)[1] else None
+        if starts is not None:
+            value = jnp.broadcast_to(jnp.asarray(value).astype(self.env[name].dtype), p.shape)
+            if mask is not None:  # keep the old elements where the mask is off
+                value = jnp.where(jnp.broadcast_to(mask, p.shape), value, self.read(access))
+            self.env[name] = forward.write_window(self.env[name], starts, acc.to_window(value, p))
+            return
         offsets = self.offsets.get(self.info.root(name))
-        new = acc.write(self.array(name), self.plan(access), value, self.ivars, offsets, mask)
+        new = acc.write(self.array(name), p, value, self.ivars, offsets, mask)
         self.set_array(name, new)
 
 
@@ -100,8 +159,14 @@ class MaskParts:
     single: dict[int, object] = field(default_factory=dict)
     residual: object = None
 
+    def _np(self):
+        """NumPy for a mask computed at trace time (every part a NumPy value), else jax.numpy."""
+        parts = [self.guard, *self.single.values()] + ([self.residual] if self.residual is not None else [])
+        return np if all(isinstance(p, (bool, np.ndarray, np.bool_)) for p in parts) else jnp
+
     def full(self):
-        m = jnp.broadcast_to(jnp.asarray(self.guard), self.shape)
+        xp = self._np()
+        m = xp.broadcast_to(xp.asarray(self.guard), self.shape)
         for a, cond in self.single.items():
             view = [1] * len(self.shape)
             view[a] = self.shape[a]
@@ -113,31 +178,55 @@ class MaskParts:
     def rows(self):
         """``[P, 1]``: the partitions the op writes per-partition results for (the NumPy reference's bounding box
         along axis 0, empty when the box is empty along another axis)."""
-        m = jnp.broadcast_to(jnp.asarray(self.guard), (self.shape[0], 1))
+        xp = self._np()
+        m = xp.broadcast_to(xp.asarray(self.guard), (self.shape[0], 1))
         for a, cond in self.single.items():
-            m = m & (cond.reshape(-1, 1) if a == 0 else jnp.any(cond))
+            m = m & (cond.reshape(-1, 1) if a == 0 else xp.any(cond))
         return m
 
 
 def evaluate_mask(mask, shape, ivars) -> MaskParts:
+    """The mask's parts over ``shape``. A mask that uses no traced loop index or program id is computed in NumPy
+    here: XLA gets constants (and ``batching`` stacks constants), not index arithmetic to fold."""
     parts = MaskParts(tuple(shape))
-    for c in mask.constraints:
-        axes, rest = acc.split(c)
-        r = acc.value_of(rest, ivars)
+    rests = [acc.split(c) for c in mask.constraints]
+    values = [acc.value_of(rest, ivars) for _, rest in rests]
+    static = all(isinstance(r, int) for r in values)
+    for (axes, _), r in zip(rests, values):
         if not axes:
-            parts.guard = parts.guard & (jnp.asarray(r) >= 0)
+            parts.guard = parts.guard & (np.asarray(r) >= 0 if static else jnp.asarray(r) >= 0)
         elif len(axes) == 1:
             ((a, k),) = axes.items()
             if a >= len(shape):
                 raise NkiError(f"a mask names axis d{a} of an op with {len(shape)} axes")
-            cond = k * lax.iota(jnp.int32, shape[a]) + r >= 0
+            iota = np.arange(shape[a], dtype=np.int32) if static else lax.iota(jnp.int32, shape[a])
+            cond = k * iota + r >= 0
             parts.single[a] = cond if a not in parts.single else parts.single[a] & cond
         else:
             if max(axes) >= len(shape):
                 raise NkiError(f"a mask names an axis beyond the {len(shape)} axes of its op")
-            cond = acc.axis_values(axes, tuple(shape)) + r >= 0
+            grid = acc.axis_values_np(axes, tuple(shape)) if static else acc.axis_values(axes, tuple(shape))
+            cond = grid + r >= 0
             parts.residual = cond if parts.residual is None else parts.residual & cond
     return parts
+
+
+def _always_on(mask, shape, ivars) -> bool:
+    """Does the mask hold at every position, whatever the traced indices? (Decided at trace time from the
+    bounds of each constraint: the full tile of a ragged loop carries a mask that is all true, and dropping it
+    spares XLA a select per op.)"""
+    env = {f"d{k}": (0, max(n - 1, 0)) for k, n in enumerate(shape)}
+    for name, v in ivars.items():
+        if isinstance(v, int):
+            env[name] = (v, v)
+    for c in mask.constraints:
+        try:
+            lo, _ = c.bounds(env)
+        except KeyError:  # a traced loop index or program id
+            return False
+        if lo < 0 or any(n == 0 for n in shape):
+            return False
+    return True
 
 
 class OpContext:
@@ -146,7 +235,9 @@ class OpContext:
         self.op = op
         self.spec = OPS[op.name]
         self.shape = self._iteration_shape()
-        self.mask = evaluate_mask(op.mask, self.shape, state.ivars) if op.mask is not None else None
+        self.mask = None
+        if op.mask is not None and not _always_on(op.mask, self.shape, state.ivars):
+            self.mask = evaluate_mask(op.mask, self.shape, state.ivars)
 
     def _iteration_shape(self) -> tuple[int, ...]:
         if self.op.result is not None:
@@ -217,5 +308,5 @@ class OpContext:
         if accumulate != "none":
             value = BINARY[accumulate](self.state.read(access), value)
         value = runtime.round_to(value, t.dtype) if t.buffer.on_chip else runtime.to_hbm(value, t.dtype)
-        self.state.write(access, value, self.operand_mask(access) if mask == "op" else mask)
+        self.state.write(access, value, self.operand_mask(access) if isinstance(mask, str) else mask)
 

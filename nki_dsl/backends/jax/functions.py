@@ -100,11 +100,18 @@ UNARY = {
 
 def _divide(a, b):
     # XLA rewrites a division by a broadcast value into a multiplication by its reciprocal (two roundings, off by
-    # an ulp from the reference's one); a divisor broadcast to the full shape behind a barrier keeps the division.
+    # an ulp from the reference's one). The divisor is spread to the full shape by a gather of index 0 along each
+    # broadcast axis instead: XLA does not see a broadcast there and keeps the division. (An optimization_barrier
+    # around the broadcast keeps it too, but XLA CPU miscompiles such a barrier once the kernel is fused into a
+    # user's jit-ed program ahead of a dot: tests/backends/jax/test_interop.py.)
     a, b = jnp.asarray(a), jnp.asarray(b)
     shape = jnp.broadcast_shapes(a.shape, b.shape)
     if b.shape != shape:
-        b = lax.optimization_barrier(jnp.broadcast_to(b, shape))
+        b = b.reshape((1,) * (len(shape) - b.ndim) + b.shape)
+        for axis, (have, want) in enumerate(zip(b.shape, shape)):
+            if have == 1 and want != 1:
+                index = (slice(None),) * axis + (jnp.zeros(want, jnp.int32),)
+                b = b.at[index].get(mode="promise_in_bounds")
     return jnp.true_divide(a, b)
 
 
