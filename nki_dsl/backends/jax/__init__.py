@@ -1,7 +1,8 @@
 """The JAX backend: kernel IR lowered to ``jax.numpy`` / ``lax`` and compiled by XLA into one program.
 
 ``compile_kernel(kernel)`` builds the kernel's JAX function (by closures over the IR: no source is generated) and
-``jax.jit``-s it once; its ``Executable.run`` takes JAX or NumPy arrays by parameter name and returns JAX arrays.
+``jax.jit``-s it once (the compiled programs live in a bounded table: ``executables``); its ``Executable.run`` takes
+JAX or NumPy arrays by parameter name and returns JAX arrays.
 Called on tracers (inside a user's ``jax.jit``, under ``jax.vmap`` or ``jax.grad``) it composes with the
 surrounding JAX code. ``emit_source(kernel)`` returns the jaxpr the kernel lowers to. Multi-device runs:
 ``nki_dsl.jax``.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from nki_dsl.backends.jax import runtime
+from nki_dsl.backends.jax import executables, runtime
 from nki_dsl.backends.jax.program import HANDLERS, build, to_held
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel
@@ -25,6 +26,7 @@ class Executable:
         self.kernel = kernel
         self.info, self.fn = build(kernel)
         self._jitted = jax.jit(self.fn)
+        self._owner = executables.new_owner()
 
     def call(self, *arrays):
         """The kernel on positional arrays (JAX or NumPy, in parameter order): a tuple of JAX output arrays."""
@@ -32,7 +34,10 @@ class Executable:
             raise NkiError(f"kernel {self.kernel.name!r} takes {len(self.kernel.params)} arrays, got {len(arrays)}")
         held = [to_held(a, p.type) for a, p in zip(arrays, self.kernel.params)]
         try:
-            outs, written = self._jitted(*held)
+            if any(isinstance(h, jax.core.Tracer) for h in held):  # part of the caller's program
+                outs, written = self._jitted(*held)
+            else:
+                outs, written = executables.get(self._owner, lambda: build(self.kernel)[1], held)(*held)
         except MemoryError:
             raise NkiError(f"kernel {self.kernel.name!r} ran out of memory on the JAX backend") from None
         # A kernel that writes into a parameter changes the caller's NumPy array, as the NumPy reference does (a

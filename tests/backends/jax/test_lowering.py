@@ -11,6 +11,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 from nki_dsl import backends
+from nki_dsl.backends.jax import executables
 from nki_dsl.ir.ops import OPS
 
 jax_backend = backends.load("jax")
@@ -117,12 +118,27 @@ def test_a_ragged_last_tile_under_masks_matches_the_reference():
 def test_a_kernel_compiles_once_per_specialisation():
     x = np.ones((128, 8), np.float32)
     jitted = nki.jit(_reads_unwritten.fn)
+    before = executables.compilations
     jitted(x, backend="jax")
     jitted(x + 1, backend="jax")
-    (exe,) = [e for (_, backend), e in jitted._compiled.items() if backend == "jax"]
-    assert exe._jitted._cache_size() == 1  # one trace, one XLA executable
+    assert len([k for k in jitted._compiled if k[1] == "jax"]) == 1
+    assert executables.compilations == before + 1  # one trace, one XLA executable
     jitted(np.ones((128, 16), np.float32), backend="jax")  # a new shape is a new specialisation
     assert len([k for k in jitted._compiled if k[1] == "jax"]) == 2
+    assert executables.compilations == before + 2
+
+
+def test_compiled_programs_are_bounded_and_an_evicted_one_compiles_again(monkeypatch):
+    monkeypatch.setattr(executables, "MAX_EXECUTABLES", 2)
+    executables.clear()
+    jitted = nki.jit(_reads_unwritten.fn)
+    shapes = [(128, 8), (128, 16), (128, 24)]
+    results = [np.asarray(jitted(np.full(s, 2.0, np.float32), backend="jax")[0]) for s in shapes]
+    assert executables.count() == 2  # the first shape's program was dropped
+    before = executables.compilations
+    again = np.asarray(jitted(np.full(shapes[0], 2.0, np.float32), backend="jax")[0])
+    assert executables.compilations == before + 1
+    np.testing.assert_array_equal(again, results[0])
 
 
 def test_emit_shows_the_jaxpr_handed_to_xla():

@@ -1,0 +1,61 @@
+"""The XLA executables of the JAX backend, at most ``MAX_EXECUTABLES`` of them alive at once.
+
+A compiled XLA program holds its machine code and constants: tens of megabytes for an unrolled kernel, and a test
+session or a long-lived process compiles thousands of specialisations (every kernel object keeps its
+``Executable`` for good, ``trace/jit.py``). ``jax.jit``'s own caches would keep each executable as long as its
+function lives; here calls on concrete arrays go through an explicitly compiled program kept in one
+least-recently-used table for the whole process instead, so memory stays bounded and a specialisation evicted and
+called again is compiled again. Calls on tracers (inside a user's ``jax.jit``, ``vmap`` or ``grad``) never get
+here: they are traced into the caller's program, which JAX compiles and caches as the caller's.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections import OrderedDict
+
+import jax
+
+# Enough for every specialisation a kernel session uses in turn; the environment variable overrides it.
+MAX_EXECUTABLES = int(os.environ.get("NKI_JAX_MAX_EXECUTABLES", "64"))
+
+_table: OrderedDict = OrderedDict()
+_tokens = itertools.count()
+compilations = 0  # XLA compilations so far (tests read it to check that a specialisation compiles once)
+
+
+def new_owner() -> int:
+    """A key prefix for one function's executables (not ``id()``: ids are reused once an object dies)."""
+    return next(_tokens)
+
+
+def signature(arrays) -> tuple:
+    return tuple((a.shape, a.dtype, getattr(a, "sharding", None)) for a in arrays)
+
+
+def get(owner: int, make, arrays):
+    """The compiled program for arguments like ``arrays`` of the function ``make()`` returns, compiled on first
+    use. The function is made afresh for the compilation and dropped after it: JAX's tracing and lowering caches
+    are keyed (weakly) on the function, so they let go of what they hold for it, and the table is all that keeps
+    the program alive."""
+    global compilations
+    key = (owner, signature(arrays))
+    compiled = _table.get(key)
+    if compiled is not None:
+        _table.move_to_end(key)
+        return compiled
+    compiled = jax.jit(make()).lower(*arrays).compile()
+    compilations += 1
+    _table[key] = compiled
+    while len(_table) > max(MAX_EXECUTABLES, 1):
+        _table.popitem(last=False)
+    return compiled
+
+
+def count() -> int:
+    return len(_table)
+
+
+def clear() -> None:
+    _table.clear()
