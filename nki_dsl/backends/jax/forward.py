@@ -22,7 +22,7 @@ import numpy as np
 
 from nki_dsl.backends.jax import access as acc
 
-MAX_PENDING = 64  # writes kept per tensor before they are applied (bounds the search per read)
+MAX_PENDING = 50  # writes kept per tensor before the oldest is applied (bounds the search per read)
 
 
 @dataclass(frozen=True)
