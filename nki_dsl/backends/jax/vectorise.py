@@ -8,7 +8,8 @@ dimension uses ``v``, and what remains of the index in dimension ``k`` lies, ove
 and axes, in one window ``[base, base + B)`` with ``B = c * step``: iteration ``i`` then touches only elements
 ``base + B * i ... base + B * (i + 1) - 1`` of that dimension. The loop runs vectorised when every tensor it writes
 and that outlives an iteration (exists before it or is read after it) is blocked, it draws no random numbers (the
-generator is sequential state) and it touches no tensor through a reshape view of a blocked one. Iterations then
+generator is sequential state), prints nothing (``nl.device_print`` prints iteration by iteration) and it touches no
+tensor through a reshape view of a blocked one. Iterations then
 cannot see each other's writes, whatever the loop's kind, so running them at once gives the loop's results.
 
 Each blocked tensor enters as ``trips`` blocks (a reshape of its dimension ``k``, padded with its edge values where
@@ -66,6 +67,16 @@ def _accesses(stmts):
     return out, results
 
 
+def _prints(stmts) -> bool:
+    for stmt in stmts:
+        if isinstance(stmt, Loop):
+            if _prints(stmt.body):
+                return True
+        elif OPS.get(stmt.name) is not None and OPS[stmt.name].family == "print":
+            return True
+    return False
+
+
 def _ranges(st: State, access: Access) -> dict:
     env = dict(st.info.ranges)
     env.update({f"d{k}": (0, max(n - 1, 0)) for k, n in enumerate(access.shape)})
@@ -77,6 +88,8 @@ def plan(stmts, var: str, start: int, step: int, trips: int, st: State, written:
     if RNG in written or step <= 0:
         return None
     accesses, results = _accesses(stmts)
+    if _prints(stmts):  # nl.device_print prints iteration by iteration, in program order
+        return None
     defined = {st.info.root(op.result.name) for op in results if op.name != "hbm.reshape"}
     if any(root in carried for root in defined):
         return None  # a tensor defined whole by an op in the loop and used after it: the last iteration's value
