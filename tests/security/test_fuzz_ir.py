@@ -61,3 +61,17 @@ def test_long_fuzz_campaign():
     n = int(os.environ.get("NKI_FUZZ_INPUTS", "1000000"))
     stats = campaign(n, seed=int(os.environ.get("NKI_FUZZ_SEED", "1")))
     assert stats.inputs == n
+
+
+FINDINGS = Path(__file__).parent / "findings"
+
+
+@pytest.mark.parametrize("name", ["pid0_without_grid", "reads_of_poisoned_rows"])
+def test_what_the_default_fuzz_run_found_runs_alike_on_every_backend(workdir, name):
+    """Found by this test's hypothesis run (mutated softmax IR).
+
+    ``pid0_without_grid``: a mask naming pid0 in a kernel without a grid ran on NumPy (one program, pid0 = 0) but
+    the JAX backend refused it. ``reads_of_poisoned_rows``: a dma_copy masked down to one row leaves the rest of its
+    tile poisoned; the NumPy reference's NaN rows came back from XLA as finite numbers (its fused CPU code clamps
+    NaN), which the comparison now leaves undefined."""
+    assert check_one((FINDINGS / f"{name}.nkir").read_text(), Stats(), workdir) == "ran"

@@ -110,6 +110,8 @@ def run_kernel(info: KernelInfo, arrays: tuple, splits: dict[int, GridSplit] | N
     for p, a in zip(k.params, arrays):
         st.env[p.name] = a
     st.env[RNG] = jax.random.key(0)  # reset at every launch, as nl.random_seed's generator is
+    if not k.grid:
+        st.ivars["pid0"] = 0  # one program (see analyse)
     hoisted = [op for op in k.body if isinstance(op, Op) and is_shared_alloc(op)]
     for op in hoisted:
         run_op(op, st)
