@@ -6,6 +6,8 @@
 #   bash scripts/mutation.sh                       # nki_dsl/verify nki_dsl/backends nki_dsl/passes hub_client
 #   bash scripts/mutation.sh nki_dsl/verify        # one package (or a module: nki_dsl/passes/allocate.py)
 #   bash scripts/mutation.sh --report [PKG...]     # only print the figures of the last run
+#   MUTATION_SAMPLE=100 bash scripts/mutation.sh nki_dsl/verify hub_client/paths.py=all hub_client/fetch.py=300
+#                                                  # PKG=N: that package's own sample size (all: every mutant)
 #
 # Environment:
 #   MUTATION_JOBS=N      parallel workers (default 2)
@@ -33,18 +35,21 @@ fi
 
 if [[ $report_only -eq 0 ]]; then
     [[ -x .venv/bin/python ]] || python3 -m venv .venv
-    .venv/bin/python -m pip install -q -e '.[test,mutation]'
+    .venv/bin/python -m pip install -q -e '.[test,jax,mutation]'  # the suite the mutants face is the default one: jax too
     [[ "${MUTATION_FRESH:-0}" != "1" ]] || rm -rf mutants
     globs=()
-    if [[ -n "${MUTATION_SAMPLE:-}" ]]; then
-        mapfile -t globs < <(.venv/bin/python scripts/mutation_report.py --sample "$MUTATION_SAMPLE" "${packages[@]}")
-    else
-        for p in "${packages[@]}"; do
+    for arg in "${packages[@]}"; do
+        p="${arg%%=*}"
+        n="${MUTATION_SAMPLE:-all}"
+        [[ "$arg" != *=* ]] || n="${arg#*=}"
+        if [[ "$n" == all ]]; then
             p="${p%/}"
             p="${p%.py}"
             globs+=("${p//\//.}.*")  # mutant names are module paths: nki_dsl.verify.rules.scope.x_check__mutmut_3
-        done
-    fi
+        else
+            mapfile -t -O "${#globs[@]}" globs < <(.venv/bin/python scripts/mutation_report.py --sample "$n" "$p")
+        fi
+    done
     timeout_cmd=()
     if [[ -n "${MUTATION_TIMEOUT:-}" ]]; then
         timeout_cmd=(timeout "$MUTATION_TIMEOUT")
@@ -53,4 +58,4 @@ if [[ $report_only -eq 0 ]]; then
     "${timeout_cmd[@]}" .venv/bin/mutmut run --max-children "${MUTATION_JOBS:-2}" "${globs[@]}" || true
 fi
 
-.venv/bin/python scripts/mutation_report.py "${packages[@]}"
+.venv/bin/python scripts/mutation_report.py "${packages[@]%%=*}"
