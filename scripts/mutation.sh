@@ -12,9 +12,11 @@
 # Environment:
 #   MUTATION_JOBS=N      parallel workers (default 2)
 #   MUTATION_TIMEOUT=S   seconds for the whole run (default none); the figures of what ran are printed anyway
-#   MUTATION_FRESH=1     delete mutants/ first. By default its results are kept and only mutants not run yet run:
-#                        mutmut re-copies unmutated files, regenerates the mutants of changed files (resetting
-#                        their results) and maps new tests itself. Do not edit the source while it generates.
+#   MUTATION_FRESH=1     delete mutants/ first. By default mutants/ is kept: mutmut re-copies unmutated files,
+#                        regenerates the mutants of changed files, keeps its test-to-function map and maps only
+#                        new tests (the first run maps the whole suite, the longest step). The mutants named on
+#                        the command line (every one of a package, or its sample) are run again each time.
+#                        Do not edit the source while it generates.
 #   MUTATION_SAMPLE=N    run N mutants per package drawn at random with a fixed seed: an estimate for a machine
 #                        without hours to spare (a surviving mutant runs every test that reaches its function,
 #                        which for the verifier is most of the suite). The figures count every mutant run so far.

@@ -11,6 +11,7 @@ from hub_client.cli import main
 from hub_client.lockfile import Locked, digests_path, read_lock, write_lock
 from hub_client.publish import publish
 from tests.hub.conftest import settings
+from tests.hub.ids import spelled
 
 
 @pytest.fixture
@@ -131,7 +132,7 @@ def test_a_lock_digest_other_than_sha256_hex_is_refused(tmp_path, digest):
     assert read_lock(path)["acme/softmax"].digest == "a" * 64  # the prefix is removed, the hex kept whole
 
 
-@pytest.mark.parametrize("commit", ["c" * 40 + "\n", "c" * 39, "C" * 40, "g" * 40, "c" * 41], ids=repr)
+@pytest.mark.parametrize("commit", ["c" * 40 + "\n", "c" * 39, "C" * 40, "g" * 40, "c" * 41], ids=spelled)
 def test_a_lock_commit_other_than_40_hex_is_refused(tmp_path, commit):
     path = tmp_path / "kernels.lock"
     entry = {"dependency": {"repo-id": "acme/softmax", "version": 1},

@@ -7,6 +7,7 @@ import pytest
 from hub_client.errors import BundleError, UnsafePathError
 from hub_client.manifest import dump, parse
 from hub_client.paths import check_bundle_path
+from tests.hub.ids import spelled
 
 BAD = ["../etc/passwd", "ir/../../x", "/etc/passwd", "C:/x", "ir\\x.nkir", "ir/x\x00.nkir", "", "ir//x", "./x",
        "ir/.", "ir/ x", "~/x"]  # fmt: skip
@@ -16,13 +17,13 @@ BAD += ["ir/x.nkir\n", "ir\n/x", "x\n"]
 DOTTED = [".git/config", ".GIT/config", "ir/.hidden", ".gitattributes", "src/pkg/.env", "...", "ir/..x"]
 
 
-@pytest.mark.parametrize("path", BAD, ids=repr)
+@pytest.mark.parametrize("path", BAD, ids=spelled)
 def test_unsafe_paths_refused(path):
     with pytest.raises(UnsafePathError):
         check_bundle_path(path)
 
 
-@pytest.mark.parametrize("path", DOTTED, ids=repr)
+@pytest.mark.parametrize("path", DOTTED, ids=spelled)
 def test_a_leading_dot_is_refused_in_every_component(path):
     with pytest.raises(UnsafePathError, match="outside"):
         check_bundle_path(path)
@@ -42,7 +43,7 @@ def test_plain_paths_accepted(path):
     assert check_bundle_path(path) == path
 
 
-@pytest.mark.parametrize("path", ["../evil.py", "/abs.nkir", "a\\b.nkir", "a\x00b"], ids=repr)
+@pytest.mark.parametrize("path", ["../evil.py", "/abs.nkir", "a\\b.nkir", "a\x00b"], ids=spelled)
 def test_manifest_with_escaping_path_refused(softmax_bundle, path):
     manifest = json.loads(softmax_bundle.files["manifest.json"])
     ir = manifest["entry_points"]["softmax"]["specialisations"][0]["ir"]
@@ -69,7 +70,7 @@ def test_manifest_checks_anchor_at_the_very_end(softmax_bundle):
         parse(dump({**manifest, "entry_points": entries}))
 
 
-@pytest.mark.parametrize("name", ["v1.0.0\n", "v\u0661.0.0", "v1.0.0x", "1.0.0", "v01.0.0"], ids=repr)
+@pytest.mark.parametrize("name", ["v1.0.0\n", "v\u0661.0.0", "v1.0.0x", "1.0.0", "v01.0.0"], ids=spelled)
 def test_only_plain_release_tags_are_releases(name):
     from hub_client import versions
 
@@ -85,7 +86,7 @@ def test_only_plain_release_tags_are_releases(name):
     ("a/b c", "component 'b c' has characters outside [A-Za-z0-9_.-]"),
     ("a/.b", "component '.b' has characters outside [A-Za-z0-9_.-]"),
     ("a/-b", "component '-b' has characters outside [A-Za-z0-9_.-]"),
-], ids=repr)  # fmt: skip
+], ids=spelled)  # fmt: skip
 def test_each_refusal_says_why(path, why):
     with pytest.raises(UnsafePathError) as e:
         check_bundle_path(path)

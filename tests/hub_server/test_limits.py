@@ -293,7 +293,9 @@ def test_a_body_within_limits_still_round_trips_base64_exactly(tight):
     contents["boundary.bin"] = bytes(i % 251 for i in range(2 * 65536 + 1))
     api.create_commit("acme/softmax", repo_type="kernel", revision="v1", commit_message="bytes",
                       operations=[CommitOperationAdd(path, data) for path, data in contents.items()])
-    time.sleep(tight.limits.idle_timeout + 0.5)  # the client's kept-alive connections time out, freeing workers
+    # The client's kept-alive connections hold workers until the idle timeout closes them: wait for that to have
+    # happened rather than sleep for it (a fixed sleep races the server's threads on a loaded machine).
+    assert tight.wait_idle(timeout=30)
     for path, data in contents.items():
         assert raw_request(tight, "GET", f"/kernels/acme/softmax/resolve/v1/{path}").body == data
     for bad in ("eA=", "eA==eA==", "e===", "eA\u00e9=", "eA==\\n"):
