@@ -106,6 +106,16 @@ def test_the_verifier_applies_a_budget_to_ir_built_in_python():
         check(kernel, nki.get_target("trn2"), budget=IRBudget(max_iterations=100))
 
 
+def test_measure_sums_the_iterations_of_every_op_as_the_check_does_exactly_at_the_limit():
+    """``measure`` is what the defaults are checked against: it must count what the check counts (64 grid
+    points x 3 ops = 192, not the last op's 64), and 192 is allowed by a budget of 192 but not of 191."""
+    kernel = parse_kernel(kernel_text(f"  {LOAD}\n  {STORE}\n", grid="(64,)"))
+    assert measure(kernel)["iterations"] == 192
+    check(kernel, nki.get_target("trn2"), budget=IRBudget(max_iterations=192))
+    with pytest.raises(NkiVerificationError, match="max_iterations exceeded: .* is 192, the budget allows 191"):
+        check(kernel, nki.get_target("trn2"), budget=IRBudget(max_iterations=191))
+
+
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(IRBudget)])
 def test_the_defaults_fit_every_real_kernel(field):
     """The tutorials' and the kernel library's kernels, traced and lowered, measured against each default."""
