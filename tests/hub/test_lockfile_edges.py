@@ -1,0 +1,68 @@
+"""kernels.lock at the edges of each check: repo ids, version 0, digests-file records that are not records, an
+entry carrying its own digest, and the digests file's exact text (people commit and review it)."""
+
+import json
+
+import pytest
+
+from hub_client.errors import LockError
+from hub_client.lockfile import Locked, digests_path, read_lock, write_lock
+
+A, B = "a" * 40, "b" * 40
+DA, DB = "d" * 64, "e" * 64
+
+
+def _lock(tmp_path, dependency, lock=None):
+    path = tmp_path / "kernels.lock"
+    path.write_text(json.dumps([{"dependency": dependency, "lock": lock or {"commit": A}}]))
+    return path
+
+
+@pytest.mark.parametrize("repo_id", ["acme", "a/b/c", 5, None])
+def test_a_locked_repo_id_must_be_org_slash_name(tmp_path, repo_id):
+    path = _lock(tmp_path, {"repo-id": repo_id, "version": 1})
+    with pytest.raises(LockError) as e:
+        read_lock(path)
+    assert str(e.value) == f"{path}: repo-id {repo_id!r} is not 'org/name'"
+
+
+def test_major_version_zero_is_a_version_and_minus_one_is_not(tmp_path):
+    assert read_lock(_lock(tmp_path, {"repo-id": "acme/a", "version": 0})) == {"acme/a": Locked("acme/a", 0, A, None,
+                                                                                                None)}  # fmt: skip
+    with pytest.raises(LockError, match="acme/a: version must be a major version number, got -1"):
+        read_lock(_lock(tmp_path, {"repo-id": "acme/a", "version": -1}))
+
+
+@pytest.mark.parametrize("record", ["d" * 64, ["x"], {"manifest-sha256": 5}, {"manifest-sha256": "d" * 63}])
+def test_a_digests_record_that_is_not_a_record_of_64_hex_digits_is_refused(tmp_path, record):
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1})
+    digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1", "locks": {"acme/a": record}}))
+    with pytest.raises(LockError) as e:
+        read_lock(path)
+    assert str(e.value) == f"{digests_path(path)}: acme/a: manifest-sha256 must be 64 hex digits"
+
+
+def test_an_entry_with_its_own_digest_is_not_overridden_by_the_digests_file(tmp_path):
+    """The older single-file form carries the digest in the lock itself; a digests file beside it (for another
+    commit, with another digest) does not apply to that entry."""
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1}, {"commit": A, "digest": f"sha256:{DA}"})
+    digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1",
+                                              "locks": {"acme/a": {"commit": B, "manifest-sha256": DB}}}))
+    assert read_lock(path) == {"acme/a": Locked("acme/a", 1, A, None, DA)}
+
+
+def test_the_digests_file_is_sorted_json_indented_by_two_with_a_final_newline(tmp_path):
+    path = tmp_path / "kernels.lock"
+    write_lock(path, [Locked("acme/a", 1, A, "v1.0.0", DA)])
+    assert digests_path(path).read_text() == (
+        "{\n"
+        '  "format": "nki-kernels-lock-digests/1",\n'
+        '  "locks": {\n'
+        '    "acme/a": {\n'
+        f'      "commit": "{A}",\n'
+        f'      "manifest-sha256": "{DA}",\n'
+        '      "tag": "v1.0.0"\n'
+        "    }\n"
+        "  }\n"
+        "}\n"
+    )
