@@ -20,6 +20,7 @@ from tests.language.support import BF16, exact, rand
 class FlashConfig:
     seq_tile_size: int = 128
     causal: bool = True
+    sliding_window: int = 0  # > 0: a query sees only the keys less than this many positions before it
 
 
 @nki.jit(mode="trace")
@@ -46,6 +47,11 @@ def flash_fwd(q, k, v, config=FlashConfig(), softmax_scale=None, acc_dtype=nl.fl
             if config.causal:
                 i_q, i_k = nl.mgrid[0:tile, 0:tile]
                 scores = nisa.affine_select(i * tile + i_q >= j * tile + i_k, scores, neg)
+            if config.sliding_window:
+                i_q, i_k = nl.mgrid[0:tile, 0:tile]
+                # Key tiles wholly before the window give a row max of `neg` and exp(0) weights; the first tile
+                # with a real score scales them by alpha = exp(neg - max) = 0, as in AWS's kernels.
+                scores = nisa.affine_select(j * tile + i_k + config.sliding_window > i * tile + i_q, scores, neg)
             new_max = nl.maximum(row_max, nl.max(scores, axis=1, keepdims=True))
             p = nl.exp(nl.subtract(scores, new_max))
             alpha = nl.exp(nl.subtract(row_max, new_max))
@@ -57,16 +63,21 @@ def flash_fwd(q, k, v, config=FlashConfig(), softmax_scale=None, acc_dtype=nl.fl
     return out
 
 
-def _attention(q, k, v, scale, causal):
+def _attention(q, k, v, scale, causal, window=0):
     s = scale * (exact(q).T @ exact(k))
+    behind = np.arange(s.shape[0])[:, None] - np.arange(s.shape[1])[None, :]  # query position - key position
     if causal:
-        s = np.where(np.tril(np.ones(s.shape, bool)), s, -np.inf)
+        s = np.where(behind >= 0, s, -np.inf)
+    if window:
+        s = np.where(behind < window, s, -np.inf)
     p = np.exp(s - s.max(axis=1, keepdims=True))
     return (p / p.sum(axis=1, keepdims=True)) @ exact(v)
 
 
 @pytest.mark.parametrize(
-    "config", [FlashConfig(), FlashConfig(seq_tile_size=64, causal=False)], ids=["causal-128", "full-64"]
+    "config",
+    [FlashConfig(), FlashConfig(seq_tile_size=64, causal=False), FlashConfig(seq_tile_size=64, sliding_window=96)],
+    ids=["causal-128", "full-64", "causal-sliding-window-96"],
 )
 def test_flash_fwd_with_a_config_argument(config):
     d, seqlen = 64, 256
@@ -83,7 +94,7 @@ def test_flash_fwd_with_a_config_argument(config):
     assert [p.name for p in traced[0].params] == ["q", "k", "v"]  # config, scale and dtype are constants
     # Error budget: p is rounded to bf16 (2^-9 relative each) before the PV matmul, so the weighted mean of v is
     # off by at most 2^-9 * max|v|; the output is rounded to bf16 once more (2^-9 relative, 2^-8 to be safe).
-    want = _attention(q, k, v, 1 / math.sqrt(d), config.causal)
+    want = _attention(q, k, v, 1 / math.sqrt(d), config.causal, config.sliding_window)
     np.testing.assert_allclose(exact(got), want, rtol=2**-8, atol=2**-9 * np.abs(exact(v)).max())
 
 
