@@ -101,8 +101,11 @@ class Target:
     dma_engine_bytes_per_ns: float
     dma_engine_bytes_per_ns_alt: float  # documented alternative: 27 GiB/s (v2 arch guide) / 38.4 GB/s (v4 prose)
     # Fixed cost of one transfer, ns: ~1300 ns "descriptor setup, synchronization, and semaphore-to-start latency
-    # (cross-engine)" (§3.4). A DMA queue is in order (§3.4) and works through these steps for one transfer at a
-    # time, so the fixed costs of transfers on one queue add up, while those of different queues overlap.
+    # (cross-engine)" (§3.4). The DMA engines process one transfer at a time and every transfer involves all 16, so
+    # the fixed costs of all queues' transfers follow one another on the engines, each one overlapping the streaming
+    # of the transfer before it: a transfer of more than dma_fixed_ns * per-engine peak / 8 bytes per partition
+    # (2.7 KiB on trn1, 3.7 KiB on trn2, between the curve's "approaches peak" at 2 KiB and "fully amortizes" at
+    # 4 KiB) hides the next one's (scheduler docstring; docs/dma_model.md argues the reading).
     dma_fixed_ns: float
     # Hardware DGE (NC-v3 only is documented, §3.4): "each DGE-based DMA instruction takes about 600 ns to
     # execute", on one of "two DGE instances per core". A DMA asking for the hardware DGE pays this instead of the

@@ -17,11 +17,13 @@ documented micro-behaviours next to the model's values). Use it to compare versi
 engine or queue limits it; treat an absolute latency as an estimate, good to tens of percent at best. What it
 does not model, in plain words:
 
-* DMA. A transfer is priced as one descriptor per contiguous row run (each costing as much as streaming 256 B),
-  a fixed ~1.3 us per transfer on its queue, and the 16 DMA engines' shared bandwidth. How many transfers the
-  real compiler keeps in flight, and on which queues, is not documented: the model deals transfers to the 16
-  queues in turn. HBM itself (pages, banks, refresh) and the other cores of the chip competing for it are not
-  modelled, so kernels made of many short-row transfers are the least trustworthy (likely too optimistic).
+* DMA. A transfer is priced as one descriptor per contiguous row run (each costing as much as streaming 256 B)
+  and a fixed ~1.3 us that the DMA engines pay one transfer at a time, hidden only behind a transfer that streams
+  longer (from about 2.7 KiB per partition on trn1, 3.7 KiB on trn2). So a core finishes at most ~770,000
+  transfers a second, and a kernel of small tiles is bound by how many transfers it issues, not by its bytes:
+  the naive and hoisted steps below are. docs/dma_model.md says why the documentation is read this way. How the
+  real compiler assigns transfers to queues is not documented: the model deals them to the 16 queues in turn.
+  HBM itself (pages, banks, refresh) and the other cores of the chip competing for it are not modelled.
 * The compiler. The model runs the instructions it is given, in program order per engine, with the buffers the
   allocator gave them (up to three rotating copies per tile). The real compiler may reorder, fuse, unroll, split
   or insert spills; none of that is simulated.

@@ -46,7 +46,16 @@ def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
     i_p, i_m = nl.arange(PMAX)[:, None], nl.arange(PMAX)[None, :]
     xT = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), PMAX), dtype=dtype)
     if by_dma:
-        for j, (k0, ks) in enumerate(k_tiles):
+        # every K tile in one 3-D DMA transpose (x viewed as [rows, K tiles, 128] -> [128, K tiles, rows]): one
+        # transfer's fixed cost instead of one per K tile (reference/nki.md §3.4); a ragged K one tile at a time
+        full = len(k_tiles) if x.shape[1] % PMAX == 0 else 0
+        if full:
+            i_k, i_j = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None]
+            i_r = nl.arange(PMAX)[None, None, :]
+            src = x.reshape((x.shape[0], full, PMAX))
+            xT[i_j, i_k, i_r] = nisa.dma_transpose(src[m0 + i_k, i_j, i_r], axes=(2, 1, 0),
+                                                   mask=m0 + i_r < x.shape[0])  # fmt: skip
+        for j, (k0, ks) in enumerate(k_tiles[full:], start=full):
             xT[j, nl.arange(ks)[:, None], i_m] = nl.load_transpose2d(x[m0 + i_p, k0 + nl.arange(ks)[None, :]],
                                                                      mask=ok)  # fmt: skip
         return xT
@@ -69,14 +78,14 @@ def transpose_by_dma(dtype) -> bool:
     return np.dtype(dtype).itemsize == 2
 
 
-def _block(x, w_sb, bias, residual, out, xT, ok, m0, acc, ys, n0, ns, k_tiles, epilogue):
+def _block(x, w_sb, bias, residual, out, xT, ok, m0, acc, ys, n0, ns, k_tiles, epilogue, store=True):
     """One [128, ns] output block: ``K / 128`` matmuls accumulating in PSUM (``acc = (ring, slot)``), then the
     epilogue (``_epilogue``)."""
     ring, slot = acc
     i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
     for j in range(len(k_tiles)):
         _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles)
-    _epilogue(x, bias, residual, out, ring[slot, i_p, i_c], ok, m0, ys, n0, ns, epilogue)
+    return _epilogue(x, bias, residual, out, ring[slot, i_p, i_c], ok, m0, ys, n0, ns, epilogue, store)
 
 
 def _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles):
@@ -91,10 +100,11 @@ def _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles):
         ring[slot, i_p, i_c] += product
 
 
-def _epilogue(x, bias, residual, out, acc_t, ok, m0, ys, n0, ns, epilogue):
+def _epilogue(x, bias, residual, out, acc_t, ok, m0, ys, n0, ns, epilogue, store=True):
     """Read accumulator ``acc_t`` out through SBUF slots ``ys = (ring_a, ring_b, slot)`` with the epilogue, and
-    store. (Slots chosen by the caller: in straight-line code, tensors the allocator placed on the same bytes
-    would make each block wait for the previous block's store.)"""
+    store (``store=False``: the caller stores; returns the ring holding the result). (Slots chosen by the caller:
+    in straight-line code, tensors the allocator placed on the same bytes would make each block wait for the
+    previous block's store.)"""
     ya, yb, y_slot = ys
     i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
     if epilogue == "none":
@@ -110,7 +120,18 @@ def _epilogue(x, bias, residual, out, acc_t, ok, m0, ys, n0, ns, epilogue):
         yb[y_slot, i_p, i_c] = nisa.tensor_tensor(y, yb[y_slot, i_p, i_c], np.add, dtype=x.dtype, mask=ok,
                                                   engine=nisa.gpsimd_engine)  # fmt: skip
         y = yb[y_slot, i_p, i_c]
-    nl.store(out[m0 + i_p, n0 + i_c], value=y, mask=ok)
+    if store:
+        nl.store(out[m0 + i_p, n0 + i_c], value=y, mask=ok)
+    return ya if epilogue in ("none", "bias") else yb
+
+
+def _store_row(out, ring, m0, n_blocks):
+    """Store a row tile's blocks, slots 0.. of ``ring``, in one transfer (out viewed as [rows, blocks, 512]): one
+    fixed cost instead of one per block (reference/nki.md §3.4). Full blocks only."""
+    i_p, i_b = nl.arange(PMAX)[:, None, None], nl.arange(len(n_blocks))[None, :, None]
+    i_c = nl.arange(BLOCK_N)[None, None, :]
+    rows = out.reshape((out.shape[0], len(n_blocks), BLOCK_N))
+    nisa.dma_copy(dst=rows[m0 + i_p, i_b, i_c], src=ring[i_b, i_p, i_c], mask=m0 + i_p < out.shape[0])
 
 
 def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_blocks):
@@ -267,9 +288,12 @@ def _linear(x, w, b, residual, out, epilogue, src):
             xT = src.stage1(None, 0, m0, ok)
             tile_ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             ta, tb = _y_rings(len(n_blocks), x.dtype)
+            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0  # the row's blocks stored in one transfer
             for blk, (n0, ns) in enumerate(n_blocks):
-                _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, blk), n0, ns,
-                       k_tiles, epilogue)  # fmt: skip
+                y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, blk), n0, ns,
+                           k_tiles, epilogue, store=not whole)  # fmt: skip
+            if whole:
+                _store_row(out, y, m0, n_blocks)
         return
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
     for g in nl.affine_range(full):

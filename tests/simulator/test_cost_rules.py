@@ -47,9 +47,11 @@ def test_fp8_matmul_streams_the_moving_tile_at_the_quoted_fp8_rate(target):
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_utilisation_is_measured_against_the_peak_of_the_operand_dtype(target, dtype):
     # Full-size matmuls stream at the peak rate of their dtype (§3.1), so the Tensor engine's ideal time equals its
-    # busy time and utilisation never exceeds 1, FP8 on trn2 (twice the BF16 rate) included.
+    # busy time and utilisation never exceeds 1, FP8 on trn2 (twice the BF16 rate) included. (256 of them: enough
+    # to outweigh the three transfers' fixed costs, one at a time on the DMA engines, §3.4.)
     from tests.simulator.support import resident_matmuls
 
-    prof = simulate(resident_matmuls, nki.spec((128, 128), dtype), nki.spec((128, 512), dtype), target=target)[1]
+    prof = simulate(resident_matmuls, nki.spec((128, 128), dtype), nki.spec((128, 512), dtype), target=target,
+                    reps=256)[1]  # fmt: skip
     assert prof.tensor_ideal_ns == pytest.approx(prof.unit_busy_ns["tensor"], rel=1e-9)
     assert 0.5 < prof.tensor_engine_utilisation <= 1.0

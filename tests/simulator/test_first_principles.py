@@ -135,15 +135,19 @@ def test_summary_and_compare(capsys):
     assert cmp["latency_us"][2] == pytest.approx(b.latency_us / a.latency_us)
 
 
-def test_blocked_matmul_reaches_tensor_peak_and_naive_tiled_does_not():
+def test_blocked_matmul_reuses_its_loads_and_naive_tiled_does_not():
     from benchmarks.simulator_speed import run
     from kernels.matmul import matmul_tiled
 
-    # [4096, 8192] x [8192, 8192]: timing only, about a second each
+    # [4096, 8192] x [8192, 8192]: timing only, about a second each. Both kernels move tiles of at most 2 KiB per
+    # partition, too short to hide a transfer's fixed cost (§3.4), so both are bound by the DMA engines; the blocked
+    # one issues a sixth of the transfers. (The fully blocked tutorial kernel reaches the Tensor engine's peak:
+    # test_fidelity.)
     blocked, _, _ = run(4096, 8192, 8192)
     naive = simulate(matmul_tiled, nki.spec((8192, 4096), "bfloat16"), nki.spec((8192, 8192), "bfloat16"))[1]
-    assert blocked.tensor_engine_utilisation > 0.8 and blocked.bottleneck == "tensor"
-    assert naive.tensor_engine_utilisation < 0.5
+    assert blocked.bottleneck == naive.bottleneck == "dma"
+    assert 4 * blocked.latency_ns < naive.latency_ns
+    assert naive.tensor_engine_utilisation < 0.1 < 0.3 < blocked.tensor_engine_utilisation
 
 
     assert blocked.tensor_flops == 2 * 4096 * 8192 * 8192

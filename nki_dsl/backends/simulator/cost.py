@@ -9,8 +9,9 @@ static costs §3.3 documents for Vector/Scalar instructions that cannot stream b
 ``stride_factor`` the halved SBUF bandwidth of accesses whose minor-dim stride exceeds 16 B.
 
 A DMA is priced as a fixed per-transfer cost plus its payload streamed over the DMA engines it uses (§3.4). The
-two parts are returned separately: the scheduler lets fixed costs of transfers on different queues overlap, while
-payloads share the 16 engines' bandwidth. A DMA transpose streams at a fraction of plain DMA throughput (§3.4).
+two parts are returned separately: the scheduler lets a transfer's fixed cost overlap the streaming of the one
+before it on the engines, never another fixed cost (docs/dma_model.md), while payloads share the 16 engines'
+bandwidth. A DMA transpose streams at a fraction of plain DMA throughput (§3.4).
 """
 
 from __future__ import annotations

@@ -41,6 +41,9 @@ class Profile:
     # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 streams at
     # twice the BF16 rate, §3.1): what utilisation is measured against, so an FP8 kernel cannot exceed 100%.
     tensor_ideal_ns: float = 0.0
+    # summed over the DMA engines: their occupancy, streaming or the fixed costs they could not stream behind (§3.4:
+    # one transfer at a time, its fixed cost while the one before it streams)
+    dma_occupancy_ns: float = 0.0
     # computed from ``schedule`` when first asked for (a long kernel's path has an entry per instruction on it)
     _critical_path: list | None = field(default=None, repr=False, compare=False)
     _unit_split: dict | None = field(default=None, repr=False, compare=False)
@@ -67,10 +70,11 @@ class Profile:
     @property
     def engine_busy(self) -> dict[str, float]:
         """Busy fraction of the latency per compute engine, and ``dma``: the fraction of the DMA engines' combined
-        time spent streaming payload (how close the kernel runs to the DMA bandwidth)."""
+        time they were occupied, streaming payload or paying the fixed costs of transfers too short to hide the next
+        one's (how close the kernel runs to what the DMA engines can do; ``dma_streaming`` is the streaming part)."""
         t = max(self.latency_ns, 1e-9)
         out = {e: self.unit_busy_ns.get(e, 0.0) / t for e in ENGINES}
-        out["dma"] = self.dma_engine_busy_ns / (self.target.dma_engines * t)
+        out["dma"] = max(self.dma_occupancy_ns, self.dma_engine_busy_ns) / (self.target.dma_engines * t)
         return out
 
     @property
@@ -87,6 +91,11 @@ class Profile:
         the unit's busy time — and ``waiting``: idle time before an instruction whose inputs were not ready yet
         (dependencies, a shared buffer port, a DGE instance), not counting the idle tail after its last one."""
         return {u: dict(v) for u, v in self.unit_split.items()}
+
+    @property
+    def dma_streaming(self) -> float:
+        """Fraction of the DMA engines' combined time spent streaming (descriptors and bytes)."""
+        return self.dma_engine_busy_ns / (self.target.dma_engines * max(self.latency_ns, 1e-9))
 
     @property
     def bottleneck(self) -> str:
@@ -157,8 +166,9 @@ class Profile:
         for u in queues:
             head.add_row(u, f"{self.unit_busy_ns[u] / 1000:.3f}", f"{100 * self.dma_queue_busy[u]:.1f}", *parts(u))
         engines = self.target.dma_engines
-        head.add_row(f"dma ({engines} engines)", f"{self.dma_engine_busy_ns / 1000 / engines:.3f}",
-                     f"{100 * busy['dma']:.1f}", "", "", "", "")
+        occupied = max(self.dma_occupancy_ns, self.dma_engine_busy_ns)
+        head.add_row(f"dma ({engines} engines)", f"{occupied / 1000 / engines:.3f}", f"{100 * busy['dma']:.1f}",
+                     f"{self.dma_engine_busy_ns / 1000 / engines:.3f} streaming", "", "", "")
         head.add_row(f"dma queues used: {len(queues)}", "", "", "", "", "", "")
         console.print(head)
         facts = Table(title="roofline")
@@ -217,7 +227,7 @@ def build(kernel_name: str, target: Target, sched) -> Profile:
                 for c, t in zip(per_template, templates))  # fmt: skip
     latency = max(end) if n else 0.0
     return Profile(kernel_name, target, latency, n, busy, sched.dma_engine_busy_ns, flops, tflops, nbytes, hbm,
-                   sched, ideal)  # fmt: skip
+                   sched, ideal, sched.dma_occupancy_ns)  # fmt: skip
 
 
 def split_busy(sched) -> dict[str, dict[str, float]]:

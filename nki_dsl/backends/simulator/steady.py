@@ -57,6 +57,11 @@ TRIM_ENTRIES = 65536  # the log of instructions' regions is trimmed when this ma
 # A loop stops looking for its steady state once less than this share of its periods is left to advance: the
 # comparisons (about a tenth of scheduling a period) would cost more than they could save.
 GIVE_UP_SHARE = 0.25
+# After this many periods that did not repeat the last one, a loop watches periods twice as long (up to
+# ``MAX_MULTIPLE`` times the loop's own period): any multiple of a period is a period too (the same on-chip regions,
+# the moving tiles by a constant step), and a schedule can settle into a cycle of several of them.
+DOUBLE_AFTER = 1
+MAX_MULTIPLE = 4
 
 
 def _overlapping(space, box):
@@ -106,8 +111,8 @@ class Steady:
         key = object()
         snaps = [self._snapshot(lf, None)]
         self.active[id(key)] = snaps
-        done = 0
-        total = len(range(v, stop, step)) // period
+        done = fails = 0
+        total = len(range(v, stop, step))  # iterations
         try:
             while v < stop:
                 yield v
@@ -119,16 +124,23 @@ class Steady:
                 if len(snaps) > 2:
                     del snaps[0]
                     self._trim()
-                m = len(range(v, stop, step)) // period
+                left = len(range(v, stop, step))
+                m = left // period
                 if snaps[0].fields is None or m < 1:
                     continue
-                found = self._compare(lf, *snaps)
-                if found is not None and self._advance(k, lf, outer, *snaps, m, v, found):
+                found = self._compare(lf, *snaps, period)
+                if found is not None and self._advance(k, lf, outer, *snaps, m, v, found, period):
                     v += m * period * step
                     snaps = None
+                elif left <= GIVE_UP_SHARE * total:
+                    snaps = None
                 else:
-                    if m <= GIVE_UP_SHARE * total:
-                        snaps = None
+                    fails += 1
+                    if fails >= DOUBLE_AFTER and period < MAX_MULTIPLE * lf.period and left >= 3 * 2 * period:
+                        # the schedule may repeat only every few periods (e.g. transfers of two kinds sharing
+                        # the DMA engines in turns): watch a period twice as long, from this boundary on
+                        period, fails, done = 2 * period, 0, 0
+                        snaps[:] = [self._snapshot(lf, None)]
                 if snaps is None:
                     self._retire(key)
         finally:
@@ -155,7 +167,7 @@ class Steady:
             id=len(sched.arrays[0]), logpos=self.log_base + len(self.log), rr=st.rr[0], free=st.free[:],
             last=st.last[:], port_free=st.port_free[:], port_last=st.port_last[:], dge_free=st.dge_free[:],
             dge_last=st.dge_last[:], te=st.te_start[0], loaded=st.loaded[0], lw=list(self.ns["_LW"]),
-            dma_busy=sched.dma_busy[0], fields=None)  # fmt: skip
+            dma_busy=sched.dma_busy[:], fields=None)  # fmt: skip
         s.F = self._frontier(lf, s)
         if lf.dma:  # the bookings that end after the frontier (earlier ones can delay no remaining transfer)
             j = bisect_right(pool.ends, s.F)
@@ -188,11 +200,11 @@ class Steady:
         n = self.st.n_engines
         return lf.dma if u >= n else self.sched.units[u] in lf.engines
 
-    def _compare(self, lf, s1, s2):
+    def _compare(self, lf, s1, s2, period):
         """(delta, D, DMA transfers per period, F1, F2) when the state at ``s2`` is the state at ``s1`` moved along by
         one period (module docstring); None otherwise. ``F1``, ``F2``: the frontiers at ``s1`` and ``s2``."""
         st = self.st
-        D = lf.per_iteration * lf.period
+        D = lf.per_iteration * period
         if s2.id - s1.id != D:
             return None
         ne, nq = st.n_engines, st.dma_queues
@@ -298,7 +310,7 @@ class Steady:
         return True
 
     # -- advancing --------------------------------------------------------------------------------------------------
-    def _advance(self, k, lf, outer, s1, s2, m, v, found) -> bool:
+    def _advance(self, k, lf, outer, s1, s2, m, v, found, period) -> bool:
         delta, D, n_dma, F, F2 = found
         st, sched = self.st, self.sched
         tracker = st.tracker
@@ -306,7 +318,7 @@ class Steady:
         items: list = []
         if lf.moving:
             replay = self.ns[f"_replay{k}"]
-            replay(lambda n, r, w: items.append((n, r, w)), s2.id, *outer, v, v + m * lf.period * lp.step)
+            replay(lambda n, r, w: items.append((n, r, w)), s2.id, *outer, v, v + m * period * lp.step)
             if not self._replay_safe(items, s2.fields, F):
                 return False
         # the schedule: m copies of the last period, moved along
@@ -322,7 +334,8 @@ class Steady:
         for x, g, dt in zip(sched.arrays, grown, _DTYPES):  # (no NumPy view of an array may live while it grows)
             x.frombytes(g.astype(dt).tobytes())
         shift, ids = m * delta, m * D
-        sched.dma_busy[0] += m * (s2.dma_busy - s1.dma_busy)
+        for j, (b1, b2) in enumerate(zip(s1.dma_busy, s2.dma_busy)):
+            sched.dma_busy[j] += m * (b2 - b1)
         self.advanced += m * D
         # clocks
         free, last = st.free, st.last
