@@ -12,7 +12,8 @@ ROWS = {r.name: r for r in fidelity.micro_rows()}
 def test_the_rows_cover_the_documented_behaviours():
     names = " | ".join(ROWS)
     for what in ("32 KiB on one engine", "128 B per partition", "512 B per partition", "2 KiB per partition",
-                 "8 KiB per partition", "128x128x512 bf16", "fp32 : bf16", "tiny dependent ScalarE"):  # fmt: skip
+                 "8 KiB per partition", "128x128x512 bf16", "fp32 : bf16", "tiny dependent ScalarE", "FP8 double-row",
+                 "without double row"):  # fmt: skip
         assert what in names, what
 
 

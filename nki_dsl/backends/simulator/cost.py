@@ -43,10 +43,15 @@ def _ii(t: Target, cycles: float) -> float:
 def _matmul(t: Target, s) -> float:
     # §2.3 nc_matmul / §3.2: II = max(min(64, N_stationary), N_moving), 4x for fp32 (average back-to-back cost;
     # the 64 is MM_INIT_LATENCY, §3.2). The N_moving cycles stream the moving tile at the array's input rate
-    # (§3.1: 2x128 elements per cycle); with both operands in FP8 the targets that take FP8 faster (NC-v3:
-    # 4x128) stream it in proportionally fewer cycles. MM_INIT_LATENCY stays the floor.
+    # (§3.1: 2x128 elements per cycle). FP8 is faster only in double-row mode (perf_mode=double_row, §1.2 "a
+    # 256x128 systolic array", §2.7 "2x throughput"): the moving tile [K, 2, N] (free size 2N) enters at the
+    # dense-FP8 rate where the target has one (NC-v3: 4x128, the 158 TFLOPS "(double-row)" of §3.1), so in N
+    # cycles for twice the contraction. A plain FP8 matmul (contraction 128) uses the 128x128 array as BF16 does:
+    # FP8 at twice the BF16 FLOPs is quoted for double row only, and double row is "2x" over it (§2.7), so the
+    # plain one runs at the BF16 rate. NC-v4's table gives non-MX FP8 2x128 (§3.1): no speed-up there.
+    # MM_INIT_LATENCY stays the floor.
     moving = s.n_moving
-    if s.fp8_operands:
+    if s.double_row:
         moving = moving * t.tensor_input_elems_per_cycle / t.tensor_fp8_input_elems_per_cycle
     cycles = max(min(t.mm_init_latency_cycles, s.n_stationary), moving)
     return cycles * _fp32_factor(t, s)
@@ -163,7 +168,7 @@ def _predicated(t: Target, s) -> float:
 
 
 COMPUTE: dict[str, CostRule] = {
-    "nisa.nc_matmul": CostRule(_matmul, "§2.3 nc_matmul, §3.1, §3.2"),
+    "nisa.nc_matmul": CostRule(_matmul, "§2.3 nc_matmul, §3.1, §3.2; double row §1.2, §2.7"),
     "nisa.nc_matmul_mx": CostRule(_matmul_mx, "§2.7 nc_matmul_mx, §3.1 TensorE (MXFP8 input rate), §3.2"),
     "nisa.quantize_mx": CostRule(_quantize_mx, "§2.7 quantize_mx: 4 elements per partition per cycle"),
     "nisa.nc_transpose": CostRule(_transpose, "§2.3 nc_transpose"),

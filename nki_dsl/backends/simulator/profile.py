@@ -38,8 +38,9 @@ class Profile:
     bytes_moved: int  # all DMA traffic
     hbm_bytes: int  # DMA traffic to or from HBM
     schedule: object = field(repr=False, default=None)
-    # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 streams at
-    # twice the BF16 rate, §3.1): what utilisation is measured against, so an FP8 kernel cannot exceed 100%.
+    # Time the Tensor engine would need at its peak rate for each matmul's operand dtype (FP8 on NC-v3 peaks at
+    # twice the BF16 rate, in double-row mode, §3.1): what utilisation is measured against, so an FP8 kernel cannot
+    # exceed 100% (and one that does not use double row reaches at most half).
     tensor_ideal_ns: float = 0.0
     # summed over the DMA engines: their occupancy, streaming or the fixed costs they could not stream behind (§3.4:
     # one transfer at a time, its fixed cost while the one before it streams)

@@ -54,7 +54,10 @@ class OpTemplate:
     contiguous: bool = True
     stride_factor: float = 1.0
     dependent: bool = False
-    fp8_operands: bool = False  # nc_matmul with FP8 stationary and moving tiles (§3.1 dense FP8 rate)
+    fp8_operands: bool = False  # nc_matmul with FP8 stationary and moving tiles (§3.1 dense FP8 peak)
+    # nc_matmul with perf_mode=double_row: [K, 2, M] x [K, 2, N], contraction K x 2 (§1.2, §2.7); the only mode
+    # that streams FP8 at the dense-FP8 rate (``cost._matmul``)
+    double_row: bool = False
     mx_operands: bool = False  # nc_matmul_mx (§3.1 MXFP8/MXFP4 rate)
     # nc_matmul modes that halve the FP32 cost (§3.2): is_transpose on NC-v3+ ("2x speedup in FP32 transpose"),
     # and an all-zeros-and-ones operand (is_stationary_onezero / is_moving_onezero, "2x ... if float32")
@@ -213,8 +216,11 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
     if op.name == "nisa.nc_matmul":
         st, mv = op.operands["stationary"], op.operands["moving"]
         t.P, t.n_stationary, t.n_moving, t.dtype = st.shape[0], _free(st.shape), _free(mv.shape), st.tensor.type.dtype
-        t.flops = t.tensor_flops = 2.0 * t.P * t.n_stationary * t.n_moving
         t.fp8_operands = st.tensor.type.dtype in cost.FP8 and mv.tensor.type.dtype in cost.FP8
+        t.double_row = op.attrs.get("perf_mode") == "double_row"
+        # [K, M] x [K, N]: 2KMN; double row [K, 2, M] x [K, 2, N] contracts over 2K into [M, N]: 4KMN (the free
+        # sizes count the two rows on both sides, once too many)
+        t.flops = t.tensor_flops = 2.0 * t.P * t.n_stationary * t.n_moving / (2 if t.double_row else 1)
         t.fp32_fast = bool(op.attrs.get("is_stationary_onezero") or op.attrs.get("is_moving_onezero")
                            or (op.attrs.get("is_transpose") and target.nc_version >= 3))  # fmt: skip
     elif op.name == "nisa.nc_matmul_mx":
