@@ -100,8 +100,8 @@ def test_the_trace_lists_every_instruction_of_advanced_iterations():
 
 
 def test_only_loops_the_argument_covers_are_advanced():
-    """No advanced loop has an instruction whose mask depends on its variable or an on-chip region that moves with
-    it, and a kernel whose loops are all masked by their own variables has none."""
+    """No advanced loop has an on-chip region that moves with its variable, and one with an instruction masked by
+    its variable is advanced only over the iterations where that instruction is whole (``full_until``)."""
     t = get_target("trn2")
     seen = 0
     for name, (kernel, args, target) in sorted(CASES.items()):
@@ -113,15 +113,28 @@ def test_only_loops_the_argument_covers_are_advanced():
             var = lf.loop.var
             for op, write, tmpl in lf.instructions:
                 for m in (op.mask, write.mask if write is not None else None):
-                    assert m is None or all(v != var for c in m.constraints for v, _ in c.terms), name
+                    if m is not None and any(v == var for c in m.constraints for v, _ in c.terms):
+                        assert lf.full_until < lf.loop.stop, name
                 for a in (*tmpl.reads, *tmpl.writes):
                     if a.tensor.type.buffer.on_chip:
                         assert all(v != var for e in a.index for v, _ in e.terms), name
     assert seen > 0
+
+
+@pytest.mark.parametrize("rows, cols", [(1000, 5000), (128 * 7, 512 * 9 + 1), (129, 512 * 12)])
+def test_a_loop_masked_in_its_last_iteration_advances_its_whole_iterations(rows, cols):
+    # rows: tiles 0..ceil(rows / 128) - 2 are whole; cols: tiles 0..ceil(cols / 512) - 2 (reference/nki.md §1.3 masks)
     from tests.kernels.nki_style.tensor_add import nki_tensor_add_ragged
 
-    ragged = prepare(_ir(nki_tensor_add_ragged, (nki.spec((1000, 5000), "float32"),) * 2, "trn2"), t).stream()
-    assert not ragged.steady
+    args = (nki.spec((rows, cols), "float32"),) * 2
+    stream = prepare(_ir(nki_tensor_add_ragged, args, "trn2"), get_target("trn2")).stream()
+    whole = {lf.loop.stop: lf.full_until for lf in stream.steady.values()}
+    for n, size, tile in ((-(-rows // 128), rows, 128), (-(-cols // 512), cols, 512)):
+        if n in whole and n >= 6:  # (loops of fewer than MIN_PERIODS whole iterations are not watched)
+            assert whole[n] == (n - 1 if size % tile == 0 else n - 2)
+    fast, exact = _both(nki_tensor_add_ragged, *args)
+    same_schedule(fast, exact)
+    assert fast.schedule.advanced > 0 or not stream.steady
 
 
 def test_steady_false_schedules_every_instruction():

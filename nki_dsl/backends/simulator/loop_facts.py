@@ -3,8 +3,12 @@
 A loop qualifies when one iteration of its body is the previous one moved along in a way the scheduler's state can
 follow by arithmetic (the exactness argument is in ``steady.py``):
 
-* no masked instruction whose mask or regions depend on the loop variable (such a mask can switch the
-  instruction off or shrink it in some iterations only; one that does not is the same in every iteration);
+* every masked instruction whose mask or regions depend on the loop variable is whole (its mask true everywhere,
+  its regions inside their tensors, so the same instruction as unmasked) in the loop's first iterations, up to
+  ``full_until`` (a ragged tail masked in the last iteration: the mask's constraints are affine, so each holds
+  for a prefix of the loop's values, bounded with every other variable over its whole range); only that prefix
+  may be advanced. (One whose mask fails at the start is not handled; one that depends on nothing is the same
+  in every iteration);
 * no on-chip access depends on the loop variable, except through the rotating copy of a tensor allocated in the
   loop (copy ``i % buffers``): so ``period`` iterations (the lcm of those buffer counts) touch the same SBUF/PSUM
   regions again;
@@ -46,31 +50,75 @@ class LoopFacts:
     dge: bool = False
     moving: frozenset = frozenset()  # region keys of the moving HBM tensors
     replay_lines: list = field(default_factory=list)
+    full_until: float = math.inf  # the last value of the loop variable at which every masked instruction is whole
 
 
 def _depends(a, var: str) -> bool:
     return any(v == var for e in a.index for v, _ in e.terms)
 
 
-def _never_clipped(stream, a, var: str) -> bool:
-    """A masked instruction's regions are clipped to the tensor (``addresses``): true when, in every dimension
-    whose index depends on loop variable ``var``, no value of the loop variables, program ids and access axes takes
-    ``a``'s index outside the tensor, so the region moves with ``var`` like the unclipped affine one (which
-    ``_replay`` writes). (A clip in a dimension ``var`` does not index is the same in every iteration.)"""
+def _ranges(stream) -> dict:
     ranges = {v: (lp.start, lp.last) for v, lp in stream.addresses.loops.items()}
     ranges.update({f"pid{k}": (0, g - 1) for k, g in enumerate(stream.kernel.grid or ())})
-    for d, e in enumerate(a.index):
-        if e.coef(var) == 0:
+    return ranges
+
+
+def _holds_until(terms, const: int, var: str, ranges: dict, axes) -> float | None:
+    """The last value of ``var`` at which ``sum(c * v) + const >= 0`` holds for every value of the other variables
+    (access axes over ``axes``, loop variables and program ids over their ranges): inf if it always does, None if
+    it holds only from some value on or for nothing (not a prefix)."""
+    a, low = 0, const
+    for v, c in terms:
+        if v == var:
+            a += c
             continue
-        lo = hi = e.const
-        for v, c in e.terms:
-            r = (0, a.shape[int(v[1:])] - 1) if var_kind(v) == "axis" else ranges.get(v)
+        if var_kind(v) == "axis":
+            k = int(v[1:])
+            if k >= len(axes):
+                return None
+            r = (0, axes[k] - 1)
+        else:
+            r = ranges.get(v)
             if r is None:
-                return False
-            lo, hi = lo + min(c * r[0], c * r[1]), hi + max(c * r[0], c * r[1])
-        if lo < 0 or hi >= a.tensor.type.shape[d]:
-            return False
-    return True
+                return None
+        low += min(c * r[0], c * r[1])
+    if a == 0:
+        return math.inf if low >= 0 else None
+    if a > 0:  # holds from -low / a on: a prefix only if that is no later than the loop's start
+        return math.inf if low + a * ranges[var][0] >= 0 else None
+    return low // -a  # a * v + low >= 0  <=>  v <= low / -a
+
+
+def _whole_until(stream, op, write, t, var: str, ranges: dict) -> float | None:
+    """The last value of ``var`` at which ``op`` is whole: its masks' constraints hold over the whole tile and its
+    regions that move with ``var`` stay inside their tensors (``addresses`` clips a masked instruction's regions,
+    so a clipped one does not move like the affine one ``_replay`` writes). None: not for a prefix of the loop."""
+    until = math.inf
+    reduce_mask = op.attrs.get("reduce_mask")  # over the reduced input's axes: not bounded here
+    if reduce_mask is not None and any(v == var for c in reduce_mask.constraints for v, _ in c.terms):
+        return None
+    shape = op.result.type.shape if op.result is not None else (t.writes[0].shape if t.writes else ())
+    for m in (op.mask, write.mask if write is not None else None):
+        for c in m.constraints if m is not None else ():
+            if not any(v == var for v, _ in c.terms):
+                continue
+            got = _holds_until(c.terms, c.const, var, ranges, shape)
+            if got is None:
+                return None
+            until = min(until, got)
+    for a in (*t.reads, *t.writes):
+        if not _depends(a, var):
+            continue
+        for d, e in enumerate(a.index):
+            if e.coef(var) == 0:
+                continue
+            lo = _holds_until(e.terms, e.const, var, ranges, a.shape)  # index >= 0
+            hi = _holds_until([(v, -c) for v, c in e.terms], a.tensor.type.shape[d] - 1 - e.const, var, ranges,
+                              a.shape)  # index <= size - 1; fmt: skip
+            if lo is None or hi is None:
+                return None
+            until = min(until, lo, hi)
+    return until
 
 
 def _analyse(stream, lf: LoopFacts) -> bool:
@@ -81,12 +129,14 @@ def _analyse(stream, lf: LoopFacts) -> bool:
     period = 1
     steps: dict[int, set] = {}  # tracked HBM key -> per-iteration index steps of its accesses (None: fixed)
     engines, ports = set(), set()
+    ranges = _ranges(stream)
+    full_until = math.inf
     for op, write, t in lf.instructions:
-        masks = [m for m in (op.mask, write.mask if write is not None else None, op.attrs.get("reduce_mask"))
-                 if m is not None]
-        if masks and (any(v == var for m in masks for c in m.constraints for v, _ in c.terms)
-                      or not all(_never_clipped(stream, a, var) for a in (*t.reads, *t.writes) if _depends(a, var))):
-            return False  # a mask that may switch the instruction off or shrink it in some iterations only
+        if is_clipped(op, write):
+            until = _whole_until(stream, op, write, t, var, ranges)
+            if until is None:
+                return False  # a mask that may switch the instruction off or shrink it other than at the end
+            full_until = min(full_until, until)
         if t.is_dma:
             lf.dma = True
             lf.dge = lf.dge or t.dge
@@ -112,9 +162,11 @@ def _analyse(stream, lf: LoopFacts) -> bool:
     for s in steps.values():
         if len(s) > 1:  # fixed and moving regions of one tensor, or moving by different steps
             return False
-    if len(range(lf.loop.start, lf.loop.stop, lf.loop.step)) < MIN_PERIODS * period:
+    lp = lf.loop
+    whole = range(lp.start, lp.stop if full_until == math.inf else min(lp.stop, int(full_until) + 1), lp.step)
+    if len(whole) < MIN_PERIODS * period:
         return False
-    lf.period, lf.engines, lf.ports = period, frozenset(engines), frozenset(ports)
+    lf.period, lf.engines, lf.ports, lf.full_until = period, frozenset(engines), frozenset(ports), full_until
     lf.moving = frozenset(k for k, s in steps.items() if s != {None})
     return True
 

@@ -43,6 +43,7 @@ looking once less than ``GIVE_UP_SHARE`` of it is left.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from itertools import chain
 from types import SimpleNamespace
@@ -108,11 +109,13 @@ class Steady:
     def _values(self, k, lf, outer):
         lp = lf.loop
         v, stop, step, period = lp.start, lp.stop, lp.step, lf.period
+        # the iterations that may be advanced: those at which every masked instruction is whole (loop_facts)
+        whole = stop if lf.full_until == math.inf else min(stop, int(lf.full_until) + 1)
         key = object()
         snaps = [self._snapshot(lf, None)]
         self.active[id(key)] = snaps
         done = fails = 0
-        total = len(range(v, stop, step))  # iterations
+        total = len(range(v, whole, step))  # iterations that may be advanced
         try:
             while v < stop:
                 yield v
@@ -124,7 +127,7 @@ class Steady:
                 if len(snaps) > 2:
                     del snaps[0]
                     self._trim()
-                left = len(range(v, stop, step))
+                left = len(range(v, whole, step))
                 m = left // period
                 if snaps[0].fields is None or m < 1:
                     continue
