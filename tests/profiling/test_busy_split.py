@@ -45,7 +45,7 @@ def test_dma_queue_time_splits_into_bytes_overheads_and_contention():
         # each transfer pays the ~1300 ns fixed cost (§3.4), and its 128 B rows' descriptors cost twice their
         # bytes (the 256 B knee): overhead dominates
         assert v["overhead"] > 4 * t.dma_fixed_ns and v["overhead"] > 10 * v["useful"]
-    # the 16 queues' transfers overlap their fixed costs, so they contend for the engines' bandwidth
+    # the 16 queues' transfers take turns for the engines (one fixed cost at a time, §3.4): they wait for them
     assert sum(v["contention"] for v in queues.values()) > 0
 
 

@@ -3,9 +3,10 @@ that ran something, one complete ("X") event per instruction (category ``instruc
 the format requires.
 
 The Profile's busy-time split shows on the tracks too: each instruction's event carries its ``useful_ns`` and
-``overhead_ns``; a DMA transfer has two nested slices, ``fixed cost`` and ``stream`` (the time between them is
-contention for the DMA engines); and the idle time before an instruction that waited for its inputs is a
-``waiting`` slice naming the instruction it waited for."""
+``overhead_ns``; a DMA transfer has two nested slices, ``fixed cost`` and ``stream``, drawn where the transfer held
+the DMA engines: its fixed cost right before its bytes stream (the time before them on its queue is contention for
+the engines, which run one transfer's fixed cost at a time, reference/nki.md §3.4); and the idle time before an
+instruction that waited for its inputs is a ``waiting`` slice naming the instruction it waited for."""
 
 from __future__ import annotations
 
@@ -42,10 +43,11 @@ def trace_events(schedule, kernel_name: str) -> dict:
                      "overhead_ns": max(0.0, min(work, end - start) - t.useful_ns)},
         })  # fmt: skip
         if t.engine == "dma":
+            f0 = max(start, end - t.payload_ns - t.fixed_ns)
             events.append({"ph": "X", "pid": 0, "tid": u, "name": "fixed cost", "cat": "dma split",
-                           "ts": start / 1000.0, "dur": min(t.fixed_ns, end - start) / 1000.0,
+                           "ts": f0 / 1000.0, "dur": min(t.fixed_ns, end - f0) / 1000.0,
                            "args": {"id": k}})  # fmt: skip
-            s0 = max(start + t.fixed_ns, end - t.payload_ns)
+            s0 = max(f0 + t.fixed_ns, end - t.payload_ns)
             events.append({"ph": "X", "pid": 0, "tid": u, "name": "stream", "cat": "dma split", "ts": s0 / 1000.0,
                            "dur": (end - s0) / 1000.0, "args": {"id": k, "descriptors": t.dma_descriptors}})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
