@@ -1,9 +1,10 @@
 """``@nki.jit``: a kernel that traces on first call per argument spec, verifies, compiles and runs.
 
 ``kernel(a, b)`` launches one instance; ``kernel[2, 2](a, b)`` an SPMD grid. Traces are cached by (source hash,
-argument specs and constants, grid) whatever the target: a kernel body that consulted the target
-(``nisa.get_nc_version()``, ``nl.tile_size``) records which facts it read, and its trace is reused only for targets
-with the same values. Verification, lowering and compiled executables are per target (``(trace key, Target)``).
+fingerprint of the helpers the body calls, argument specs and constants, grid) whatever the target: a kernel body
+that consulted the target (``nisa.get_nc_version()``, ``nl.tile_size``) records which facts it read, and its trace
+is reused only for targets with the same values. Verification, lowering and compiled executables are per target
+(``(trace key, Target)``).
 
 Called while another kernel is being traced, a kernel is a sub-kernel (legacy NKI decorates those
 ``@nki.jit(mode='trace')``, reference/nki.md §2.1; the current compiler "inline[s] calls" during specialisation,
@@ -24,6 +25,7 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.builder import caller_loc, is_tracing
 from nki_dsl.trace.call_errors import api_call_error
+from nki_dsl.trace.dependencies import helper_fingerprint
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
@@ -79,7 +81,7 @@ class JitKernel:
         self.fn = fn
         self.options = options
         self.source_hash = _source_hash(fn)
-        self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, argument key, grid) -> its traces
+        self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, helpers, argument key, grid) -> traces
         self.trace_count = 0  # bodies run so far (tests check that targets share traces)
         self._compiled: dict[tuple, object] = {}
         functools.update_wrapper(self, fn)
@@ -109,7 +111,8 @@ class JitKernel:
         from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier (23 modules, ~50 ms)
 
         bound, arrays = bind(self.fn, args, kwargs)
-        key = (self.source_hash, bound.key, grid)
+        # the helpers the body runs inline are part of the key: rebinding one retraces (trace/dependencies.py)
+        key = (self.source_hash, helper_fingerprint(self.fn), bound.key, grid)
         traces = self._traced.setdefault(key, [])
         entry = next((t for t in traces if t.fits(target)), None)
         if entry is None:
