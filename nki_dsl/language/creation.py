@@ -14,6 +14,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.language.buffers import split_shape, to_buffer
+from nki_dsl.language.direct_allocation import DirectAllocation
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.symbolic import InconclusiveDimensionError
 from nki_dsl.trace.tensor import build_op
@@ -31,6 +32,13 @@ def _type(shape, dtype, buffer) -> TensorType:
     return t
 
 
+def _placed(attrs: dict, ty: TensorType, buffer) -> dict:
+    """``attrs`` with the ``address`` a direct allocation (``buffer=ncc.sbuf.mod_alloc(...)``) gives each block."""
+    if isinstance(buffer, DirectAllocation):
+        attrs["address"] = buffer.addresses(ty)
+    return attrs
+
+
 def _lazy(api: str, value) -> None:
     """``lazy_initialization`` must be a bool; it never changes what is computed (see the module docstring)."""
     if not isinstance(value, bool):
@@ -40,14 +48,16 @@ def _lazy(api: str, value) -> None:
 def ndarray(shape, dtype, *, buffer=None, name="", lazy_initialization=False):
     """A new tensor whose contents are undefined until written (on-chip memory is not zeroed)."""
     _lazy("nl.ndarray", lazy_initialization)
-    return build_op("alloc", {}, result_type=_type(shape, dtype, buffer), hint=name)
+    ty = _type(shape, dtype, buffer)
+    return build_op("alloc", {}, _placed({}, ty, buffer), result_type=ty, hint=name)
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name="", lazy_initialization=False):
     """A new tensor with every element ``fill_value`` (also with ``lazy_initialization=True``, which is accepted
     and still fills: see the module docstring)."""
     _lazy("nl.full", lazy_initialization)
-    return build_op("nl.full", {}, {"value": float(fill_value)}, result_type=_type(shape, dtype, buffer), hint=name)
+    ty = _type(shape, dtype, buffer)
+    return build_op("nl.full", {}, _placed({"value": float(fill_value)}, ty, buffer), result_type=ty, hint=name)
 
 
 def zeros(shape, dtype, *, buffer=None, name="", lazy_initialization=False):

@@ -10,6 +10,7 @@ from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.passes.engines import fused_writes
 from nki_dsl.targets import Target
+from nki_dsl.verify.placements import rects, start_step  # noqa: F401 - start_step: current API's address checks
 from nki_dsl.verify.program import Program
 from nki_dsl.verify.psum_buffers import block_local, block_range, kernel_grid
 
@@ -33,6 +34,10 @@ class Placement:
     # Block-local PSUM tensor (verify/psum_buffers.py): its blocks share one block's space, so the block index
     # does not move the address; the rotating copy (by ``loop``) does.
     shared_blocks: bool = False
+    # A directly allocated tensor with block dimensions: (start partition, byte offset) of each block, row-major
+    # over the block dimensions (language/direct_allocation.py). The fields above are then the bounding box of all
+    # blocks; empty for every other tensor (blocks lie consecutively from ``byte_offset``).
+    blocks: tuple[tuple[int, int], ...] = ()
 
     @property
     def footprint(self) -> int:
@@ -119,7 +124,7 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=()) -> d
         buffers = min(copies[lv.tensor.name], lv.loop_span[2]) if lv.loop_span else 1
         size = _size(lv, unit)
         lo, hi = lv.interval(buffers)
-        busy = sorted((p.byte_offset, p.byte_offset + _size(o, unit) * p.buffers) for o, p in placed
+        busy = sorted((p.byte_offset, p.byte_offset + p.footprint) for o, p in placed
                       if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0]))  # fmt: skip
         offset = 0
         for b_lo, b_hi in busy:
@@ -141,54 +146,20 @@ def _address(lv: _Live) -> tuple[int, ...]:
 
 
 def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement]]:
-    """The placements kernels chose with ``address=``, checked: inside the memory, PSUM on a bank boundary, start
-    partition as the hardware allows for the tensor's partition count (reference/nki.md §1.2 start_partition
-    rule), and no two live at once on overlapping partitions and bytes."""
+    """The placements kernels chose (direct allocation, the current API's ``address=``), as they are: the
+    verifier's ``direct-allocation`` rule has checked them against the target (inside the memory, aligned, no two
+    live at once overlapping) on this lowered IR before the allocator runs."""
     out = []
     for lv in group:
-        address = _address(lv)
-        if not address:
+        rs = rects(lv.op) if _address(lv) else None
+        if not rs:
             continue
-        ty, (part, offset) = lv.tensor.type, address
-        size = _size(lv, unit)
-        problem = None
-        if len(address) != 2 or part < 0 or offset < 0:
-            problem = f"address {list(address)} must be (start partition, byte offset), both >= 0"
-        elif part + ty.partitions > target.partitions:
-            problem = f"partitions {part}..{part + ty.partitions - 1} exceed the {target.partitions} partitions"
-        elif part % start_step(ty.partitions, target.partitions):
-            problem = (f"a {ty.partitions}-partition tensor starts at a multiple of "
-                       f"{start_step(ty.partitions, target.partitions)}, not at partition {part}")  # fmt: skip
-        elif offset % unit:
-            what = "a PSUM bank boundary" if buffer == "psum" else f"a multiple of {unit} bytes"
-            problem = f"byte offset {offset} is not on {what}"
-        elif offset + size > capacity:
-            problem = f"bytes {offset}..{offset + size - 1} exceed the {capacity} of a {target.name} partition"
-        if problem is None:
-            for other, q in out:
-                if _overlapping(lv, part, ty.partitions, offset, size, other, q, unit):
-                    problem = (f"overlaps %{other.tensor.name} (line {other.op.loc.line}, address "
-                               f"{list(_address(other))}) while both are live")  # fmt: skip
-                    break
-        if problem is not None:
-            msg = f"{buffer.upper()} placement of %{lv.tensor.name}: {problem}"
-            raise NkiVerificationError([Diagnostic(lv.op.loc, lv.op.name, "allocate", msg)])
-        out.append((lv, Placement(lv.tensor.name, buffer, part, ty.partitions, offset, size, 1, None)))
+        p_lo, p_hi = min(r.p_lo for r in rs), max(r.p_hi for r in rs)
+        b_lo, b_hi = min(r.b_lo for r in rs), max(r.b_hi for r in rs)
+        size = -(-(b_hi - b_lo) // unit) * unit if len(rs) == 1 else b_hi - b_lo
+        blocks = tuple((r.p_lo, r.b_lo) for r in rs) if lv.tensor.type.block_shape else ()
+        out.append((lv, Placement(lv.tensor.name, buffer, p_lo, p_hi - p_lo, b_lo, size, 1, None, blocks=blocks)))
     return out
-
-
-def start_step(partitions: int, total: int) -> int:
-    """The step between the start partitions allowed for a tensor spanning ``partitions`` of ``total``: over half
-    starts at 0, over a quarter at 0 or the middle, else at a quarter boundary (reference/nki.md §1.2)."""
-    return total if partitions > total // 2 else total // 2 if partitions > total // 4 else total // 4
-
-
-def _overlapping(lv, part, parts, offset, size, other, q, unit) -> bool:
-    (lo, hi), (o_lo, o_hi) = lv.interval(1), other.interval(1)
-    live = not (hi < o_lo or o_hi < lo)
-    rows = part < q.partition_start + q.partitions and q.partition_start < part + parts
-    cols = offset < q.byte_offset + _size(other, unit) and q.byte_offset < offset + size
-    return live and rows and cols
 
 
 def _does_not_fit(group, buffer, capacity, unit, target):

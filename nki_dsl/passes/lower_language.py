@@ -44,10 +44,11 @@ from nki_dsl.passes.rewrite import Pass, RewriteContext, broadcast_access, full
 
 
 def _alloc(ctx: RewriteContext, like: Op, t: Tensor) -> Op:
-    """An explicit allocation of ``t`` (a load's destination), unmasked: the tile exists even where a mask
-    leaves it unwritten."""
+    """An explicit allocation of ``t`` (a load's destination, an nl.full's tensor), unmasked: the tile exists even
+    where a mask leaves it unwritten. It keeps the placement a direct allocation gave ``like`` (``address``)."""
     t.kind = "alloc"
-    return ctx.op("alloc", like, {}, {}, t, mask=None)
+    attrs = {"address": like.attrs["address"]} if "address" in like.attrs else {}
+    return ctx.op("alloc", like, {}, attrs, t, mask=None)
 
 
 def load(op: Op, ctx: RewriteContext) -> list:

@@ -14,9 +14,9 @@ banks, except:
   written and consumed within one iteration of the innermost loop that picks it, so the blocks' live ranges are
   disjoint and they share one block's banks (``BlockLocal``), as the compiler's allocator rotates them.
 * **placed by the kernel**: a tensor with a chosen placement occupies a fixed set of banks (``fixed_banks``);
-  tensors on the same banks share them by design and count once. Today the placement is the ``address``
-  attribute of ``alloc`` (start partition, byte offset); a direct-allocation front end that places tensors
-  (or blocks) on banks reports them through ``fixed_banks``.
+  tensors on the same banks share them by design and count once. The placement is the ``address`` attribute
+  (a start partition and byte offset per block: direct allocation, ``ncc.psum.mod_alloc``, or the current API's
+  ``address=``), read through ``verify/placements.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from nki_dsl.ir.nodes import Kernel, Loop, Op, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.targets import Target
 from nki_dsl.verify.integer_sets import at_least, equal, has_point
+from nki_dsl.verify.placements import banks_of
 from nki_dsl.verify.program import Live, Program, Site, common_depth
 
 
@@ -71,13 +72,10 @@ def _blocks(t: TensorType) -> int:
 
 
 def fixed_banks(op: Op, t: TensorType, bank_bytes: int) -> frozenset[int] | None:
-    """The banks a tensor the kernel placed itself occupies (None when the allocator places it): from the byte
-    offset of ``alloc``'s ``address``, all its blocks side by side."""
-    address = op.attrs.get("address", ()) if op.name == "alloc" else ()
-    if len(address) != 2:
-        return None
-    first = address[1] // bank_bytes
-    return frozenset(range(first, first + tensor_banks(t, bank_bytes)))
+    """The banks a tensor the kernel placed itself occupies (None when the allocator places it): the banks its
+    blocks' placements touch (``verify/placements.banks_of``: the ``address`` attribute, a (partition, byte)
+    pair per block; blocks sharing a bank by design count it once)."""
+    return banks_of(op, bank_bytes)
 
 
 def psum_buffers(prog: Program, target: Target) -> list[PsumBuffer]:

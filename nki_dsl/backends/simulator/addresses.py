@@ -107,6 +107,8 @@ class AddressMap:
         p = self.allocation.placements.get(access.tensor.name)
         if p is None:
             raise ValueError(f"on-chip tensor %{access.tensor.name} has no placement in the allocation")
+        if p.blocks:
+            return self._block_source(access, p, clip)
         item = dtypes.get(ty.dtype).itemsize
         par = ty.par_axis
         # A block-local tensor's blocks share one block's space: block indices do not move the address.
@@ -142,3 +144,36 @@ class AddressMap:
         b_lo = " + ".join([base] + lo_parts)
         b_hi = " + ".join([base] + hi_parts + [str(item)])
         return f"({ON_CHIP_KEYS[p.buffer]}, ({p_lo}, {p_hi}, {b_lo}, {b_hi}))"
+
+    def _block_source(self, access: Access, p, clip: bool) -> str:
+        """A directly allocated tensor whose blocks lie where the kernel put them (``Placement.blocks``): an access
+        to one block (block indices free of access axes) looks its block's (partition, byte) up in the table and
+        adds its box within the block; an access spanning blocks, or masked, takes every block's space or the
+        whole block (conservative: a dependence may be added, never dropped)."""
+        ty = access.tensor.type
+        key = ON_CHIP_KEYS[p.buffer]
+        nb, item = ty.par_axis, dtypes.get(ty.dtype).itemsize
+        block_index = access.index[:nb]
+        if any(var_kind(v) == "axis" for e in block_index for v, _ in e.terms):
+            return f"({key}, ({p.partition_start}, {p.partition_start + p.partitions}, {p.byte_offset}, " \
+                   f"{p.byte_offset + p.bytes_per_partition}))"
+        lin, stride = Affine(), 1
+        for k in reversed(range(nb)):
+            lin = lin + block_index[k] * stride
+            stride *= ty.shape[k]
+        table = "(" + ", ".join(f"({py_int(a)}, {py_int(b)})" for a, b in p.blocks) + ",)"
+        at = f"(_q := {table}[{_affine_source(lin, lin.const)}])"
+        free = list(range(nb + 1, len(ty.shape)))
+        block_bytes = item * math.prod(ty.shape[k] for k in free)
+        if clip:
+            return f"({key}, ({at}[0], _q[0] + {ty.partitions}, _q[1], _q[1] + {block_bytes}))"
+        strides = {k: item * math.prod(ty.shape[j] for j in free if j > k) for k in free}
+        e_par = access.index[nb]
+        plo, phi = _axis_extremes(access, e_par)
+        b_terms = sum((Affine.of(**{v: c * strides[k] for v, c in access.index[k].terms if var_kind(v) != "axis"})
+                       for k in free), Affine())  # fmt: skip
+        b_lo = sum(_axis_extremes(access, access.index[k])[0] * strides[k] for k in free)
+        b_hi = sum(_axis_extremes(access, access.index[k])[1] * strides[k] for k in free) + item
+        p_src = f"{at}[0] + {_affine_source(e_par, plo)}"
+        b_src = f"_q[1] + {_affine_source(b_terms, b_lo)}"
+        return f"({key}, ((_p := {p_src}), _p + {phi - plo + 1}, (_b := {b_src}), _b + {b_hi - b_lo}))"

@@ -27,6 +27,10 @@ SOURCE_AXES_MASK = Permutation((1, 0), mask_in_source_axes=True)
 SBUF = (Buffer.SBUF,)
 FIRST = DtypeRule.FIRST
 X_OR_SCALAR = OperandSpec("x", scalar=True)
+# (start partition, byte offset in each partition) per block, in row-major block order: placements the kernel chose
+# (direct allocation, language/direct_allocation.py; the current API's nl.ndarray(address=...) for its one block).
+# The verifier checks them (rule direct-allocation) and the allocator honours them (passes/allocate.py).
+ADDRESS = AttrSpec("address", AttrKind.INTS, (), implicit=True)
 Y_OR_SCALAR = OperandSpec("y", scalar=True)
 
 
@@ -77,14 +81,12 @@ REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multipl
               "mean": "mean", "var": "var"}  # fmt: skip
 
 LANGUAGE_OPS: list[OpSpec] = [
-    OpSpec("alloc", Family.ALLOC, (),
-           # (start partition, byte offset in each partition): a placement the kernel chose (the current API's
-           # nl.ndarray(address=...)); the allocator honours it and checks it (passes/allocate.py)
-           (AttrSpec("address", AttrKind.INTS, (), implicit=True),),
+    OpSpec("alloc", Family.ALLOC, (), (ADDRESS,),
            result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
            doc="declare a tensor (nl.ndarray, nl.empty_like, an HBM output); its contents start undefined"),
-    OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT),), result=DECLARED, result_dtype=DECLARED,
-           shape=shape_rules.declared, doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
+    OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT), ADDRESS), result=DECLARED,
+           result_dtype=DECLARED, shape=shape_rules.declared,
+           doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
     OpSpec("nl.load", Family.LOAD, (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
            result_dtype=FIRST, doc="HBM -> SBUF"),
     OpSpec("nl.load_transpose2d", Family.LOAD_TRANSPOSE2D, (OperandSpec("src", buffers=HBM),),

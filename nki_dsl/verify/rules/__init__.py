@@ -8,6 +8,7 @@ rules are skipped, because their facts would be meaningless on such IR.
 
 from nki_dsl.verify.rules import (
     affine_dependence,
+    direct_allocation,
     double_row,
     dtype,
     mask_vars,
@@ -48,6 +49,7 @@ _MODULES = [
     output_written,
     shared_hbm_scope,
     sbuf_capacity,
+    direct_allocation,
 ]
 
 WELL_FORMED = [structure.check, mask_vars.check]

@@ -8,6 +8,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
+from nki_dsl.verify.placements import physical_bytes
 from nki_dsl.verify.program import peak, program
 
 RULE = "sbuf-capacity"
@@ -18,13 +19,20 @@ def capacity(target: Target) -> int:
     return target.sbuf_bytes_per_partition
 
 
+def _bytes(r) -> int:
+    # a directly allocated tensor takes the space its placement names: blocks sharing space by design count once
+    placed = physical_bytes(r.site.op)
+    return r.tensor.type.bytes_per_partition if placed is None else placed
+
+
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     limit = capacity(target)
     ranges = program(kernel).live_ranges("sbuf")
-    used = peak(ranges, lambda r: r.tensor.type.bytes_per_partition)
+    used = peak(ranges, _bytes)
     if used.total <= limit:
         return []
-    items = d.live_tensors(used.live, lambda t: d.nbytes(t.type.bytes_per_partition))
+    weights = {r.tensor: _bytes(r) for r in used.live}
+    items = d.live_tensors(used.live, lambda t: d.nbytes(weights[t]))
     msg = (f"SBUF use reaches {d.nbytes(used.total)} per partition here, more than the {d.nbytes(limit)} a "
            f"{target.name} partition holds; largest live tensors: {d.listing(items)}; use smaller tiles or end a "
            f"tensor's use sooner")  # fmt: skip

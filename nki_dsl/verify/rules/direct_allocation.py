@@ -1,0 +1,197 @@
+"""Rule ``direct-allocation``: placements a kernel chose (``buffer=ncc.sbuf.mod_alloc(...)``, ``ncc.psum.alloc``,
+the current API's ``address=``) are ones the hardware can hold (reference/nki.md §1.1, §1.2, §2.7 "Direct
+allocation"):
+
+* the ``address`` attribute has a (partition, byte) pair per block, or one pair for the whole tensor (its
+  blocks side by side from there);
+* every block is inside the target's partitions and memory: SBUF bytes below the partition size and aligned to
+  ``sbuf_min_align``; PSUM blocks inside the target's banks, each either within one 2 KiB bank or starting on a
+  bank boundary (a PSUM allocation "must start at the beginning of each bank");
+* a block starts on a partition its partition count allows (0 for more than 64 partitions, 0/64 for more than 32,
+  else a multiple of 32);
+* two blocks of one tensor either share space exactly (by design: ``num_free_tiles=(2,)``) or not at all;
+* blocks that share space are never in use at once: every access to the tensor indexes its blocks with the same
+  loop indices (``t[i]``, ``t[i - 1]``), and the blocks one iteration touches (over the accesses' constant
+  offsets and spans) are in distinct space. A tensor written in one loop and read in another through shared
+  space would read a block a later one overwrote. Accesses with constant block indices beside loop-indexed ones
+  (a software pipeline's prologue ``buf[0] = ...``) are not compared with the loop's (not tracked: a collision
+  there is not reported);
+* two directly allocated tensors live at the same time do not overlap.
+
+Auto-allocated tensors are placed around these by the allocator (passes/allocate.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.affine import Affine, var_kind
+from nki_dsl.ir.nodes import Access, Kernel
+from nki_dsl.targets import Target
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.placements import Rect, blocks, is_placed, rects, start_step
+from nki_dsl.verify.program import Program, program
+
+RULE = "direct-allocation"
+_MAX_WINDOW = 4096  # block offsets one iteration may touch that are enumerated; wider accesses count as all blocks
+
+
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
+    prog = program(kernel)
+    out: list[Diagnostic] = []
+    placed = {}
+    for t, site in prog.defs.items():
+        if not is_placed(site.op):
+            continue
+        problem = _form(site.op) or _inside(site.op, target) or _aliasing(prog, t, rects(site.op))
+        if problem:
+            out.append(d.diagnostic(site.op, RULE, f"{_what(t)}{problem}"))
+        else:
+            placed[t] = site
+    for buffer in ("sbuf", "psum"):
+        ranges = sorted((r for r in prog.live_ranges(buffer) if r.tensor in placed), key=lambda r: r.start)
+        for a, b in itertools.combinations(ranges, 2):
+            if b.start > a.end or a.start > b.end:
+                continue
+            hit = next(((x, y) for x in rects(a.site.op) for y in rects(b.site.op) if x.overlaps(y)), None)
+            if hit is not None:
+                later, earlier = (b, a) if b.start >= a.start else (a, b)
+                x, y = hit if later is b else hit[::-1]
+                out.append(d.diagnostic(later.site.op, RULE, (
+                    f"{_what(later.tensor)}{_block(later.tensor, y)}: overlaps {d.ref(earlier.tensor)}"
+                    f"{_block(earlier.tensor, x)} (line {earlier.site.op.loc.line}, at {x.describe()}; this one at "
+                    f"{y.describe()}) while both are live; place them apart or end one's use first")))
+    return out
+
+
+def _what(t) -> str:
+    return f"{t.type.buffer.value.upper()} placement of {d.ref(t)}"
+
+
+def _block(t, r: Rect) -> str:
+    return f" block {list(r.index)}" if t.type.block_shape else ""
+
+
+def _form(op) -> str | None:
+    ty, address = op.result.type, tuple(op.attrs["address"])
+    need = 2 * blocks(ty)
+    if len(address) not in (2, need):
+        return (f": address has {len(address)} entries; a tensor with {d.plural(blocks(ty), 'block')} needs "
+                f"{need} (start partition, byte offset per block)")
+    if any(a < 0 for a in address):
+        return f": address {list(address)} has a negative entry"
+    return None
+
+
+def _inside(op, target: Target) -> str | None:
+    ty = op.result.type
+    psum = ty.buffer.value == "psum"
+    capacity = target.psum_bytes_per_partition if psum else target.sbuf_bytes_per_partition
+    step = start_step(ty.partitions, target.partitions)
+    bank = target.psum_bank_bytes
+    rs = rects(op)
+    for r in rs:
+        where = _block(op.result, r)
+        if r.p_hi > target.partitions:
+            return f"{where}: partitions {r.p_lo}..{r.p_hi - 1} exceed the {target.partitions} partitions"
+        if r.p_lo % step:
+            return (f"{where}: a {ty.partitions}-partition tensor starts at a multiple of {step} partitions, "
+                    f"not at partition {r.p_lo}")
+        if r.b_hi > capacity:
+            what = f" ({target.psum_banks} PSUM banks)" if psum else ""
+            return (f"{where}: bytes {r.b_lo}..{r.b_hi - 1} exceed the {capacity} of a {target.name} "
+                    f"partition{what}")
+        if psum and r.b_lo % bank and r.b_lo // bank != (r.b_hi - 1) // bank:
+            return (f"{where}: bytes {r.b_lo}..{r.b_hi - 1} cross a PSUM bank boundary; a PSUM tile lies within "
+                    f"one {bank}-byte bank or starts at the beginning of one")
+        if not psum and r.b_lo % target.sbuf_min_align:
+            return f"{where}: byte offset {r.b_lo} is not a multiple of {target.sbuf_min_align} bytes"
+    for x, y in itertools.combinations(rs, 2):
+        if x.overlaps(y) and not x.same_space(y):
+            return (f": block {list(x.index)} ({x.describe()}) and block {list(y.index)} ({y.describe()}) overlap "
+                    f"partly; blocks either share their space exactly or not at all")
+    return None
+
+
+def _split(e: Affine) -> tuple[tuple, tuple, int]:
+    """(loop/program-id terms, axis terms, constant) of a block index."""
+    loops = tuple((v, c) for v, c in e.terms if var_kind(v) != "axis")
+    axes = tuple((v, c) for v, c in e.terms if var_kind(v) == "axis")
+    return loops, axes, e.const
+
+
+def _offsets(a: Access, nb: int, limit: int) -> set[tuple[int, ...]] | None:
+    """The block-index offsets (constants plus axis spans) access ``a`` touches, or None when more than ``limit``."""
+    per_dim = []
+    for e in a.index[:nb]:
+        _, axes, const = _split(e)
+        values = {const}
+        for v, c in axes:
+            values = {x + c * k for x in values for k in range(a.shape[int(v[1:])])}
+            if len(values) > limit:
+                return None
+        per_dim.append(values)
+    total = 1
+    for vs in per_dim:
+        total *= len(vs)
+    if total > limit:
+        return None
+    return set(itertools.product(*per_dim))
+
+
+def _aliasing(prog: Program, t, rs: list[Rect]) -> str | None:
+    ty = t.type
+    nb = len(ty.block_shape)
+    shared = any(x.same_space(y) for x, y in itertools.combinations(rs, 2))
+    if not shared:
+        return None
+    uses = prog.uses.get(t, [])
+    loops_of = {}
+    for u in uses:
+        loops_of.setdefault(tuple(_split(e)[0] for e in u.access.index[:nb]), u)
+    if len(loops_of) > 1:  # constant block indices beside the loop's (a pipeline's prologue, buf[0] = ...) are
+        # not compared with it: which iteration they meet is not tracked (a collision there goes unreported)
+        uses = [u for u in uses if any(_split(e)[0] for e in u.access.index[:nb])]
+        loops_of = {k: u for k, u in loops_of.items() if any(k)}
+    if len(loops_of) > 1:
+        (k1, u1), (k2, u2) = list(loops_of.items())[:2]
+        return (f": its blocks share space (a direct allocation with fewer slots than blocks), but it is indexed "
+                f"with different loop indices at line {u1.site.op.loc.line} ({_index(u1.access, nb)}) and line "
+                f"{u2.site.op.loc.line} ({_index(u2.access, nb)}): a block may be read after a later block took "
+                f"its space; index every use with the same loop indices, or give each block its own space")
+    window: set[tuple[int, ...]] = set()
+    for u in uses:
+        got = _offsets(u.access, nb, _MAX_WINDOW)
+        if got is None:
+            window = None
+            break
+        window |= got
+    by_index = {r.index: r for r in rs}
+    if window is None:
+        bases = [()]
+        window = set(by_index)
+    elif all(not any(k) for k in loops_of):  # constant block indices: exactly these blocks, in every iteration
+        bases = [(0,) * nb]
+    else:
+        lo = [min(o[k] for o in window) for k in range(nb)]
+        hi = [max(o[k] for o in window) for k in range(nb)]
+        bases = itertools.product(*(range(-hi[k], ty.block_shape[k] - lo[k]) for k in range(nb)))
+    for base in bases:
+        seen: dict[tuple, Rect] = {}
+        for o in sorted(window):
+            idx = tuple(b + x for b, x in zip(base, o)) if base else o
+            r = by_index.get(idx)
+            if r is None:
+                continue
+            key = (r.p_lo, r.b_lo)
+            if key in seen and seen[key].index != r.index:
+                return (f": blocks {list(seen[key].index)} and {list(r.index)} share space ({r.describe()}) but "
+                        f"are in use at the same time (one iteration's accesses touch both); give them separate "
+                        f"space (more num_free_tiles)")
+            seen[key] = r
+    return None
+
+
+def _index(a: Access, nb: int) -> str:
+    return "[" + ", ".join(str(e) for e in a.index[:nb]) + "]"
