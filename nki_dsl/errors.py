@@ -61,6 +61,10 @@ class NkiShapeFamilyError(NkiError):
     """A call's arrays do not fit a shape family (rank, a fixed dimension, a symbol outside its declared range)."""
 
 
+class NkiRuntimeError(NkiError):
+    """A check that needs the data failed while the kernel ran (an indirect DMA's row index out of range)."""
+
+
 class NkiParseError(NkiError):
     """IR text that does not follow the grammar."""
 

@@ -7,13 +7,16 @@ from nki_dsl.ir.ops.isa import DMA_TRANSPOSE_AXES
 from nki_dsl.isa.arguments import enum_name, fn_name, ints, shape_of
 from nki_dsl.isa.enums import DgeMode, OobMode
 from nki_dsl.trace.builder import caller_loc
-from nki_dsl.trace.tensor import build_op
+from nki_dsl.trace.tensor import build_op, indirect_operands
 
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=OobMode.error, dge_mode=DgeMode.unknown):
     """Copy ``src`` into ``dst`` (each in HBM, SBUF or PSUM, of the same shape) on a DMA queue, converting to
     ``dst``'s dtype; with ``dst_rmw_op=np.add`` the DMA adds ``src`` to ``dst``'s values. Returns None.
-    ``oob_mode`` and ``dge_mode`` are recorded for the cost model (use ``mask=`` for ragged edges)."""
+    ``oob_mode`` and ``dge_mode`` are recorded for the cost model (use ``mask=`` for ragged edges).
+
+    An HBM side indexed with an on-chip tile (``src=data[idx, i_f]``: a gather; ``dst=data[idx, i_f]``: a scatter,
+    with ``dst_rmw_op=np.add`` a scatter-add) is an indirect DMA (ir/indirect.py)."""
     name = "nisa.dma_copy"
     dst_shape, src_shape = shape_of(dst), shape_of(src)
     if dst_shape is not None and src_shape is not None and dst_shape != src_shape:
@@ -23,7 +26,14 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=OobMode.error, dg
         "oob_mode": enum_name(name, "oob_mode", oob_mode, OobMode),
         "dge_mode": enum_name(name, "dge_mode", dge_mode, DgeMode),
     }
-    build_op(name, {"dst": dst, "src": src}, attrs, mask=mask)
+    operands = {"dst": dst, "src": src}
+    for side in ("src", "dst"):
+        got = indirect_operands(operands[side])
+        if got is not None:
+            operands[side], extra = got
+            operands["indices"] = extra.pop("indices")
+            attrs.update(extra)
+    build_op(name, operands, attrs, mask=mask)
 
 
 def dma_transpose(src, *, axes=None, mask=None, dtype=None):

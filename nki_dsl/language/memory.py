@@ -3,17 +3,30 @@
 from __future__ import annotations
 
 from nki_dsl.ir.nodes import Access
-from nki_dsl.trace.tensor import build_op
+from nki_dsl.trace.tensor import build_op, indirect_operands
 
 
 def load(src, *, mask=None, dtype=None):
-    """HBM -> SBUF. The tile has the access's shape; ``dtype`` converts on the way (rounding to nearest)."""
-    return build_op("nl.load", {"src": src}, dtype=dtype, mask=mask)
+    """HBM -> SBUF. The tile has the access's shape; ``dtype`` converts on the way (rounding to nearest).
+    ``src=data[idx_tile, i_f]`` gathers the rows an on-chip int32 tile names (an indirect DMA, ir/indirect.py)."""
+    got = indirect_operands(src)
+    if got is None:
+        return build_op("nl.load", {"src": src}, dtype=dtype, mask=mask)
+    access, extra = got
+    indices = extra.pop("indices")
+    return build_op("nl.load", {"src": access, "indices": indices}, extra, dtype=dtype, mask=mask)
 
 
 def store(dst, value, *, mask=None):
-    """SBUF/PSUM -> HBM, converting to the destination's dtype."""
-    build_op("nl.store", {"dst": dst, "value": value}, mask=mask)
+    """SBUF/PSUM -> HBM, converting to the destination's dtype. ``dst=data[idx_tile, i_f]`` scatters the tile's
+    partitions to the rows an on-chip int32 tile names (an indirect DMA)."""
+    got = indirect_operands(dst)
+    if got is None:
+        build_op("nl.store", {"dst": dst, "value": value}, mask=mask)
+        return
+    access, extra = got
+    indices = extra.pop("indices")
+    build_op("nl.store", {"dst": access, "value": value, "indices": indices}, extra, mask=mask)
 
 
 def load_transpose2d(src, *, mask=None, dtype=None):

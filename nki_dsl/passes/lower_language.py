@@ -51,8 +51,17 @@ def _alloc(ctx: RewriteContext, like: Op, t: Tensor) -> Op:
     return ctx.op("alloc", like, {}, attrs, t, mask=None)
 
 
+def _indirect(op: Op) -> tuple[dict, dict]:
+    """The ``indices`` operand and ``indirect_dim`` attribute of an indirect DMA (ir/indirect.py), for the
+    dma_copy it lowers to; empty for a DMA with static addresses."""
+    if "indices" not in op.operands:
+        return {}, {}
+    return {"indices": op.operands["indices"]}, {"indirect_dim": op.attrs["indirect_dim"]}
+
+
 def load(op: Op, ctx: RewriteContext) -> list:
-    write = ctx.op("nisa.dma_copy", op, {"dst": full(op.result), "src": op.operands["src"]})
+    operands, attrs = _indirect(op)
+    write = ctx.op("nisa.dma_copy", op, {"dst": full(op.result), "src": op.operands["src"], **operands}, attrs)
     return [_alloc(ctx, op, op.result), write]
 
 
@@ -67,7 +76,8 @@ def store(op: Op, ctx: RewriteContext) -> list:
         staged = ctx.tile(op, value.shape, value.tensor.type.dtype)
         out.append(ctx.op("nisa.tensor_copy", op, {"src": value}, {}, staged))
         value = full(staged)
-    return out + [ctx.op("nisa.dma_copy", op, {"dst": op.operands["dst"], "src": value})]
+    operands, attrs = _indirect(op)
+    return out + [ctx.op("nisa.dma_copy", op, {"dst": op.operands["dst"], "src": value, **operands}, attrs)]
 
 
 def matmul(op: Op, ctx: RewriteContext) -> list:
@@ -209,7 +219,8 @@ def _load_into(op: Op, ctx: RewriteContext) -> list | None:
             and tuple(src.shape) == tuple(dst.shape)):  # fmt: skip
         return None
     del em[-2:]
-    return [ctx.op("nisa.dma_copy", dma, {"dst": dst, "src": dma.operands["src"]}, dict(dma.attrs), mask=None)]
+    moved = {k: v for k, v in dma.operands.items() if k != "dst"}  # src, and an indirect DMA's indices
+    return [ctx.op("nisa.dma_copy", dma, {"dst": dst, **moved}, dict(dma.attrs), mask=None)]
 
 
 def assign(op: Op, ctx: RewriteContext) -> list:

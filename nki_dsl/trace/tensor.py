@@ -17,7 +17,7 @@ from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
-from nki_dsl.trace import semantics
+from nki_dsl.trace import indirect, semantics
 from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
@@ -90,12 +90,17 @@ class _TileLike(TileHandle):
         hook = index_key_hook.get()
         if hook is not None:
             key = hook(self, key)
+        if indirect.has_tile(key):  # data[idx_tile, i_f]: the HBM side of an indirect DMA (trace/indirect.py)
+            return IndirectView(*indirect.indirect_access(self.access(), key, caller_loc()))
         return TileView(index_access(self.access(), key, caller_loc()))
 
     def __setitem__(self, key, value) -> None:
         hook = index_key_hook.get()
         if hook is not None:
             key = hook(self, key)
+        if indirect.has_tile(key):
+            raise NkiTraceError("rows picked by an index tile are written with nl.store(data[idx, ...], value=...) "
+                                "(a scatter DMA), not by assignment", caller_loc())  # fmt: skip
         target = index_access(self.access(), key, caller_loc())
         accumulated = isinstance(value, TileView) and value._accumulated_into is not None
         if accumulated and _same_access(value._accumulated_into, target):
@@ -338,6 +343,46 @@ class TileView(_TileLike):
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"
+
+
+class IndirectView(TileView):
+    """``data[idx_tile, i_f]``: rows of an HBM tensor picked by the values of an on-chip integer tile. Only
+    ``nl.load`` / ``nl.store`` / ``nisa.dma_copy`` take it (they read ``parts``); as any other operand it is
+    refused, since its elements are known only when the DMA runs."""
+
+    __slots__ = ("indices", "dim")
+
+    def __init__(self, access: Access, indices: Access, dim: int):
+        super().__init__(access)
+        self.indices = indices
+        self.dim = dim
+
+    def parts(self) -> tuple[Access, Access, int]:
+        """(HBM access with the placeholder row index, index tile, indexed dimension): ``ir/indirect.py``."""
+        return self._access, self.indices, self.dim
+
+    def access(self) -> Access:
+        raise NkiTraceError(f"rows of '{self._access.tensor.name}' picked by an index tile can only be moved by "
+                            f"nl.load, nl.store or nisa.dma_copy (an indirect DMA)", caller_loc())  # fmt: skip
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._access.shape)
+
+    def __getitem__(self, key):
+        raise NkiTraceError("an indirect view (data[idx_tile, ...]) cannot be indexed again", caller_loc())
+
+    def __repr__(self) -> str:
+        return f"IndirectView({self._access.describe()}, rows from {self.indices.describe()})"
+
+
+def indirect_operands(view) -> tuple[Access, dict[str, object]] | None:
+    """For an ``IndirectView``: its HBM access, and the ``indices`` operand and ``indirect_dim`` attribute the DMA
+    takes; None for any other value."""
+    if not isinstance(view, IndirectView):
+        return None
+    access, indices, dim = view.parts()
+    return access, {"indices": indices, "indirect_dim": dim}
 
 
 def _computed_mask(value, target: Access) -> Mask | None:

@@ -41,7 +41,8 @@ def write_pair(op: Op, spec: OpSpec) -> tuple[tuple[str, Access], tuple[str, Acc
     if spec.family not in WRITE_FAMILIES and spec.name not in WRITE_INSTRUCTIONS:
         return None
     dst = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role is Role.OUT]
-    src = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role is Role.IN]
+    # an indirect DMA's index tile (ir/indirect.py) is not the value written
+    src = [(o.name, op.operands.get(o.name)) for o in spec.operands if o.role is Role.IN and o.name != "indices"]
     if len(dst) != 1 or len(src) != 1 or not all(isinstance(a, Access) for _, a in dst + src):
         return None
     return dst[0], src[0]

@@ -117,3 +117,27 @@ def test_dma_transpose_rejects_a_permutation_the_dma_engines_do_not_do():
 
     with pytest.raises(nki.NkiError, match=r"nisa\.dma_transpose.*axes=\(0, 2, 1\).*\(2, 1, 0\)"):
         kernel(rand((4, 8, 16)))
+
+
+# -- indirect DMA: rows named by an on-chip int32 tile (reference/nki.md §2.7 "Indirect DMA") ------------------------
+
+
+def test_dma_copy_gathers_and_scatter_adds_through_an_index_tile():
+    @nki.jit
+    def kernel(table, idx, acc):
+        out = nl.ndarray((P, F), dtype=table.dtype, buffer=nl.shared_hbm)
+        ix = nl.load(idx)
+        rows = nl.ndarray((P, F), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=rows, src=table[ix, :])  # gather
+        nisa.dma_copy(dst=out, src=rows)
+        nisa.dma_copy(dst=acc[ix, :], src=rows, dst_rmw_op=np.add)  # scatter-add into a parameter, in place
+        return out
+
+    table = rand((200, F), F32, -2, 2, seed=5)
+    idx = np.random.default_rng(6).integers(0, 50, size=(P, 1)).astype(np.int32)  # repeats: the adds sum
+    acc = np.zeros((50, F), np.float32)
+    want_acc = np.zeros((50, F), np.float64)
+    np.add.at(want_acc, idx[:, 0], table[idx[:, 0]].astype(np.float64))
+    got = kernel(table, idx, acc)
+    np.testing.assert_array_equal(np.asarray(got), table[idx[:, 0]])
+    assert_close(acc, want_acc, rtol=1e-5, atol=1e-5)

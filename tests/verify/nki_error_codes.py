@@ -186,8 +186,22 @@ def api_outside_good(a):
     return out
 
 
-# refused without a tile-valued index of its own: tile indices are refused altogether until indirect DMA lands
-NOT_CASES = {"err_indirect_indices_free_dim"}
+# err_indirect_indices_free_dim --------------------------------------------------------------------------------
+def indirect_free_dim_bad(a):
+    out = _out()
+    cols = nl.load(a[0:1, 0:512], dtype=nl.int32)  # one row of indices: they would pick columns, a free axis
+    nl.store(out, value=nl.load(a[nl.arange(128)[:, None], cols]))
+    return out
+
+
+def indirect_free_dim_good(a):
+    out = _out()
+    rows = nl.load(a[0:128, 0:1], dtype=nl.int32)  # one index per partition: a gather of rows
+    nl.store(out, value=nl.load(a[rows, nl.arange(512)[None, :]]))
+    return out
+
+
+NOT_CASES: set[str] = set()
 
 # code -> (refused kernel, accepted kernel), for the tracer's checks
 TRACER_CASES = {
@@ -202,4 +216,5 @@ TRACER_CASES = {
     "err_activation_scale_invalid_type": (scale_bad, scale_good),
     "err_cannot_assign_to_index": (assign_index_bad, assign_index_good),
     "err_unsupported_expression_in_mask": (mask_or_bad, mask_or_good),
+    "err_indirect_indices_free_dim": (indirect_free_dim_bad, indirect_free_dim_good),
 }

@@ -13,12 +13,14 @@ from jax import lax
 
 from nki_dsl import dtypes
 from nki_dsl.backends.jax import access as acc
+from nki_dsl.backends.jax import indirect
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, IDENTITY, REDUCTIONS, UNARY
 from nki_dsl.backends.jax.lower_language import HIGHEST, reduction, uniform
 from nki_dsl.ir import mx
 from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.indirect import hbm_operand
 
 F32 = jnp.float32
 
@@ -292,6 +294,9 @@ def affine_select(ctx: OpContext) -> Lowered:
 
 
 def dma_copy(ctx: OpContext) -> Lowered:
+    side = hbm_operand(ctx.op)
+    if side is not None:  # an indirect DMA: a gather (src in HBM) or a scatter (dst)
+        return indirect.lower(ctx, side)
     return Lowered(writes=[("dst", ctx.read("src"), ctx.op.attrs["dst_rmw_op"])])
 
 

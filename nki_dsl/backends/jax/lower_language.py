@@ -12,7 +12,7 @@ import numpy as np
 from jax import lax
 
 from nki_dsl import dtypes
-from nki_dsl.backends.jax import runtime
+from nki_dsl.backends.jax import indirect, runtime
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, REDUCTIONS, UNARY
@@ -42,6 +42,8 @@ def fill(ctx: OpContext) -> Lowered:
 
 
 def load(ctx: OpContext) -> Lowered:
+    if "indices" in ctx.op.operands:  # a gather DMA
+        return indirect.lower(ctx, "src")
     return Lowered(ctx.read("src"))
 
 
@@ -50,6 +52,8 @@ def transposed(ctx: OpContext, name: str) -> Lowered:
 
 
 def store(ctx: OpContext) -> Lowered:
+    if "indices" in ctx.op.operands:  # a scatter DMA
+        return indirect.lower(ctx, "dst")
     return Lowered(writes=[("dst", ctx.read("value"), "none")])
 
 

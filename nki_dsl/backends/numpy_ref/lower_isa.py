@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from nki_dsl import dtypes
+from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.access_code import affine_code
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
@@ -18,6 +19,7 @@ from nki_dsl.backends.numpy_ref.lower_language import TRANSPOSED, reduction
 from nki_dsl.backends.numpy_ref.masked import embed
 from nki_dsl.ir import mx
 from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.indirect import hbm_operand
 from nki_dsl.ir.nodes import Access, Imm
 from nki_dsl.ir.source_safe import py_int
 
@@ -345,6 +347,9 @@ def affine_select(ctx: OpContext) -> Lowered:
 
 
 def dma_copy(ctx: OpContext) -> Lowered:
+    side = hbm_operand(ctx.op)
+    if side is not None:  # an indirect DMA: a gather (src in HBM) or a scatter (dst)
+        return indirect.lower(ctx, side)
     return Lowered(writes=[("dst", ctx.read("src"), ctx.op.attrs["dst_rmw_op"])])
 
 

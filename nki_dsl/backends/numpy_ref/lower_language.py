@@ -8,6 +8,7 @@ import zlib
 import numpy as np
 
 from nki_dsl import dtypes
+from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.masked import masked_reduce
@@ -34,6 +35,8 @@ def fill(ctx: OpContext) -> Lowered:
 
 
 def load(ctx: OpContext) -> Lowered:
+    if "indices" in ctx.op.operands:  # a gather DMA
+        return indirect.lower(ctx, "src")
     return Lowered(ctx.read("src"), fresh=False)
 
 
@@ -42,6 +45,8 @@ def load_transpose2d(ctx: OpContext) -> Lowered:
 
 
 def store(ctx: OpContext) -> Lowered:
+    if "indices" in ctx.op.operands:  # a scatter DMA
+        return indirect.lower(ctx, "dst")
     return Lowered(writes=[("dst", ctx.read("value"), "none")])
 
 

@@ -19,6 +19,7 @@ from nki_dsl import dtypes
 from nki_dsl.backends.simulator import cost
 from nki_dsl.backends.simulator.units import DMA
 from nki_dsl.ir.affine import var_kind
+from nki_dsl.ir.indirect import hbm_operand, widened
 from nki_dsl.ir.nodes import Access, Imm, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.source_safe import py_int, py_var
@@ -239,10 +240,24 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
                         if name in buffers and (port, engine) in _CONTENDED)  # fmt: skip
     if engine == DMA:
         _dma_counts(op, t, inputs, writes, target)
+        _widen_indirect(op, t)
     else:
         _price_compute(t, target)
         _twin(t, target)
     return t
+
+
+def _widen_indirect(op: Op, t: OpTemplate) -> None:
+    """An indirect DMA (ir/indirect.py) is priced as the DMA of its tile (one descriptor per partition's row, the
+    rows being contiguous runs as in a plain load or store), but for dependences it may touch any row of its
+    indexed dimension: its HBM access in ``reads``/``writes`` spans the whole dimension."""
+    side = hbm_operand(op)
+    if side is None:
+        return
+    hbm = op.operands[side]
+    wide = widened(op, side, hbm)
+    t.reads = [wide if a is hbm else a for a in t.reads]
+    t.writes = [wide if a is hbm else a for a in t.writes]
 
 
 def _price_compute(t: OpTemplate, target: Target) -> None:

@@ -389,9 +389,12 @@ ISA_OPS: list[OpSpec] = [
            doc="on_true_tile where the compile-time predicate over the tile axes holds, else on_false_value"),
     # -- DMA -----------------------------------------------------------------------------------------------------
     OpSpec("nisa.dma_copy", INSTRUCTION,
-           (OperandSpec("dst", role=Role.OUT, buffers=ANY_BUFFER), OperandSpec("src", buffers=ANY_BUFFER)),
+           (OperandSpec("dst", role=Role.OUT, buffers=ANY_BUFFER), OperandSpec("src", buffers=ANY_BUFFER),
+            # an indirect DMA: the rows of the HBM side's dimension indirect_dim come from this tile (ir/indirect.py)
+            OperandSpec("indices", buffers=SBUF, optional=True)),
            (_fn("dst_rmw_op", ("none", "add"), "none"), AttrSpec("oob_mode", AttrKind.STR, "error", choices=OOB_MODES),
-            AttrSpec("dge_mode", AttrKind.STR, "unknown", choices=DGE_MODES)),
+            AttrSpec("dge_mode", AttrKind.STR, "unknown", choices=DGE_MODES),
+            AttrSpec("indirect_dim", AttrKind.INT, 0, implicit=True)),
            result=None, engine="dma", doc="src -> dst (any memory), optionally dst = dst + src"),
     OpSpec("nisa.dma_transpose", INSTRUCTION, (OperandSpec("src", buffers=ANY_BUFFER),),
            (AttrSpec("axes", AttrKind.INTS),), result_dtype=FIRST, shape=_dma_transpose_shape, engine="dma",

@@ -31,6 +31,10 @@ X_OR_SCALAR = OperandSpec("x", scalar=True)
 # (direct allocation, language/direct_allocation.py; the current API's nl.ndarray(address=...) for its one block).
 # The verifier checks them (rule direct-allocation) and the allocator honours them (passes/allocate.py).
 ADDRESS = AttrSpec("address", AttrKind.INTS, (), implicit=True)
+# An indirect DMA (ir/indirect.py): the on-chip int tile whose values pick the rows of dimension indirect_dim of the
+# HBM side. Both absent on a DMA with static addresses.
+INDICES = OperandSpec("indices", buffers=SBUF, optional=True)
+INDIRECT_DIM = AttrSpec("indirect_dim", AttrKind.INT, 0, implicit=True)
 Y_OR_SCALAR = OperandSpec("y", scalar=True)
 
 
@@ -87,13 +91,15 @@ LANGUAGE_OPS: list[OpSpec] = [
     OpSpec("nl.full", Family.FILL, (), (AttrSpec("value", AttrKind.FLOAT), ADDRESS), result=DECLARED,
            result_dtype=DECLARED, shape=shape_rules.declared,
            doc="declare a tensor filled with a constant (nl.zeros, nl.ones, nl.full)"),
-    OpSpec("nl.load", Family.LOAD, (OperandSpec("src", buffers=HBM),), shape=shape_rules.same_as("src"),
-           result_dtype=FIRST, doc="HBM -> SBUF"),
+    OpSpec("nl.load", Family.LOAD, (OperandSpec("src", buffers=HBM), INDICES), (INDIRECT_DIM,),
+           shape=shape_rules.same_as("src"), result_dtype=FIRST, promote=("src",),
+           doc="HBM -> SBUF (with indices: the rows an on-chip tile names, a gather; ir/indirect.py)"),
     OpSpec("nl.load_transpose2d", Family.LOAD_TRANSPOSE2D, (OperandSpec("src", buffers=HBM),),
            shape=shape_rules.transposed("src"), result_dtype=FIRST, doc="HBM -> SBUF with the two dims swapped",
            permutes=SOURCE_AXES_MASK),
-    OpSpec("nl.store", Family.STORE, (OperandSpec("dst", role=Role.OUT, buffers=HBM), OperandSpec("value")),
-           result=None, doc="SBUF/PSUM -> HBM"),
+    OpSpec("nl.store", Family.STORE,
+           (OperandSpec("dst", role=Role.OUT, buffers=HBM), OperandSpec("value"), INDICES), (INDIRECT_DIM,),
+           result=None, doc="SBUF/PSUM -> HBM (with indices: to the rows an on-chip tile names, a scatter)"),
     OpSpec("assign", Family.ASSIGN,
            (OperandSpec("dst", role=Role.OUT, buffers=ON_CHIP), OperandSpec("src", scalar=True)),
            (AttrSpec("accumulate", AttrKind.FN, "none", choices=("none",) + functions.REDUCIBLE),

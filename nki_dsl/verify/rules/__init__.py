@@ -11,6 +11,7 @@ from nki_dsl.verify.rules import (
     direct_allocation,
     double_row,
     dtype,
+    indirect_dma,
     mask_vars,
     matmul_shape,
     operand_buffer,
@@ -50,6 +51,7 @@ _MODULES = [
     shared_hbm_scope,
     sbuf_capacity,
     direct_allocation,
+    indirect_dma,
 ]
 
 WELL_FORMED = [structure.check, mask_vars.check]

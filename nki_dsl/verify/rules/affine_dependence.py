@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import format_affine
+from nki_dsl.ir.indirect import widened
 from nki_dsl.ir.nodes import Access, Kernel, Loop
 from nki_dsl.ir.ops import OPS, Role
 from nki_dsl.targets import Target
@@ -45,6 +46,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     accums: dict[tuple[Loop, object], list[Ref]] = {}
     same_elements: list[tuple[Ref, list[Loop]]] = []
     for site, name, a in prog.accesses():
+        a = widened(site.op, name, a)  # an indirect DMA may touch any row of its indexed dimension
         spec = OPS[site.op.name]
         role = spec.operand(name).role
         same: list[Loop] = []

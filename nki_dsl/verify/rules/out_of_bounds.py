@@ -16,6 +16,7 @@ from math import ceil, floor
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import Affine, format_affine, var_kind
+from nki_dsl.ir.indirect import widened
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS, REDUCE_MASK, reduce_mask_operand
 from nki_dsl.targets import Target
@@ -38,8 +39,8 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         if base is None:
             continue  # inside a loop that never runs
         for name, value in site.op.operands.items():
-            if isinstance(value, Access):
-                found += _check_access(site, name, value, base)
+            if isinstance(value, Access):  # an indirect DMA's rows are checked when it runs (ir/indirect.py)
+                found += _check_access(site, name, widened(site.op, name, value), base)
     return found
 
 
