@@ -121,76 +121,81 @@ def _split(e: Affine) -> tuple[tuple, tuple, int]:
     return loops, axes, e.const
 
 
-def _offsets(a: Access, nb: int, limit: int) -> set[tuple[int, ...]] | None:
-    """The block-index offsets (constants plus axis spans) access ``a`` touches, or None when more than ``limit``."""
-    per_dim = []
-    for e in a.index[:nb]:
-        _, axes, const = _split(e)
-        values = {const}
-        for v, c in axes:
-            values = {x + c * k for x in values for k in range(a.shape[int(v[1:])])}
-            if len(values) > limit:
-                return None
-        per_dim.append(values)
-    total = 1
-    for vs in per_dim:
-        total *= len(vs)
-    if total > limit:
-        return None
-    return set(itertools.product(*per_dim))
+def _dim_offsets(a: Access, k: int, limit: int) -> set[int] | None:
+    """The offsets (constant plus axis span) block dimension ``k`` of access ``a`` touches; None past ``limit``."""
+    _, axes, const = _split(a.index[k])
+    values = {const}
+    for v, c in axes:
+        values = {x + c * j for x in values for j in range(a.shape[int(v[1:])])}
+        if len(values) > limit:
+            return None
+    return values
 
 
 def _aliasing(prog: Program, t, rs: list[Rect]) -> str | None:
+    """Blocks sharing space are not in use at once. Per block dimension, the accesses either agree on its loop
+    indices (then one iteration touches the blocks at their constant offsets and spans: a window slid over every
+    iteration) or not (then, as far as this rule can tell, any block of that dimension may be in use at once,
+    e.g. filled in one loop and read in another): the blocks one iteration may use must all be in distinct
+    space."""
     ty = t.type
     nb = len(ty.block_shape)
-    shared = any(x.same_space(y) for x, y in itertools.combinations(rs, 2))
-    if not shared:
+    if not any(x.same_space(y) for x, y in itertools.combinations(rs, 2)):
         return None
-    uses = prog.uses.get(t, [])
-    loops_of = {}
-    for u in uses:
-        loops_of.setdefault(tuple(_split(e)[0] for e in u.access.index[:nb]), u)
-    if len(loops_of) > 1:  # constant block indices beside the loop's (a pipeline's prologue, buf[0] = ...) are
-        # not compared with it: which iteration they meet is not tracked (a collision there goes unreported)
-        uses = [u for u in uses if any(_split(e)[0] for e in u.access.index[:nb])]
-        loops_of = {k: u for k, u in loops_of.items() if any(k)}
-    if len(loops_of) > 1:
-        (k1, u1), (k2, u2) = list(loops_of.items())[:2]
-        return (f": its blocks share space (a direct allocation with fewer slots than blocks), but it is indexed "
-                f"with different loop indices at line {u1.site.op.loc.line} ({_index(u1.access, nb)}) and line "
-                f"{u2.site.op.loc.line} ({_index(u2.access, nb)}): a block may be read after a later block took "
-                f"its space; index every use with the same loop indices, or give each block its own space")
-    window: set[tuple[int, ...]] = set()
-    for u in uses:
-        got = _offsets(u.access, nb, _MAX_WINDOW)
-        if got is None:
-            window = None
-            break
-        window |= got
+    uses = [u for u in prog.uses.get(t, []) if u.access.index]
+    loop_parts = [{_split(u.access.index[k])[0] for u in uses} for k in range(nb)]
+    if any(len(p) > 1 for p in loop_parts):  # constant block indices beside loop-indexed ones (a pipeline's
+        # prologue, buf[0] = ...) are not compared with the loop's: which iteration they meet is not tracked
+        uses = [u for u in uses if any(_split(e)[0] for e in u.access.index[:nb])] or uses
+        loop_parts = [{_split(u.access.index[k])[0] for u in uses} for k in range(nb)]
+    free = [len(p) > 1 for p in loop_parts]  # dims the accesses index with different loop indices
+    window_dims: list[set[int]] = []
+    for k in range(nb):
+        if free[k]:
+            window_dims.append(set(range(ty.block_shape[k])))
+            continue
+        vals: set[int] = set()
+        for u in uses:
+            got = _dim_offsets(u.access, k, _MAX_WINDOW)
+            vals = set(range(ty.block_shape[k])) if got is None else vals | got
+        window_dims.append(vals)
     by_index = {r.index: r for r in rs}
-    if window is None:
-        bases = [()]
-        window = set(by_index)
-    elif all(not any(k) for k in loops_of):  # constant block indices: exactly these blocks, in every iteration
-        bases = [(0,) * nb]
-    else:
-        lo = [min(o[k] for o in window) for k in range(nb)]
-        hi = [max(o[k] for o in window) for k in range(nb)]
-        bases = itertools.product(*(range(-hi[k], ty.block_shape[k] - lo[k]) for k in range(nb)))
-    for base in bases:
+    base_ranges = []
+    for k in range(nb):
+        moving = not free[k] and any(p for p in loop_parts[k])
+        lo, hi = min(window_dims[k]), max(window_dims[k])
+        base_ranges.append(range(-hi, ty.block_shape[k] - lo) if moving else range(1))
+    offsets = list(itertools.product(*(sorted(w) for w in window_dims)))
+    if len(offsets) > _MAX_WINDOW:
+        offsets = offsets[:_MAX_WINDOW]
+    for base in itertools.product(*base_ranges):
         seen: dict[tuple, Rect] = {}
-        for o in sorted(window):
-            idx = tuple(b + x for b, x in zip(base, o)) if base else o
-            r = by_index.get(idx)
+        for o in offsets:
+            r = by_index.get(tuple(b + x for b, x in zip(base, o)))
             if r is None:
                 continue
             key = (r.p_lo, r.b_lo)
             if key in seen and seen[key].index != r.index:
-                return (f": blocks {list(seen[key].index)} and {list(r.index)} share space ({r.describe()}) but "
+                first = seen[key]
+                if any(free):
+                    u1, u2 = _differing(uses, loop_parts, nb)
+                    return (f": blocks {list(first.index)} and {list(r.index)} share space ({r.describe()}), and "
+                            f"the tensor is indexed with different loop indices at line {u1.site.op.loc.line} "
+                            f"({_index(u1.access, nb)}) and line {u2.site.op.loc.line} ({_index(u2.access, nb)}): "
+                            f"a block may be read after a later block took its space; index every use with the "
+                            f"same loop indices, or give each block its own space")
+                return (f": blocks {list(first.index)} and {list(r.index)} share space ({r.describe()}) but "
                         f"are in use at the same time (one iteration's accesses touch both); give them separate "
                         f"space (more num_free_tiles)")
             seen[key] = r
     return None
+
+
+def _differing(uses, loop_parts, nb):
+    k = next(k for k in range(nb) if len(loop_parts[k]) > 1)
+    first = uses[0]
+    other = next(u for u in uses if _split(u.access.index[k])[0] != _split(first.access.index[k])[0])
+    return first, other
 
 
 def _index(a: Access, nb: int) -> str:
