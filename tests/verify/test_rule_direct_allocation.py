@@ -196,3 +196,18 @@ def test_the_simulator_orders_blocks_that_share_space():
         return profile.latency_ns
 
     assert latency(1) > latency(2)
+
+
+def test_nki_compiler_is_a_package_under_the_legacy_import_alias(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "uses_ncc.py"
+    path.write_text("import neuronxcc.nki.compiler as ncc\n"
+              "from neuronxcc.nki.compiler import psum, sbuf\n"
+              "import nki_dsl.compiler\n"
+              "assert ncc is nki_dsl.compiler and sbuf is ncc.sbuf and psum is ncc.psum\n"
+              "print(ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)), ncc.psum.mod_alloc(base_bank=1))\n")
+    r = subprocess.run([sys.executable, "-m", "nki_dsl.compat", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)) ncc.psum.mod_alloc(base_bank=1)" in r.stdout

@@ -24,6 +24,7 @@ Auto-allocated tensors are placed around these by the allocator (passes/allocate
 from __future__ import annotations
 
 import itertools
+import math
 
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import Affine, var_kind
@@ -35,6 +36,7 @@ from nki_dsl.verify.program import Program, program
 
 RULE = "direct-allocation"
 _MAX_WINDOW = 4096  # block offsets one iteration may touch that are enumerated; wider accesses count as all blocks
+_MAX_WORK = 1 << 18  # windows x offsets the aliasing check slides at most (a bound on its time for parsed IR)
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
@@ -166,8 +168,9 @@ def _aliasing(prog: Program, t, rs: list[Rect]) -> str | None:
         lo, hi = min(window_dims[k]), max(window_dims[k])
         base_ranges.append(range(-hi, ty.block_shape[k] - lo) if moving else range(1))
     offsets = list(itertools.product(*(sorted(w) for w in window_dims)))
-    if len(offsets) > _MAX_WINDOW:
-        offsets = offsets[:_MAX_WINDOW]
+    if len(offsets) * math.prod(len(r) for r in base_ranges) > _MAX_WORK:
+        # too many windows to slide (large untrusted IR): every block counts as in use at once (conservative)
+        offsets, base_ranges = sorted(by_index), [range(1)] * nb
     for base in itertools.product(*base_ranges):
         seen: dict[tuple, Rect] = {}
         for o in offsets:
