@@ -96,6 +96,8 @@ def test_an_index_outside_the_dimension_is_refused_when_the_kernel_runs(bad, par
     assert msg.startswith(f"test_indirect_dma.py:{line}: nl.load: "), msg
     assert f"index {bad} from partition {partition} of operand 'indices' is outside dimension 1 of %data " \
            "(0..299)" in msg
+    with pytest.raises(NkiRuntimeError, match=f"index {bad} from partition {partition} "):
+        nki.simulate(gather_basic, DATA, idx, target="trn2")  # the lowered DMA, at the same kernel line
 
 
 def test_an_index_tile_on_a_free_axis_is_refused():
