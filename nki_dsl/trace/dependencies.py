@@ -15,6 +15,7 @@ kernel object.
 
 from __future__ import annotations
 
+import functools
 import sysconfig
 import types
 
@@ -53,12 +54,20 @@ def _is_jit(value) -> bool:
     return hasattr(value, "source_hash") and isinstance(getattr(value, "fn", None), types.FunctionType)
 
 
-def _names(code: types.CodeType) -> set[str]:
+@functools.lru_cache(maxsize=1024)
+def _names(code: types.CodeType) -> tuple[str, ...]:
+    """The global, attribute and free-variable names ``code`` and its nested code objects use (sorted)."""
     names = set(code.co_names) | set(code.co_freevars)
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
-            names |= _names(c)
-    return names
+            names |= set(_names(c))
+    return tuple(sorted(names))
+
+
+def _library_module(module: types.ModuleType) -> bool:
+    file = getattr(module, "__file__", None) or ""
+    return module.__name__.split(".")[0] in ("nki_dsl", "neuronxcc", "nki") or not file or file.startswith(
+        _LIBRARY_DIRS)
 
 
 def _named_values(fn: types.FunctionType):
@@ -67,7 +76,7 @@ def _named_values(fn: types.FunctionType):
     names = _names(code)
     scope = dict(zip(code.co_freevars, fn.__closure__ or ()))
     g = fn.__globals__
-    for name in sorted(names):
+    for name in names:
         if name in scope:
             try:
                 value = scope[name].cell_contents
@@ -78,7 +87,9 @@ def _named_values(fn: types.FunctionType):
         else:
             continue
         if isinstance(value, types.ModuleType):
-            for attr in sorted(names):
+            if _library_module(value):  # its functions are the installed version's, not the kernel's helpers
+                continue
+            for attr in names:
                 member = getattr(value, attr, None)
                 if isinstance(member, types.FunctionType) or _is_jit(member):
                     yield f"{name}.{attr}", member
