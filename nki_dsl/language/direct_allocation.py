@@ -9,6 +9,10 @@ its one block, so one mechanism serves both generations. The verifier checks the
 ``direct-allocation``: inside the memory, alignment, no overlap with other placed tensors live at the same time,
 no two blocks sharing space while both are in use) and the allocator (passes/allocate.py) honours them.
 
+NKI refuses kernels that mix direct and automatic placement (implicit tiles such as ``t = nl.load(...)`` are
+auto-allocated); here they may mix: the allocator places the automatic ones around the direct ones, so a kernel
+NKI accepts runs unchanged and one it refuses for mixing runs too.
+
 Blocks that share space by design (``num_free_tiles=(2,)``: block ``i`` lives where block ``i % 2`` does, a
 double buffer) are separate storage on the NumPy reference and JAX (which compute values, not addresses); the
 verifier's rule is what keeps a kernel from reading a block whose space a later block already took.
