@@ -19,7 +19,7 @@ import functools
 import sysconfig
 import types
 
-_MAX_HELPERS = 256  # a bound on the walk: kernels that reach more helpers than this are keyed on the first ones
+_MAX_HELPERS = 300  # a bound on the walk: kernels that reach more helpers than this are keyed on the first ones
 
 
 def helper_fingerprint(fn) -> int:

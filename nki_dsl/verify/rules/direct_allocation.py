@@ -35,8 +35,8 @@ from nki_dsl.verify.placements import Rect, blocks, is_placed, rects, start_step
 from nki_dsl.verify.program import Program, program
 
 RULE = "direct-allocation"
-_MAX_WINDOW = 4096  # block offsets one iteration may touch that are enumerated; wider accesses count as all blocks
-_MAX_WORK = 1 << 18  # windows x offsets the aliasing check slides at most (a bound on its time for parsed IR)
+_MAX_WINDOW = 5000  # block offsets one iteration may touch that are enumerated; wider accesses count as all blocks
+_MAX_WORK = 300_000  # windows x offsets the aliasing check slides at most (a bound on its time for parsed IR)
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
