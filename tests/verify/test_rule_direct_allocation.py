@@ -211,3 +211,30 @@ def test_nki_compiler_is_a_package_under_the_legacy_import_alias(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nki_dsl.compat", str(path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)) ncc.psum.mod_alloc(base_bank=1)" in r.stdout
+
+
+def _sixteen_psum_blocks(psum_buffer):
+    @nki.jit
+    def kernel(a, b):
+        out = nl.ndarray((128, 512), nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((16, nl.par_dim(128), 512), nl.float32, buffer=psum_buffer)
+        total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+        for i in nl.sequential_range(16):
+            acc[i] = nl.matmul(nl.load(a), nl.load(b), transpose_x=True)
+            total[...] = nl.add(total, acc[i])
+        nl.store(out, value=total)
+        return out
+
+    return kernel
+
+
+def test_psum_blocks_sharing_two_banks_count_as_two():
+    from nki_dsl.verify.placements import banks_of
+
+    a, b = np.ones((128, 128), np.float32), np.ones((128, 512), np.float32)
+    # 16 one-bank blocks, placed by the kernel in banks 0 and 1: two banks are in use (psum-banks counts
+    # banks_of), not the sixteen a tensor of 16 one-bank blocks would take
+    k = _sixteen_psum_blocks(ncc.psum.mod_alloc(base_bank=0, num_bank_tiles=(2,)))
+    np.testing.assert_array_equal(k(a, b), np.full((128, 512), 16 * 128.0, np.float32))
+    acc = next(s for s, _ in nki.trace(k, a, b).ir.walk() if getattr(s, "name", "") == "alloc" and s.attrs)
+    assert banks_of(acc, 2048) == {0, 1}
