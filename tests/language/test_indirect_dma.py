@@ -136,3 +136,38 @@ def test_a_scatter_in_an_affine_loop_that_ignores_its_index_is_refused():
 
     with pytest.raises(NkiVerificationError, match="writes the same elements in every iteration"):
         scatter_loop(DATA, _unique_rows(128), np.zeros((128, 64), np.float32))
+
+
+@nki.jit
+def gather_ragged(data, idx):
+    """A gather per 128 rows of ``idx``, the last tile cut by a mask over its partitions."""
+    n = idx.shape[0]
+    out = nl.ndarray((n, data.shape[2]), data.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    for t in nl.affine_range((n + 127) // 128):
+        keep = t * 128 + i_p < n
+        ix = nl.load(idx[t * 128 + i_p, nl.arange(1)[None, :]], mask=keep)
+        rows = nl.load(data[2, ix, :], mask=keep)
+        nl.store(out[nl.ds(t * 128, 128), :], value=rows, mask=keep)
+    return out
+
+
+def test_a_gather_masked_over_its_partitions_moves_and_checks_only_the_kept_ones():
+    idx = RNG.integers(0, 300, size=(200, 1)).astype(np.int32)
+    np.testing.assert_array_equal(np.asarray(gather_ragged(DATA, idx)), DATA[2, idx[:, 0], :])
+    np.testing.assert_array_equal(nki.simulate(gather_ragged, DATA, idx, target="trn2")[0], DATA[2, idx[:, 0], :])
+    idx[150, 0] = 400
+    with pytest.raises(NkiRuntimeError, match="index 400 from partition 22 "):  # row 150 = partition 22, tile 1
+        np.asarray(gather_ragged(DATA, idx))
+
+
+def test_a_masked_scatter_is_refused():
+    @nki.jit
+    def masked_scatter(data, idx, value):
+        out = nl.ndarray(data.shape[1:], data.dtype, buffer=nl.shared_hbm)
+        ix = nl.load(idx)
+        nl.store(out[ix, :], value=nl.load(value), mask=(nl.arange(128)[:, None] < 100))
+        return out
+
+    with pytest.raises(NkiVerificationError, match="a scatter DMA takes no mask"):
+        masked_scatter(DATA, _unique_rows(128), np.zeros((128, 64), np.float32))

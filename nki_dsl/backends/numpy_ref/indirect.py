@@ -18,16 +18,17 @@ from nki_dsl.errors import NkiRuntimeError, SourceLoc
 from nki_dsl.ir import indirect
 
 
-def rows(values, size: int, where: tuple) -> np.ndarray:
-    """The row numbers an index tile holds (one per partition), checked against a dimension of ``size``."""
+def rows(values, size: int, where: tuple, first: int = 0) -> np.ndarray:
+    """The row numbers an index tile holds (one per partition, from partition ``first``: a mask's box), checked
+    against a dimension of ``size``."""
     ix = np.asarray(values).reshape(len(values), -1)[:, 0].astype(np.int64)
     bad = np.flatnonzero((ix < 0) | (ix >= size))
     if bad.size:
         p = int(bad[0])
         loc, op, tensor, dim = where
-        raise NkiRuntimeError(f"index {int(ix[p])} from partition {p} of operand 'indices' is outside dimension "
-                              f"{dim} of %{tensor} (0..{size - 1}); {bad.size} of {ix.size} indices are out of "
-                              f"range", loc, op)  # fmt: skip
+        raise NkiRuntimeError(f"index {int(ix[p])} from partition {p + first} of operand 'indices' is outside "
+                              f"dimension {dim} of %{tensor} (0..{size - 1}); {bad.size} of {ix.size} indices are "
+                              f"out of range", loc, op)  # fmt: skip
     return ix
 
 
@@ -57,11 +58,14 @@ def lower(ctx, side: str):
     dim = op.attrs[indirect.DIM]
     where = ctx.e.const((op.loc if isinstance(op.loc, SourceLoc) else None, op.name, hbm.tensor.name, dim))
     rows_var = ctx.e.tmp()
-    ctx.e.line(f"{rows_var} = {ctx.e.const(rows)}({ctx.read('indices', axes=None)}, "
-               f"{hbm.tensor.type.shape[dim]}, {where})")
+    # under a mask (a gather's, over its partitions only: rule indirect-dma) the op runs on the box of partitions
+    # the mask keeps; the indices of the others are neither read nor checked
+    lo, _, n = ctx.box.get(0, ("0", None, str(hbm.shape[0])))
+    ctx.e.line(f"{rows_var} = {ctx.e.const(rows)}({ctx.read('indices', axes={0: 0})}, "
+               f"{hbm.tensor.type.shape[dim]}, {where}, {lo})")
     subs = index_arrays(ctx, hbm, dim, rows_var)
     array = tensor_var(hbm.tensor.name)
-    shape = ", ".join(str(s) for s in hbm.shape)
+    shape = ", ".join([n] + [str(s) for s in hbm.shape[1:]])
     if side == "src":  # a gather: the rows, as an array of the tile's shape
         value = f"np.broadcast_to({array}[{subs}], ({shape},))"
         if op.result is not None:

@@ -6,7 +6,9 @@ has the form the backends read:
 * ``indirect_dim`` is a dimension of that HBM tensor, and the access's index there is the placeholder ``d0``
   (partition ``p`` moves row ``indices[p]``), which no other index of the access uses;
 * the index tile holds 32-bit integers, one per partition of the tile moved (``[P, 1]``);
-* no mask: the rows a masked-off partition would name are not checked, so the DMA moves whole tiles.
+* a mask only on a gather, and only over its partitions (``d0``, with loop indices and program ids): the
+  masked-off partitions move nothing and their indices are not checked (a ragged last tile). A scatter takes
+  no mask.
 
 The rows themselves are data: they are checked against the dimension when the DMA runs (a clear error naming the
 line, the partition, the index value and the dimension), not here.
@@ -17,6 +19,7 @@ from __future__ import annotations
 from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir import indirect
+from nki_dsl.ir.affine import var_kind
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
@@ -67,5 +70,10 @@ def _problem(op, has_indices: bool, has_dim: bool) -> str | None:
         return (f"{d.operand('indices', idx)} must hold one row per partition of the {a.shape[0]}-partition tile "
                 f"moved: shape [{a.shape[0]}, 1]")
     if op.mask is not None:
-        return "an indirect DMA takes no mask: it moves whole tiles (gather into a full tile, then select)"
+        if side == "dst":
+            return "a scatter DMA takes no mask: scatter whole tiles (name the rows to keep with the indices)"
+        axes = {v for c in op.mask.constraints for v, _ in c.terms if var_kind(v) == "axis"}
+        if axes - {"d0"}:
+            return (f"a gather's mask may only cut its partitions (d0), not axes {sorted(axes - {'d0'})}: the rows "
+                    f"are moved whole; mask the op that uses them")
     return None

@@ -5,7 +5,8 @@ output pixel ``(oh, ow)`` copies input pixel ``(floor(oh * H / OH), floor(ow * W
   kernel issues one DMA per output pixel with those constant addresses, as the reference kernel does.
 * ``resize_nearest_gather_dma_kernel``: the sources are computed on chip, 128 output pixels at a time (an
   ``iota`` of the pixel numbers, then float arithmetic exact on these small integers), into an int32 index tile
-  that a gather DMA (``nl.load(rows[b, idx, :])``) reads the input rows with: one DMA per 128 pixels.
+  that a gather DMA (``nl.load(rows[b, idx, :], mask=...)``) reads the input rows with: one DMA per 128 pixels, the
+  last tile's partitions past the image masked off (their indices, past the input, are not checked).
 """
 
 import math
@@ -52,10 +53,9 @@ def resize_nearest_gather_dma_kernel(data_tensor, out_shape):
         ow = nl.subtract(pixel, nl.multiply(oh, out_w))
         ih = nl.floor(nl.divide(nl.add(nl.multiply(oh, in_h), 0.5), out_h))
         iw = nl.floor(nl.divide(nl.add(nl.multiply(ow, in_w), 0.5), out_w))
-        # partitions past the last pixel (a ragged last tile) read the last input row: their store is masked
-        src = nl.minimum(nl.add(nl.multiply(ih, in_w), iw), in_h * in_w - 1)
-        idx = nl.copy(src, dtype=nl.int32)
+        idx = nl.copy(nl.add(nl.multiply(ih, in_w), iw), dtype=nl.int32)
+        in_image = t * pmax + i_p < n_out  # a ragged last tile: partitions past the last pixel move nothing
         for b in nl.affine_range(in_b):
-            rows = nl.load(data_rows[b, idx, :])
-            nl.store(out_rows[b, nl.ds(t * pmax, pmax), :], value=rows, mask=(t * pmax + i_p < n_out))
+            rows = nl.load(data_rows[b, idx, :], mask=in_image)
+            nl.store(out_rows[b, nl.ds(t * pmax, pmax), :], value=rows, mask=in_image)
     return out_tensor
