@@ -18,7 +18,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
 ``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
-  scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes;
+  scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes,
+  kernel-chosen placements (on-chip types, index expressions and program order), an indirect DMA's form (its
+  index tile's type, which axes its mask names);
   ``shape`` reads HBM dimensions only through a reshape's whole-tensor
   view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -65,7 +67,7 @@ RULE_ARGUMENTS = {
     "structure": BLIND, "mask-vars": BLIND, "operand-buffer": BLIND, "partition-limit": BLIND,
     "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
     "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
-    "double-row": BLIND, "shared-hbm-scope": BLIND,
+    "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,
     "affine-dependence": MONOTONE, "budget": MONOTONE,
     "out-of-bounds": PROVEN,
 }  # fmt: skip
