@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import base64
 import functools
-import zlib
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +14,7 @@ from nki_dsl.backends.jax import indirect, runtime
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, REDUCTIONS, UNARY
-from nki_dsl.errors import NkiError
+from nki_dsl.ir.constant_data import decode_constant
 from nki_dsl.ir.functions import reduction_identity
 from nki_dsl.ir.ops import OPS
 
@@ -155,21 +153,6 @@ def constant(ctx: OpContext) -> Lowered:
     array = decode_constant(ctx.op.attrs["data"], t.type.shape, t.type.dtype)
     ctx.state.set_array(t.name, jnp.asarray(array))
     return Lowered()
-
-
-def decode_constant(data: str, shape: tuple[int, ...], dtype_name: str) -> np.ndarray:
-    """The ``data`` attribute of ``nl.shared_constant`` (base64 of zlib-compressed raw bytes). IR text may be
-    untrusted: never inflate more than the tensor's size, and insist on exactly that many bytes."""
-    np_dtype = dtypes.get(dtype_name).np_dtype
-    size = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
-    inflater = zlib.decompressobj()
-    try:
-        raw = inflater.decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
-    except (ValueError, zlib.error) as e:  # not base64 (binascii.Error, non-ASCII) or not zlib
-        raise NkiError(f"nl.shared_constant data is not base64 of zlib data: {type(e).__name__}") from None
-    if len(raw) != size or not inflater.eof:
-        raise NkiError(f"nl.shared_constant data does not hold exactly {size} bytes for {dtype_name}{list(shape)}")
-    return np.frombuffer(raw, dtype=np_dtype).reshape(shape)
 
 
 def reshape(ctx: OpContext) -> Lowered:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import zlib
-
 import numpy as np
 
 from nki_dsl import dtypes
@@ -12,10 +9,10 @@ from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.masked import masked_reduce
+from nki_dsl.ir.constant_data import decode_constant
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, UNARY_NL
 from nki_dsl.ir.ops.language import REDUCTIONS as NL_REDUCTIONS
-from nki_dsl.ir.source_safe import NkiCodegenError
 
 TRANSPOSED = {0: 1, 1: 0}  # result axis -> operand axis of a 2-D transpose
 
@@ -153,24 +150,6 @@ def constant(ctx: OpContext) -> Lowered:
     array = decode_constant(ctx.op.attrs["data"], t.type.shape, t.type.dtype)
     ctx.e.line(f"{tensor_var(t.name)} = {ctx.e.const(array)}")
     return Lowered()
-
-
-def decode_constant(data: str, shape: tuple[int, ...], dtype_name: str) -> np.ndarray:
-    """The ``data`` attribute of ``nl.shared_constant`` (base64 of zlib-compressed raw bytes), read-only. IR text
-    may be untrusted: never inflate more than the tensor's size, and insist on exactly that many bytes."""
-    np_dtype = dtypes.get(dtype_name).np_dtype
-    size = int(np.prod(shape, dtype=np.int64)) * np_dtype.itemsize
-    inflater = zlib.decompressobj()
-    try:
-        raw = inflater.decompress(base64.b64decode(data.encode("ascii"), validate=True), size + 1)
-    except (ValueError, zlib.error) as e:  # not base64 (binascii.Error, non-ASCII) or not zlib
-        raise NkiCodegenError(f"nl.shared_constant data is not base64 of zlib data: {type(e).__name__}") from None
-    if len(raw) != size or not inflater.eof:
-        raise NkiCodegenError(f"nl.shared_constant data does not hold exactly {size} bytes for "
-                              f"{dtype_name}{list(shape)}")  # fmt: skip
-    array = np.frombuffer(raw, dtype=np_dtype).reshape(shape)
-    array.setflags(write=False)
-    return array
 
 
 def reshape(ctx: OpContext) -> Lowered:
