@@ -33,7 +33,7 @@ from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Operand, Stmt, Tenso
 from nki_dsl.ir.ops import OPS, AttrKind, OpSpec
 from nki_dsl.ir.printer import result_kind
 from nki_dsl.ir.strings import describe_char, unsafe_char
-from nki_dsl.ir.symbols import SymbolDef, SymbolError, check_table
+from nki_dsl.ir.symbols import SymbolDef, SymbolError, check_symbol
 from nki_dsl.ir.types import Buffer, TensorType
 
 _GRAMMAR = Path(__file__).with_name("grammar.lark")
@@ -192,7 +192,7 @@ class _Builder:
         return kernel
 
     def _symbol(self, node) -> None:
-        """One ``symbol`` line: checked against the ones before it (``symbols.check_table``)."""
+        """One ``symbol`` line: checked against the ones before it (``symbols.check_symbol``)."""
         self._count(node)
         with self._at(node):
             name, *parts = node.children
@@ -204,7 +204,7 @@ class _Builder:
                 expr = _affine(self._expr(parts[0]))
                 s = SymbolDef(str(name), expr=expr, divisor=_int(parts[1]) if len(parts) > 1 else 1)
             try:
-                check_table({**self.symbols, s.name: s})
+                check_symbol(s, self.symbols)
             except SymbolError as e:
                 raise _MeaningError(str(e)) from None
             self.symbols[s.name] = s

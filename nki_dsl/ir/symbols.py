@@ -66,22 +66,30 @@ def is_symbol(value) -> bool:
 
 
 def check_table(symbols: dict[str, SymbolDef]) -> None:
-    """Names well formed, base ranges inside ``0..MAX_SYMBOL_VALUE``, derived symbols defined over earlier symbols
-    with a positive divisor."""
+    """Every entry well formed against the ones before it (``check_symbol``)."""
     seen: set[str] = set()
     for name, s in symbols.items():
-        if name != s.name or not SYMBOL_RE.fullmatch(name):
+        if name != s.name:
             raise SymbolError(f"{name!r} is not a symbol name ($ and an identifier)")
-        if s.is_base:
-            if not (isinstance(s.lo, int) and isinstance(s.hi, int) and 0 <= s.lo <= s.hi <= MAX_SYMBOL_VALUE):
-                raise SymbolError(f"symbol {s.label}: range {s.lo}..{s.hi} is not inside 0..{MAX_SYMBOL_VALUE}")
-        else:
-            if not isinstance(s.divisor, int) or s.divisor < 1:
-                raise SymbolError(f"symbol {s.label}: the divisor {s.divisor} is not a positive integer")
-            for v in s.expr.vars():
-                if var_kind(v) != "sym" or v not in seen:
-                    raise SymbolError(f"symbol {s.label} is defined over {v}, which is not an earlier symbol")
+        check_symbol(s, seen)
         seen.add(name)
+
+
+def check_symbol(s: SymbolDef, earlier) -> None:
+    """Name well formed, a base range inside ``0..MAX_SYMBOL_VALUE``, a derived symbol defined over ``earlier``
+    symbol names with a positive divisor. One entry at a time, so a reader checking each line as it comes does
+    linear work in the table's length."""
+    if not SYMBOL_RE.fullmatch(s.name):
+        raise SymbolError(f"{s.name!r} is not a symbol name ($ and an identifier)")
+    if s.is_base:
+        if not (isinstance(s.lo, int) and isinstance(s.hi, int) and 0 <= s.lo <= s.hi <= MAX_SYMBOL_VALUE):
+            raise SymbolError(f"symbol {s.label}: range {s.lo}..{s.hi} is not inside 0..{MAX_SYMBOL_VALUE}")
+        return
+    if not isinstance(s.divisor, int) or s.divisor < 1:
+        raise SymbolError(f"symbol {s.label}: the divisor {s.divisor} is not a positive integer")
+    for v in s.expr.vars():
+        if var_kind(v) != "sym" or v not in earlier:
+            raise SymbolError(f"symbol {s.label} is defined over {v}, which is not an earlier symbol")
 
 
 def ranges(symbols: dict[str, SymbolDef]) -> dict[str, tuple[int, int]]:

@@ -89,3 +89,21 @@ def test_proving_a_parsed_family_refuses_an_unprovable_edit(text):
         nki.prove_family(nki.parse_family(unmasked), "trn2")
     assert "out-of-bounds" in {d.rule for d in e.value.diagnostics}
     assert "N in 1..65536" in str(e.value)
+
+
+def test_a_long_chain_of_derived_symbols_is_checked_once_per_line(monkeypatch):
+    """Each symbol line is checked against the ones before it once: the reader's work grows linearly with the
+    table (it re-checked the whole table per line, 18 s for 5,000 hostile lines)."""
+    from nki_dsl.ir import parser, symbols
+
+    calls = []
+    def counted(s, earlier):
+        calls.append(s.name)
+        symbols.check_symbol(s, earlier)
+
+    monkeypatch.setattr(parser, "check_symbol", counted)
+    chain = "\n  ".join(f"symbol $M{i} = 2*${'N' if i == 0 else f'M{i - 1}'}" for i in range(300))
+    text = ("kernel k(%x: f32[$N, 512] hbm) -> (%0) {\n  symbol $N in [1, 10]\n  " + chain + "\n  grid ()\n"
+            '  source "k.py"\n  %0 = alloc() : f32[$N, 512] shared_hbm loc(1)\n}\n')
+    nki.parse_family(text)
+    assert len(calls) == 301
