@@ -32,6 +32,9 @@ EPILOGUES = ("none", "bias", "gelu", "residual")
 PROLOGUE_TILES = 3  # row tiles computed while the weight streams in
 GROUP_TILES = 16  # row tiles pipelined together after the prologue (static code of that many tiles)
 ACC_BANKS = 3  # PSUM banks per accumulator set of the streamed prologue (two sets; see _streamed)
+WEIGHT_RUN_BYTES = 4096  # per partition per weight load after the first block (the DMA curve's amortised size, §3.4)
+ROW_SLOTS = 3  # SBUF row tiles of a pipelined group's results, rotating (a tile's row is rewritten 3 tiles later)
+ROW_SBUF_BUDGET = 48 * 1024  # bytes per partition those rows may take (two rings)
 Y_SLOTS = 6  # SBUF result slots of a group, rotating: a slot is rewritten 6 blocks after its store was issued
 
 
@@ -104,34 +107,81 @@ def _epilogue(x, bias, residual, out, acc_t, ok, m0, ys, n0, ns, epilogue, store
     """Read accumulator ``acc_t`` out through SBUF slots ``ys = (ring_a, ring_b, slot)`` with the epilogue, and
     store (``store=False``: the caller stores; returns the ring holding the result). (Slots chosen by the caller:
     in straight-line code, tensors the allocator placed on the same bytes would make each block wait for the
-    previous block's store.)"""
+    previous block's store.) ``slot`` None: the rings are [128, N] row tiles, ``("row", r)``: rings of them
+    (slot r); either way the block goes to its columns, and the caller loads the residual and stores the whole
+    row, one transfer each."""
     ya, yb, y_slot = ys
     i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
+
+    def at(ring):
+        if y_slot is None:
+            return ring[i_p, n0 + i_c]
+        if isinstance(y_slot, tuple):  # ("row", r): row tile r of a ring of [128, N] row tiles
+            return ring[y_slot[1], i_p, n0 + i_c]
+        return ring[y_slot, i_p, i_c]
+
     if epilogue == "none":
-        ya[y_slot, i_p, i_c] = nisa.tensor_copy(acc_t, dtype=x.dtype, mask=ok)
+        at(ya)[...] = nisa.tensor_copy(acc_t, dtype=x.dtype, mask=ok)
     else:
-        ya[y_slot, i_p, i_c] = nisa.tensor_tensor(acc_t, bias[i_p, n0 + i_c], np.add, dtype=x.dtype, mask=ok)
-    y = ya[y_slot, i_p, i_c]
+        at(ya)[...] = nisa.tensor_tensor(acc_t, bias[i_p, n0 + i_c], np.add, dtype=x.dtype, mask=ok)
+    y = at(ya)
     if epilogue == "gelu":
-        yb[y_slot, i_p, i_c] = nisa.activation(nl.gelu_apprx_tanh, y, dtype=x.dtype, mask=ok)
-        y = yb[y_slot, i_p, i_c]
+        at(yb)[...] = nisa.activation(nl.gelu_apprx_tanh, y, dtype=x.dtype, mask=ok)
+        y = at(yb)
     elif epilogue == "residual":  # the residual straight into the result slot (no shared temporary to wait on)
-        nisa.dma_copy(dst=yb[y_slot, i_p, i_c], src=residual[m0 + i_p, n0 + i_c], mask=ok)
-        yb[y_slot, i_p, i_c] = nisa.tensor_tensor(y, yb[y_slot, i_p, i_c], np.add, dtype=x.dtype, mask=ok,
-                                                  engine=nisa.gpsimd_engine)  # fmt: skip
-        y = yb[y_slot, i_p, i_c]
+        if not (y_slot is None or isinstance(y_slot, tuple)):  # whole rows: the caller loaded the residual row
+            nisa.dma_copy(dst=at(yb), src=residual[m0 + i_p, n0 + i_c], mask=ok)
+        at(yb)[...] = nisa.tensor_tensor(y, at(yb), np.add, dtype=x.dtype, mask=ok, engine=nisa.gpsimd_engine)
+        y = at(yb)
     if store:
         nl.store(out[m0 + i_p, n0 + i_c], value=y, mask=ok)
     return ya if epilogue in ("none", "bias") else yb
 
 
-def _store_row(out, ring, m0, n_blocks):
-    """Store a row tile's blocks, slots 0.. of ``ring``, in one transfer (out viewed as [rows, blocks, 512]): one
-    fixed cost instead of one per block (reference/nki.md §3.4). Full blocks only."""
-    i_p, i_b = nl.arange(PMAX)[:, None, None], nl.arange(len(n_blocks))[None, :, None]
-    i_c = nl.arange(BLOCK_N)[None, None, :]
-    rows = out.reshape((out.shape[0], len(n_blocks), BLOCK_N))
-    nisa.dma_copy(dst=rows[m0 + i_p, i_b, i_c], src=ring[i_b, i_p, i_c], mask=m0 + i_p < out.shape[0])
+def _weight_runs(n_blocks, itemsize):
+    """``{first column: columns}`` of the weight loads: the first block alone (the Tensor engine starts as soon as
+    it has arrived), then runs of blocks of >= 4 KiB per partition, so a load's ~1.3 us fixed cost hides behind
+    its streaming (reference/nki.md §3.4) instead of each 1 KiB block paying it."""
+    per = max(1, math.ceil(WEIGHT_RUN_BYTES / (BLOCK_N * itemsize)))
+    firsts = [0] + list(range(1, len(n_blocks), per))
+    ends = firsts[1:] + [len(n_blocks)]
+    return {n_blocks[a][0]: n_blocks[b - 1][0] + n_blocks[b - 1][1] - n_blocks[a][0] for a, b in zip(firsts, ends)}
+
+
+def _load_weight(w, w_sb, k_tiles, c0, cs, tiles=None):
+    """Columns ``c0 .. c0 + cs`` of K tiles ``tiles`` (default: all) of the weight into ``w_sb``, several whole
+    K tiles per transfer (a 3-D access [128, tiles, cs]) so that each moves >= 4 KiB per partition
+    (reference/nki.md §3.4); a ragged last K tile alone."""
+    tiles = range(len(k_tiles)) if tiles is None else tiles
+    full = [j for j in tiles if k_tiles[j][1] == PMAX]
+    per = max(1, math.ceil(WEIGHT_RUN_BYTES / (cs * np.dtype(w.dtype).itemsize)))
+    i_p, i_c = nl.arange(PMAX)[:, None, None], nl.arange(cs)[None, None, :]
+    for a in range(0, len(full), per):
+        j0, n = full[a], len(full[a:a + per])
+        i_j = nl.arange(n)[None, :, None]
+        nisa.dma_copy(dst=w_sb[j0 + i_j, i_p, c0 + i_c], src=w[(j0 + i_j) * PMAX + i_p, c0 + i_c])
+    for j in tiles:
+        k0, ks = k_tiles[j]
+        if ks != PMAX:
+            i_k, i_c2 = nl.arange(ks)[:, None], nl.arange(cs)[None, :]
+            w_sb[j, i_k, c0 + i_c2] = nl.load(w[k0 + i_k, c0 + i_c2])
+
+
+def _row_rings(out, residual, m0, ok, epilogue):
+    """A row tile's two [128, N] result tiles (``_epilogue`` with slot None), the residual rows loaded into the
+    second in one transfer: the whole row in and out at once, one fixed cost each instead of one per 512-column
+    block (reference/nki.md §3.4)."""
+    i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(out.shape[1])[None, :]
+    ya, yb = (nl.ndarray((nl.par_dim(PMAX), out.shape[1]), dtype=out.dtype) for _ in range(2))
+    if epilogue == "residual":
+        nisa.dma_copy(dst=yb[i_p, i_n], src=residual[m0 + i_p, i_n], mask=ok)
+    return ya, yb
+
+
+def _store_rows(out, row, m0, ok):
+    """Store a row tile's [128, N] result in one transfer."""
+    i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(out.shape[1])[None, :]
+    nl.store(out[m0 + i_p, i_n], value=row[i_p, i_n], mask=ok)
 
 
 def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_blocks):
@@ -147,22 +197,24 @@ def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_
     groups = [n_blocks[g:g + per] for g in range(0, len(n_blocks), per)]
     sets = [nl.ndarray((len(heads) * per, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             for _ in range(min(2, len(groups)))]  # fmt: skip
-    ya, yb = _y_rings(len(heads) * len(n_blocks), x.dtype)
-    turn = 0
+    rows = [_row_rings(out, residual, m0, ok, epilogue) for m0, ok in heads]
+    per_load = max(1, math.ceil(WEIGHT_RUN_BYTES / (BLOCK_N * np.dtype(w.dtype).itemsize)))
     for g, blocks in enumerate(groups):
         acc = sets[g % len(sets)]
         c0, c1 = blocks[0][0], blocks[-1][0] + blocks[-1][1]
-        i_g = c0 + nl.arange(c1 - c0)[None, :]
-        for j, (k0, ks) in enumerate(k_tiles):
-            w_sb[j, nl.arange(ks)[:, None], i_g] = nl.load(w[k0 + nl.arange(ks)[:, None], i_g])
+        for j in range(len(k_tiles)):
+            if j % per_load == 0:  # the next K tiles' piece of the group's columns, several tiles per transfer
+                _load_weight(w, w_sb, k_tiles, c0, c1 - c0, range(j, min(j + per_load, len(k_tiles))))
             for u, ((_, ok), xT) in enumerate(zip(heads, xTs)):
                 for b, (n0, ns) in enumerate(blocks):
                     _accumulate(acc, u * per + b, w_sb, xT, ok, j, n0, ns, k_tiles)
         for u, (m0, ok) in enumerate(heads):
             for b, (n0, ns) in enumerate(blocks):
                 acc_t = acc[u * per + b, nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]]
-                _epilogue(x, bias, residual, out, acc_t, ok, m0, (ya, yb, turn), n0, ns, epilogue)
-                turn += 1
+                _epilogue(x, bias, residual, out, acc_t, ok, m0, (*rows[u], None), n0, ns, epilogue, store=False)
+    ring = 0 if epilogue in ("none", "bias") else 1  # the tile _epilogue leaves the result in
+    for u, (m0, ok) in enumerate(heads):  # each row tile's whole result in one transfer
+        _store_rows(out, rows[u][ring], m0, ok)
 
 
 def _y_rings(slots, dtype):
@@ -208,18 +260,32 @@ def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_bl
     accumulators, SBUF result slots and the x sources' buffers rotate over rings owned by the group (buffers the
     allocator shared by program order would make each tile wait for the previous one)."""
     ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
-    slots = min(Y_SLOTS, count * len(n_blocks))
-    ya, yb = _y_rings(slots, x.dtype)
+    n_dim = out.shape[1]
+    # whole result rows in SBUF (a ring of ROW_SLOTS row tiles: one store, and one residual load, per tile) where
+    # they fit ROW_SBUF_BUDGET; otherwise 512-column slots, one store per block
+    by_row = len(n_blocks) > 1 and 2 * ROW_SLOTS * n_dim * np.dtype(x.dtype).itemsize <= ROW_SBUF_BUDGET
+    if by_row:
+        slots = min(ROW_SLOTS, count)
+        ya, yb = (nl.ndarray((slots, nl.par_dim(PMAX), n_dim), dtype=x.dtype) for _ in range(2))
+        i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(n_dim)[None, :]
+    else:
+        slots = min(Y_SLOTS, count * len(n_blocks))
+        ya, yb = _y_rings(slots, x.dtype)
     bufs = src.ring(2)
     tiles = [((first + u) * PMAX, _ok(x, (first + u) * PMAX)) for u in range(count)]
     xT = src.stage2(src.stage1(bufs, 0, *tiles[0]) if ready is None else ready)
     turn = 0
     for u, (m0, ok) in enumerate(tiles):
         ahead = src.stage1(bufs, (u + 1) % 2, *tiles[u + 1]) if u + 1 < count else None
+        if by_row and epilogue == "residual":
+            nisa.dma_copy(dst=yb[u % slots, i_p, i_n], src=residual[m0 + i_p, i_n], mask=ok)
         for n0, ns in n_blocks:
-            _block(x, w, bias, residual, out, xT, ok, m0, (ring, turn % 2), (ya, yb, turn % slots), n0, ns,
-                   k_tiles, epilogue)  # fmt: skip
+            ys = (ya, yb, ("row", u % slots) if by_row else turn % slots)
+            y = _block(x, w, bias, residual, out, xT, ok, m0, (ring, turn % 2), ys, n0, ns, k_tiles, epilogue,
+                       store=not by_row)  # fmt: skip
             turn += 1
+        if by_row:
+            nl.store(out[m0 + i_p, i_n], value=y[u % slots, i_p, i_n], mask=ok)
         if ahead is not None:
             xT = src.stage2(ahead)
 
@@ -273,10 +339,10 @@ def _linear(x, w, b, residual, out, epilogue, src):
         _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_blocks)
         return
     turn = 0
+    runs = _weight_runs(n_blocks, np.dtype(w.dtype).itemsize)
     for n0, ns in n_blocks:
-        i_c = nl.arange(ns)[None, :]
-        for j, (k0, ks) in enumerate(k_tiles):
-            w_sb[j, nl.arange(ks)[:, None], n0 + i_c] = nl.load(w[k0 + nl.arange(ks)[:, None], n0 + i_c])
+        if n0 in runs:  # the weight's next run of blocks, just before its first block's matmuls
+            _load_weight(w, w_sb, k_tiles, n0, runs[n0])
         for (m0, ok), xT in zip(heads, xTs):
             _block(x, w_sb, bias, residual, out, xT, ok, m0, (ring, turn % 2), (ya, yb, turn), n0, ns, k_tiles,
                    epilogue)  # fmt: skip
@@ -287,13 +353,11 @@ def _linear(x, w, b, residual, out, epilogue, src):
             ok = _ok(x, m0)
             xT = src.stage1(None, 0, m0, ok)
             tile_ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
-            ta, tb = _y_rings(len(n_blocks), x.dtype)
-            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0  # the row's blocks stored in one transfer
+            ta, tb = _row_rings(out, residual, m0, ok, epilogue)
             for blk, (n0, ns) in enumerate(n_blocks):
-                y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, blk), n0, ns,
-                           k_tiles, epilogue, store=not whole)  # fmt: skip
-            if whole:
-                _store_row(out, y, m0, n_blocks)
+                y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, None), n0, ns,
+                           k_tiles, epilogue, store=False)  # fmt: skip
+            _store_rows(out, y, m0, ok)
         return
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
     for g in nl.affine_range(full):
