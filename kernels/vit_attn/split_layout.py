@@ -7,9 +7,11 @@
 The Tensor engine contracts over the partitions, so attention needs q and k with head_dim on the partitions:
 ``attention_qkv`` makes them from token-major rows with one Tensor-engine transpose per 128 rows and head pair
 (and a PSUM copy each, mostly on the busy Scalar engine). Here the projection's matmuls produce them in that
-orientation directly (weights stationary, LN(x)^T moving), so the attention kernel only loads them: one DMA per
-head pair for q^T and one for k^T per batch element ([128 features, seq] rows of seq * 2 bytes), V in full
-rows. The output is token-major (tokens, heads * head_dim), as ``attention_qkv``'s (ready for the projection).
+orientation directly (weights stationary, LN(x)^T moving), so the attention kernel only loads them: per batch
+element one DMA for the q^T of every head pair and one for their k^T ([128 features, pairs, seq]: seq * 2 bytes
+per pair and partition, one fixed cost for all pairs, reference/nki.md §3.4), V's full key tiles in one and
+the output's full query tiles out in one. The output is token-major (tokens, heads * head_dim), as
+``attention_qkv``'s (ready for the projection).
 """
 
 from __future__ import annotations
@@ -21,26 +23,35 @@ import nki_dsl.language as nl
 from .kernel import DEFAULT_EVICT, PMAX, _chunks, _Evict, _Group, _pipelined, _query_tiles, heads_per_group
 
 
-def _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, pe, strategy, evict):
-    """One group of heads: their q^T and k^T rows loaded straight from ``qkT`` (columns ``col0 ..`` are this batch
-    element's tokens), V read from ``v_sb`` in place, outputs written into the heads' columns of ``out_sb``.
-    Heads that fit the partitions together (``share`` of them, share * d <= 128) come in one load and share one
-    division (``_Group.pair``), as in ``attention_qkv``."""
+def _load_qk(hg, group, qkT, col0, seq, d, hd, pe):
+    """Head group ``hg``'s q^T and k^T rows from ``qkT`` (columns ``col0 ..`` are the batch element's tokens): every
+    part's q^T rows in one transfer, and every part's k^T rows in one ([width, parts, seq]: a partition moves
+    parts * seq * 2 bytes, where one transfer per part would pay the ~1.3 us fixed cost for seq * 2 bytes,
+    reference/nki.md §3.4). q^T is padded to whole 128-column query tiles (the ragged tile's extra columns are
+    never stored: its rows are masked), k^T is exactly seq columns."""
+    share = max(s for s in range(1, group + 1) if group % s == 0 and s * d <= PMAX)
+    parts, width = group // share, share * d
+    qT = nl.ndarray((parts, nl.par_dim(width), len(_query_tiles(seq)) * PMAX), dtype=pe)
+    kT = nl.ndarray((parts, nl.par_dim(width), seq), dtype=pe)
+    i_w3, i_n3, i_s3 = nl.arange(width)[:, None, None], nl.arange(parts)[None, :, None], nl.arange(seq)[None, None, :]
+    f3 = (hg * parts + i_n3) * width + i_w3
+    nisa.dma_copy(dst=qT[i_n3, i_w3, i_s3], src=qkT[f3, col0 + i_s3])
+    nisa.dma_copy(dst=kT[i_n3, i_w3, i_s3], src=qkT[hd + f3, col0 + i_s3])
+    return qT, kT
+
+
+def _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, pe, strategy, evict, loaded=None):
+    """One group of heads: their q^T and k^T rows (``loaded``, or loaded here by ``_load_qk``), V read from ``v_sb``
+    in place, outputs written into the heads' columns of ``out_sb``. Heads that fit the partitions together
+    (``share`` of them, share * d <= 128) come in one load and share one division (``_Group.pair``), as in
+    ``attention_qkv``."""
     q_tiles = _query_tiles(seq)
     i_q = nl.arange(PMAX)[None, :]
     i_d = nl.arange(d)[None, :]
     share = max(s for s in range(1, group + 1) if group % s == 0 and s * d <= PMAX)
-    parts, width = group // share, share * d
-    i_wp, i_s = nl.arange(width)[:, None], nl.arange(seq)[None, :]
+    parts = group // share
     buf = _Group(group * len(q_tiles), seq, d, pe, pe, _Evict(evict), strategy == "resident", pair=share)
-    # q^T padded to whole 128-column query tiles (the ragged tile's extra columns are never stored: its rows are
-    # masked), k^T exactly seq columns
-    qT = nl.ndarray((parts, nl.par_dim(width), len(q_tiles) * PMAX), dtype=pe)
-    kT = nl.ndarray((parts, nl.par_dim(width), seq), dtype=pe)
-    for part in range(parts):
-        f0 = (hg * parts + part) * width
-        nisa.dma_copy(dst=qT[part, i_wp, i_s], src=qkT[f0 + i_wp, col0 + i_s])
-        nisa.dma_copy(dst=kT[part, i_wp, i_s], src=qkT[hd + f0 + i_wp, col0 + i_s])
+    qT, kT = loaded or _load_qk(hg, group, qkT, col0, seq, d, hd, pe)
     items = []
     for part in range(parts):
         h0 = hg * group + part * share
@@ -67,15 +78,40 @@ def attention_split_kernel(qkT, v, num_heads=1, seq=1, strategy="resident", evic
     out = nl.ndarray((tokens, hd), dtype=v.dtype, buffer=nl.shared_hbm)
     q_tiles, k_tiles = _query_tiles(seq), _chunks(seq, PMAX)
     group = heads_per_group(num_heads, len(q_tiles), seq, 2 if str(v.dtype) == "bfloat16" else 4)
-    i_p, i_hd = nl.arange(PMAX)[:, None], nl.arange(hd)[None, :]
     for b in nl.affine_range(batch):
+        # the element's loads first, then its heads and its store (measured, ViT-B/16 batch 8 trn2: 84.0 us; q^T and
+        # k^T loaded inside the head loop after out_sb's allocation, 115.4 us)
         col0 = b * seq
-        v_sb = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), hd), dtype=v.dtype)
-        for j, (k0, _) in enumerate(k_tiles):
-            nisa.dma_copy(dst=v_sb[j, i_p, i_hd], src=v[col0 + k0 + i_p, i_hd], mask=k0 + i_p < seq)
+        v_sb, qk = _load_element(col0, qkT, v, k_tiles, group, num_heads, seq, d, hd)
         out_sb = nl.ndarray((len(q_tiles), nl.par_dim(PMAX), hd), dtype=v.dtype)
         for hg in nl.affine_range(num_heads // group):
-            _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, v.dtype, strategy, evict)
-        for t, (q0, rows, _) in enumerate(q_tiles):
-            nl.store(out[col0 + q0 + i_p, i_hd], value=out_sb[t, i_p, i_hd], mask=rows)
+            _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, v.dtype, strategy, evict, qk)
+        _tiles_dma(out_sb, out, col0, seq, hd, load=False)
     return out
+
+
+def _tiles_dma(sb, hbm, row0, seq, hd, load):
+    """Rows ``row0 .. row0 + seq`` of ``hbm`` (tokens, hd) to or from ``sb`` (tiles, 128, hd): the full 128-row
+    tiles in one transfer ([128, tiles, hd]: one fixed cost, reference/nki.md §3.4), a ragged last tile in its
+    own, masked."""
+    full, rest = divmod(seq, PMAX)
+    i_p3, i_t3, i_hd3 = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None], nl.arange(hd)[None, None, :]
+    pieces = [(sb[i_t3, i_p3, i_hd3], hbm[row0 + i_t3 * PMAX + i_p3, i_hd3], None)] if full else []
+    if rest:
+        i_p, i_hd = nl.arange(PMAX)[:, None], nl.arange(hd)[None, :]
+        pieces.append((sb[full, i_p, i_hd], hbm[row0 + full * PMAX + i_p, i_hd], i_p < rest))
+    for on_chip, rows, mask in pieces:
+        if load:
+            nisa.dma_copy(dst=on_chip, src=rows, mask=mask)
+        else:
+            nisa.dma_copy(dst=rows, src=on_chip, mask=mask)
+
+
+def _load_element(col0, qkT, v, k_tiles, group, num_heads, seq, d, hd):
+    """One batch element's inputs (its tokens are columns ``col0 ..`` of ``qkT`` and rows ``col0 ..`` of ``v``): V's
+    key tiles (``_tiles_dma``) and, when the heads are one group, their q^T and k^T (``_load_qk``; else None: each
+    group loads its own)."""
+    v_sb = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), hd), dtype=v.dtype)
+    _tiles_dma(v_sb, v, col0, seq, hd, load=True)
+    qk = _load_qk(0, group, qkT, col0, seq, d, hd, v.dtype) if group == num_heads else None
+    return v_sb, qk
