@@ -53,7 +53,10 @@ def _group(x, out, first, count, n_rows, r, cols):
             engine = _SCALE_ENGINES[j % len(_SCALE_ENGINES)]
             y[i_p, j * cols + i_c] = nisa.tensor_scalar(t["e"][i_p, j * cols + i_c], np.multiply, inv[i_p, j + i_one],
                                                         dtype=x.dtype, mask=t["ok"], engine=engine)  # fmt: skip
-        nl.store(out[t["idx"], i_w], value=y, mask=t["ok"])
+        t["y"] = y
+    for t in tiles:  # the stores after every tile's scaling: the tiles' results live at once, so they are distinct
+        # buffers and a tile's scaling does not wait for the previous tile's store
+        nl.store(out[t["idx"], i_w], value=t["y"], mask=t["ok"])
 
 
 @nki.jit

@@ -198,13 +198,15 @@ def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_
     sets = [nl.ndarray((len(heads) * per, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             for _ in range(min(2, len(groups)))]  # fmt: skip
     rows = [_row_rings(out, residual, m0, ok, epilogue) for m0, ok in heads]
-    per_load = max(1, math.ceil(WEIGHT_RUN_BYTES / (BLOCK_N * np.dtype(w.dtype).itemsize)))
+    # the weight: the first group's columns, then the rest of every row (several K tiles per transfer, so each
+    # moves >= 4 KiB per partition): the Tensor engine starts on the first group while the rest streams in
+    first_cols = groups[0][-1][0] + groups[0][-1][1]
+    _load_weight(w, w_sb, k_tiles, 0, first_cols)
+    if first_cols < w.shape[1]:
+        _load_weight(w, w_sb, k_tiles, first_cols, w.shape[1] - first_cols)
     for g, blocks in enumerate(groups):
         acc = sets[g % len(sets)]
-        c0, c1 = blocks[0][0], blocks[-1][0] + blocks[-1][1]
         for j in range(len(k_tiles)):
-            if j % per_load == 0:  # the next K tiles' piece of the group's columns, several tiles per transfer
-                _load_weight(w, w_sb, k_tiles, c0, c1 - c0, range(j, min(j + per_load, len(k_tiles))))
             for u, ((_, ok), xT) in enumerate(zip(heads, xTs)):
                 for b, (n0, ns) in enumerate(blocks):
                     _accumulate(acc, u * per + b, w_sb, xT, ok, j, n0, ns, k_tiles)

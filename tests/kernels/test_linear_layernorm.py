@@ -198,3 +198,15 @@ def test_layernorm_qkv_split_layout(m, k, hd, dtype):
     _close(v, ref_v, dtype)
     with pytest.raises(ValueError, match="multiple of 128"):
         plan_layernorm_qkv(x, g, be, w[:, :3 * 64], b[:3 * 64], num_heads=1)
+
+
+@pytest.mark.parametrize("k, n", [(768, 2304), (768, 768), (768, 3072), (3072, 768)])
+def test_matmul_at_one_image_is_within_2x_of_its_bound(k, n):
+    # ViT-B/16's matmuls at batch 1 (197 tokens: every row tile in the streamed prologue, bound by the weight's
+    # DMA): within 2x of the larger of the Tensor-engine bound and the DMA bound (its HBM bytes at the memory
+    # roof), plus one load's and one store's fixed cost (a launch cannot hide its first load's and last store's,
+    # reference/nki.md §3.4). One 512-column block per transfer (before the weight runs and row stores) was 2.1-3.5x.
+    kernel, args, consts = plan_linear(nki.spec((197, k), "bfloat16"), nki.spec((k, n), "bfloat16"))
+    prof = nki.benchmark(kernel, *args, target="trn2", **consts)
+    bound = max(_tensor_bound_ns(prof), prof.hbm_bytes / prof.memory_bytes_per_ns) + 2 * prof.target.dma_fixed_ns
+    assert prof.latency_ns <= 2.0 * bound, prof.latency_ns / bound
