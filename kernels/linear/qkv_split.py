@@ -22,11 +22,13 @@ import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
 from .fused_mlp import _ln_stage1, _ln_stage2, _ln_tiles
+from .kernel import _load_weight
 from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
 BLOCK = 512  # tokens per block: the q/k matmuls' moving width (one PSUM bank of fp32, reference/nki.md §1.2)
-W_CHUNK = 1024  # weight columns per load (2 KiB rows per partition), in the order the matmuls use them
+W_CHUNK = 1024  # weight columns per load, in the order the matmuls use them (several K tiles per transfer)
+QK_STORE_TILES = 4  # q^T / k^T feature tiles per store (4 KiB per partition at 512 bf16 tokens, §3.4)
 
 
 def _chunks(n, size):
@@ -46,10 +48,8 @@ class _Projection:
         nisa.dma_copy(dst=row[0, nl.arange(self.hd)[None, :]], src=b.reshape((1, n_dim))[0, 2 * self.hd + nl.arange(
             self.hd)[None, :]])  # fmt: skip
         self.w_sb = nl.ndarray((len(self.k_tiles), nl.par_dim(PMAX), n_dim), dtype=w.dtype)
-        for c0, cs in _chunks(n_dim, W_CHUNK):
-            i_c = c0 + nl.arange(cs)[None, :]
-            for j, (k0, ks) in enumerate(self.k_tiles):
-                self.w_sb[j, nl.arange(ks)[:, None], i_c] = nl.load(w[k0 + nl.arange(ks)[:, None], i_c])
+        for c0, cs in _chunks(n_dim, W_CHUNK):  # several K tiles per transfer (>= 4 KiB per partition)
+            _load_weight(w, self.w_sb, self.k_tiles, c0, cs)
         kt_cols = nl.ndarray((nl.par_dim(PMAX), len(self.f_tiles)), dtype=nl.float32)
         half = len(self.f_tiles) // 2
         i_p = nl.arange(PMAX)[:, None]
@@ -86,7 +86,22 @@ class _Projection:
             scale = self.scale if jf >= half else 1.0
             out[jf, i_f, i_t] = nisa.activation(nl.copy, ring[slot, i_f, i_t], scale=scale,
                                                 bias=self.qk_bias[i_f, jf], dtype=self.x.dtype)  # fmt: skip
-            nl.store(self.qkT[f0 + i_f, t0 + i_t], value=out[jf, i_f, i_t])
+            if (jf + 1) % QK_STORE_TILES == 0 or jf + 1 == len(self.f_tiles):
+                self._store_qk(out, jf + 1 - (jf % QK_STORE_TILES + 1), jf + 1, t0, size)
+
+    def _store_qk(self, out, a, b, t0, size):
+        """Feature tiles ``a .. b - 1`` of a token block in one transfer ([128, tiles, size]: each partition
+        ``tiles * size * 2`` bytes, one fixed cost, reference/nki.md §3.4). Full 128-row feature tiles only
+        (2 * hd is a multiple of 128 for every head count and head_dim the kernel takes; else one per tile)."""
+        if any(self.f_tiles[j][1] != PMAX for j in range(a, b)):
+            for j in range(a, b):
+                f0, fs = self.f_tiles[j]
+                i_f, i_t = nl.arange(fs)[:, None], nl.arange(size)[None, :]
+                nl.store(self.qkT[f0 + i_f, t0 + i_t], value=out[j, i_f, i_t])
+            return
+        i_f3, i_j3 = nl.arange(PMAX)[:, None, None], nl.arange(b - a)[None, :, None]
+        i_t3 = nl.arange(size)[None, None, :]
+        nisa.dma_copy(dst=self.qkT[(a + i_j3) * PMAX + i_f3, t0 + i_t3], src=out[a + i_j3, i_f3, i_t3])
 
     def _broadcast_v_bias(self):
         """V's bias row spread over the partitions by a ones matmul (reference/nki.md §2.4), made when the first
@@ -104,9 +119,10 @@ class _Projection:
         in the PSUM copy (Vector), the store."""
         if self.v_bias is None:
             self._broadcast_v_bias()
-        outs = [(s0, ss, n0, ns) for s0, ss in _chunks(size, PMAX) for n0, ns in self.v_blocks]
-        y = nl.ndarray((len(outs), nl.par_dim(PMAX), BLOCK), dtype=self.x.dtype)
-        for u, (s0, ss, n0, ns) in enumerate(outs):
+        subs = _chunks(size, PMAX)
+        outs = [(u, s0, ss, n0, ns) for u, (s0, ss) in enumerate(subs) for n0, ns in self.v_blocks]
+        y = nl.ndarray((len(subs), nl.par_dim(PMAX), self.hd), dtype=self.x.dtype)  # whole rows per 128 tokens
+        for u, s0, ss, n0, ns in outs:
             i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
             slot = self.turn % 2
             self.turn += 1
@@ -117,9 +133,17 @@ class _Projection:
                     ring[slot, i_s, i_c] = prod
                 else:
                     ring[slot, i_s, i_c] += prod
-            y[u, i_s, i_c] = nisa.tensor_tensor(ring[slot, i_s, i_c], self.v_bias[i_s, n0 + i_c], np.add,
-                                                dtype=self.x.dtype)  # fmt: skip
-            nl.store(self.v[t0 + s0 + i_s, n0 + i_c], value=y[u, i_s, i_c])
+            y[u, i_s, n0 + i_c] = nisa.tensor_tensor(ring[slot, i_s, i_c], self.v_bias[i_s, n0 + i_c], np.add,
+                                                     dtype=self.x.dtype)  # fmt: skip
+        # the block's V rows in one transfer per run of full 128-token tiles ([128, tiles, hd]), a ragged tile alone
+        full = sum(1 for _, ss in subs if ss == PMAX)
+        i_s3, i_u3, i_c3 = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None], nl.arange(self.hd)[
+            None, None, :]  # fmt: skip
+        if full:
+            nisa.dma_copy(dst=self.v[t0 + i_u3 * PMAX + i_s3, i_c3], src=y[i_u3, i_s3, i_c3])
+        for u, (s0, ss) in enumerate(subs[full:], start=full):
+            i_s, i_c = nl.arange(ss)[:, None], nl.arange(self.hd)[None, :]
+            nl.store(self.v[t0 + s0 + i_s, i_c], value=y[u, i_s, i_c])
 
 
 @nki.jit
