@@ -19,6 +19,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
+from .kernel import _load_weight
 from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
@@ -70,8 +71,16 @@ def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=
     short block (few tokens, the weights' DMA binding) computes while w2 streams in instead of after it."""
     rows_tiles = _chunks(size, PMAX)
     outputs = [(s0, ss, n0, ns) for s0, ss in rows_tiles for n0, ns in n_blocks]
-    ya = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
-    yb = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
+    n_dim = out.shape[1]
+    # whole output rows per 128 tokens: the residual's rows in and the result's out in one transfer each, not one
+    # per 512-column block (reference/nki.md §3.4: every transfer pays ~1.3 us)
+    ya = nl.ndarray((len(rows_tiles), nl.par_dim(PMAX), n_dim), dtype=x.dtype)
+    yb = nl.ndarray((len(rows_tiles), nl.par_dim(PMAX), n_dim), dtype=x.dtype)
+    i_n = nl.arange(n_dim)[None, :]
+    if res_rows is None:
+        for k, (s0, ss) in enumerate(rows_tiles):
+            i_s = nl.arange(ss)[:, None]
+            nisa.dma_copy(dst=yb[k, i_s, i_n], src=residual[t0 + s0 + i_s, i_n])
 
     def product(jh, s0, ss, n0, ns):
         hs = h_tiles[jh][1]
@@ -79,13 +88,14 @@ def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=
                               w2_sb[jh, nl.arange(hs)[:, None], n0 + nl.arange(ns)[None, :]])  # fmt: skip
 
     def finish(turn, acc, s0, ss, n0, ns):
+        k = s0 // PMAX
         i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
-        rows = t0 + s0 + i_s
-        ya[turn, i_s, i_c] = nisa.tensor_tensor(acc, b2[i_s, n0 + i_c], np.add, dtype=x.dtype)
-        res = nl.load(residual[rows, n0 + i_c]) if res_rows is None else res_rows[s0 // PMAX][i_s, n0 + i_c]
-        yb[turn, i_s, i_c] = nisa.tensor_tensor(ya[turn, i_s, i_c], res, np.add, dtype=x.dtype,
-                                                engine=nisa.gpsimd_engine)  # fmt: skip
-        nl.store(out[rows, n0 + i_c], value=yb[turn, i_s, i_c])
+        ya[k, i_s, n0 + i_c] = nisa.tensor_tensor(acc, b2[i_s, n0 + i_c], np.add, dtype=x.dtype)
+        res = yb[k, i_s, n0 + i_c] if res_rows is None else res_rows[k][i_s, n0 + i_c]
+        yb[k, i_s, n0 + i_c] = nisa.tensor_tensor(ya[k, i_s, n0 + i_c], res, np.add, dtype=x.dtype,
+                                                  engine=nisa.gpsimd_engine)  # fmt: skip
+        if n0 + ns == n_dim:  # the row tile's last block: its whole rows out
+            nl.store(out[t0 + s0 + i_s, i_n], value=yb[k, i_s, i_n])
 
     if len(outputs) <= FC2_STREAMING_ACCUMULATORS:
         acc = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
@@ -116,28 +126,21 @@ def _token_block(x, w1_sb, b1T, w2_sb, b2, residual, out, t0, size, k1_tiles, h_
     _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks)
 
 
-def _load_rows(dst, src, tiles, cols):
-    for j, (r0, rs) in enumerate(tiles):
-        dst[j, nl.arange(rs)[:, None], nl.arange(cols)[None, :]] = nl.load(
-            src[r0 + nl.arange(rs)[:, None], nl.arange(cols)[None, :]])
-
-
 def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     """Both weights into SBUF, w1 first; ``between()`` runs after w1's loads and before w2's (the first token
     block's fc1, so the Tensor engine starts when w1 has arrived instead of after both weights). fc1's bias comes
     first in DMA order (fc1's first PSUM copy needs it), then w1 in column chunks of ``W1_CHUNK`` (hidden units),
     all K rows of a chunk before the next chunk: fc1's first hidden tiles start when the first chunk is in, not
-    the whole of w1 (a chunk's rows are still 2 KiB per partition, near the DMA's peak efficiency, §3.4)."""
+    the whole of w1 (a transfer takes a chunk's rows of several K tiles, >= 4 KiB per partition, so its ~1.3 us
+    fixed cost hides behind its streaming, §3.4); w2 likewise, several hidden tiles per transfer."""
     hidden = w1.shape[1]
     b1T = norm_columns((b1,), h_tiles)  # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]
     w1_sb = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), hidden), dtype=w1.dtype)
-    for c0, cs in _chunks(hidden, W1_CHUNK):
-        i_c = c0 + nl.arange(cs)[None, :]
-        for j, (r0, rs) in enumerate(k1_tiles):
-            w1_sb[j, nl.arange(rs)[:, None], i_c] = nl.load(w1[r0 + nl.arange(rs)[:, None], i_c])
+    for c0, cs in _chunks(hidden, W1_CHUNK):  # several K tiles per transfer (>= 4 KiB per partition)
+        _load_weight(w1, w1_sb, k1_tiles, c0, cs)
     first = between(w1_sb, b1T)
     w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
-    _load_rows(w2_sb, w2, h_tiles, n_dim)
+    _load_weight(w2, w2_sb, h_tiles, 0, n_dim)
     b2_sb = nl.load(b2.reshape((1, n_dim))).broadcast_to((PMAX, n_dim))  # fc2's bias spread over the partitions
     return w1_sb, b1T, w2_sb, b2_sb, first
 
