@@ -4,7 +4,7 @@ Two HBM layouts, one per-head body (``_head``) that sees only on-chip operands:
 
 * ``attention_kernel(q, k, v)``: q, k, v, out are ``(batch, heads, seq, head_dim)`` (PyTorch SDPA layout). A head
   is contiguous in HBM but each row is only head_dim long, so q^T and k^T come in by DMA transpose and V by plain
-  row loads.
+  row loads, each transfer moving a group of heads at once (``_bhsd_group``).
 * ``attention_qkv_kernel(qkv)``: the fused QKV projection's ``(batch, seq, 3 * heads * head_dim)`` in and
   ``(batch, seq, heads * head_dim)`` out. Whole rows are loaded (kilobytes per partition, so each DMA runs at full
   efficiency, reference/nki.md §3.4), head h's q/k/v are column slices of them on chip: q^T and k^T by Tensor-
@@ -54,10 +54,10 @@ FLASH_INTERLEAVE = 4  # query tiles whose key blocks the flash loop interleaves 
 # on trn2 bf16 (benchmarks/vit.py): ViT-B/16 attention at batch 8 100.9 us with groups of 8 tiles, 95.8 us with
 # 24 (all 12 heads); SigLIP (seq 729) slows down with 24 (1860 -> 1949 us), which the budget rules out.
 GROUP_ITEMS = 24
-# Heads whose q^T and k^T come by DMA transpose (the (B, H, S, D) layout) go in smaller groups: a group's DMA
-# transposes all precede its first scores, so large groups serialise them (ViT-B/16 batch 8: 152.8 us with 8
-# tiles per group, 264.9 us with 24).
-GROUP_ITEMS_BY_DMA = 8
+# Heads of the (B, H, S, D) layout (q^T and k^T by DMA transpose, every transfer moving a group's heads at once)
+# go in smaller groups: a group's transfers all precede its first scores. Measured on trn2 bf16, ViT-B/16 batch 8
+# (benchmarks/vit.py --ideas): 223.2 us with 8 tiles per group, 152.0 us with 12, 208.6 us with 24.
+GROUP_ITEMS_BY_DMA = 12
 GROUP_SBUF_BUDGET = 32 * 1024
 ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
 
@@ -467,9 +467,40 @@ def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtyp
 
 
 def _bhsd_group(q, k, v, out, b, hg, group, seq, d, scale, strategy, evict):
-    _heads_by_dma(hg, group, lambda h, r, c: q[b, h, r, c], lambda h, r, c: k[b, h, r, c],
-                  lambda h, r, c: v[b, h, r, c], lambda h, r, c: out[b, h, r, c], seq, d, scale, q.dtype, q.dtype,
-                  strategy, evict)  # fmt: skip
+    """One group of heads of the (B, H, S, D) layout, every transfer moving all the group's heads at once (3-D
+    accesses [rows, heads, head_dim]; a head's rows are head_dim long, so one transfer per head would pay the ~1.3
+    us fixed cost for a few hundred bytes per partition, reference/nki.md §3.4): (scale * K)^T by one 3-D DMA
+    transpose and one ScalarE pass, V by one DMA per 128-key tile, q^T by one DMA transpose per query tile, and
+    each query tile's outputs (assembled in SBUF) out in one DMA."""
+    k_tiles, q_tiles = _chunks(seq, PMAX), _query_tiles(seq)
+    pe = q.dtype
+    h0 = hg * group
+    i_d = nl.arange(d)[None, :]
+    i_s3, i_g3, i_d3 = nl.arange(seq)[:, None, None], nl.arange(group)[None, :, None], nl.arange(d)[None, None, :]
+    i_p3, i_q3 = nl.arange(PMAX)[:, None, None], nl.arange(PMAX)[None, None, :]
+    buf = _Group(group * len(q_tiles), seq, d, pe, pe, _Evict(evict), strategy == "resident")
+    raw = nisa.dma_transpose(k[b, h0 + i_g3, i_s3, i_d3], axes=(2, 1, 0))  # [d, group, seq]
+    kT = nl.ndarray((nl.par_dim(d), group * seq), dtype=pe)
+    i_dk3, i_c3 = nl.arange(d)[:, None, None], nl.arange(seq)[None, None, :]
+    kT[i_dk3, i_g3 * seq + i_c3] = nisa.activation(nl.copy, raw[i_dk3, i_g3, i_c3], scale=float(scale), dtype=pe)
+    v_sb = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), group * d), dtype=pe)
+    for j, (start, size) in enumerate(k_tiles):  # the ragged last key tile: a smaller load, no padding
+        i_k3 = nl.arange(size)[:, None, None]
+        nisa.dma_copy(dst=v_sb[j, i_k3, i_g3 * d + i_d3], src=v[b, h0 + i_g3, start + i_k3, i_d3])
+    qT = [nisa.dma_transpose(q[b, h0 + i_g3, q0 + i_p3, i_d3], axes=(2, 1, 0), mask=q0 + i_q3 < seq)
+          for q0, _, _ in q_tiles]  # [d, group, 128] per query tile  # fmt: skip
+    o_sb = nl.ndarray((len(q_tiles), nl.par_dim(PMAX), group * d), dtype=pe)
+    items = []
+    for g in range(group):
+        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):
+            items.append(dict(qT=lambda n, t=t, g=g: qT[t][nl.arange(d)[:, None], g, nl.arange(PMAX)[None, :]],
+                              kT=lambda r, c, g=g: kT[r, g * seq + c], rows=rows, q_cols_ok=q_cols_ok,
+                              dst=lambda r, c, t=t, g=g: o_sb[t, r, g * d + c],
+                              v_tile=lambda j, size, g=g: v_sb[j, nl.arange(size)[:, None], g * d + i_d]))
+    _pipelined(buf, items, strategy)
+    for t, (q0, _, _) in enumerate(q_tiles):
+        r3 = q0 + i_p3
+        nl.store(out[b, h0 + i_g3, r3, i_d3], value=o_sb[t, i_p3, i_g3 * d + i_d3], mask=r3 < seq)
 
 
 def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict):
