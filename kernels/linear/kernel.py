@@ -33,7 +33,8 @@ PROLOGUE_TILES = 3  # row tiles computed while the weight streams in
 GROUP_TILES = 16  # row tiles pipelined together after the prologue (static code of that many tiles)
 ACC_BANKS = 3  # PSUM banks per accumulator set of the streamed prologue (two sets; see _streamed)
 WEIGHT_RUN_BYTES = 4096  # per partition per weight load after the first block (the DMA curve's amortised size, §3.4)
-ROW_SLOTS = 3  # SBUF row tiles of a pipelined group's results, rotating (a tile's row is rewritten 3 tiles later)
+ROW_SLOTS = 4  # SBUF row tiles of a pipelined group's results, rotating (a tile's row is rewritten 4 tiles later;
+# even, so that two tiles sharing a transfer are in adjacent slots)
 ROW_SBUF_BUDGET = 48 * 1024  # bytes per partition those rows may take (two rings)
 Y_SLOTS = 6  # SBUF result slots of a group, rotating: a slot is rewritten 6 blocks after its store was issued
 
@@ -253,21 +254,22 @@ def _bias_row(b):
     return row
 
 
-def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_blocks, ready=None):
+def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_blocks, ready=None, all_full=False):
     """Row tiles ``first .. first + count - 1`` (``first`` may be a loop index; ``ready``: the first tile's
     ``src.stage1`` state if the caller made it earlier), software-pipelined one tile ahead: in program order,
     tile u+1's loads and row work (``stage1``), tile u's matmuls and epilogue, then tile u+1's Tensor-engine part
     (``stage2``). Every engine runs in order, so the Vector and Scalar engines prepare tile u+1 while the Tensor
     engine multiplies tile u, and the Tensor engine finds tile u+1's inputs ready when it gets to them. PSUM
     accumulators, SBUF result slots and the x sources' buffers rotate over rings owned by the group (buffers the
-    allocator shared by program order would make each tile wait for the previous one)."""
+    allocator shared by program order would make each tile wait for the previous one). ``all_full``: every tile
+    of the group is a whole 128 rows (the caller knows it when ``first`` is a loop index)."""
     ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
     n_dim = out.shape[1]
     # whole result rows in SBUF (a ring of ROW_SLOTS row tiles: one store, and one residual load, per tile) where
     # they fit ROW_SBUF_BUDGET; otherwise 512-column slots, one store per block
     by_row = len(n_blocks) > 1 and 2 * ROW_SLOTS * n_dim * np.dtype(x.dtype).itemsize <= ROW_SBUF_BUDGET
     if by_row:
-        slots = min(ROW_SLOTS, count)
+        slots = min(ROW_SLOTS, count + count % 2)  # even: a pair of tiles takes adjacent slots
         ya, yb = (nl.ndarray((slots, nl.par_dim(PMAX), n_dim), dtype=x.dtype) for _ in range(2))
         i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(n_dim)[None, :]
     else:
@@ -275,21 +277,41 @@ def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_bl
         ya, yb = _y_rings(slots, x.dtype)
     bufs = src.ring(2)
     tiles = [((first + u) * PMAX, _ok(x, (first + u) * PMAX)) for u in range(count)]
+    # Two full row tiles share one residual load and one store ([128, 2, N]: one fixed cost for both, reference/
+    # nki.md §3.4), in adjacent ring slots; ``full(u)``: tile u is known to be a whole 128 rows.
+    def full(u):
+        return all_full or (isinstance(first, int) and (first + u + 1) * PMAX <= x.shape[0])
+
+    paired = {u for u in range(0, count - 1, 2) if by_row and slots % 2 == 0 and full(u) and full(u + 1)}
     xT = src.stage2(src.stage1(bufs, 0, *tiles[0]) if ready is None else ready)
     turn = 0
     for u, (m0, ok) in enumerate(tiles):
         ahead = src.stage1(bufs, (u + 1) % 2, *tiles[u + 1]) if u + 1 < count else None
-        if by_row and epilogue == "residual":
+        if by_row and epilogue == "residual" and u in paired:
+            _pair_rows(yb, u % slots, residual, m0, load=True)
+        elif by_row and epilogue == "residual" and u - 1 not in paired:
             nisa.dma_copy(dst=yb[u % slots, i_p, i_n], src=residual[m0 + i_p, i_n], mask=ok)
         for n0, ns in n_blocks:
             ys = (ya, yb, ("row", u % slots) if by_row else turn % slots)
             y = _block(x, w, bias, residual, out, xT, ok, m0, (ring, turn % 2), ys, n0, ns, k_tiles, epilogue,
                        store=not by_row)  # fmt: skip
             turn += 1
-        if by_row:
+        if by_row and u - 1 in paired:
+            _pair_rows(y, (u - 1) % slots, out, tiles[u - 1][0], load=False)
+        elif by_row and u not in paired:
             nl.store(out[m0 + i_p, i_n], value=y[u % slots, i_p, i_n], mask=ok)
         if ahead is not None:
             xT = src.stage2(ahead)
+
+
+def _pair_rows(ring, slot, hbm, m0, load):
+    """Rows ``m0 .. m0 + 255`` of ``hbm`` to (``load``) or from slots ``slot``, ``slot + 1`` of ``ring`` [slots,
+    128, N] in one transfer (partition p holds rows m0 + p and m0 + 128 + p). Both tiles must be full."""
+    i_p, i_t, i_n = nl.arange(PMAX)[:, None, None], nl.arange(2)[None, :, None], nl.arange(hbm.shape[1])[None, None, :]
+    if load:
+        nisa.dma_copy(dst=ring[slot + i_t, i_p, i_n], src=hbm[m0 + i_t * PMAX + i_p, i_n])
+    else:
+        nisa.dma_copy(dst=hbm[m0 + i_t * PMAX + i_p, i_n], src=ring[slot + i_t, i_p, i_n])
 
 
 def _linear(x, w, b, residual, out, epilogue, src):
@@ -362,8 +384,9 @@ def _linear(x, w, b, residual, out, epilogue, src):
             _store_rows(out, y, m0, ok)
         return
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
-    for g in nl.affine_range(full):
-        _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks)
+    for g in nl.affine_range(full):  # whole tiles unless the last group holds a ragged last tile
+        _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks,
+               all_full=bool(rest) or m_rows % PMAX == 0)  # fmt: skip
     if rest:
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES, rest, k_tiles, n_blocks,
                ready)  # fmt: skip

@@ -36,15 +36,16 @@ def test_linear_epilogues(epilogue, dtype):
     _close(out, linear_reference(x, w, b, r, epilogue), dtype)
 
 
-@pytest.mark.slow  # 3-8 s on the JAX backend
-@pytest.mark.parametrize("x_source, epilogue", [("dma", "residual"), ("rows", "none")])
+@pytest.mark.slow  # 3-8 s each on the JAX backend
+@pytest.mark.parametrize("x_source, epilogue", [("dma", "residual"), ("rows", "residual"), ("rows", "none")])
 def test_linear_after_the_prologue_stores_whole_rows(x_source, epilogue):
-    # 520 rows: 3 prologue tiles, then 2 more (a ragged one) through the row-tile paths (one store, and one residual
-    # load, per row tile of N = 640 columns: a full and a ragged 512-column block), K 192 (a ragged K tile)
+    # 700 rows: 3 prologue tiles, then 3 more through the row-tile paths (one store, and one residual load, per
+    # row tile of N = 640 columns: a full and a ragged 512-column block; on the rows path the two whole tiles share
+    # them, the ragged last tile alone), K 192 (a ragged K tile)
     rng = np.random.default_rng(5)
     dt = DT["bfloat16"]
-    x, w = rng.standard_normal((520, 192)).astype(dt), (rng.standard_normal((192, 640)) / 14).astype(dt)
-    b, r = rng.standard_normal(640).astype(dt), rng.standard_normal((520, 640)).astype(dt)
+    x, w = rng.standard_normal((700, 192)).astype(dt), (rng.standard_normal((192, 640)) / 14).astype(dt)
+    b, r = rng.standard_normal(640).astype(dt), rng.standard_normal((700, 640)).astype(dt)
     kernel, args, consts = plan_linear(x, w, None if epilogue == "none" else b, r if epilogue == "residual" else None,
                                        epilogue)  # fmt: skip
     out = kernel(*args, **dict(consts, x_source=x_source))
