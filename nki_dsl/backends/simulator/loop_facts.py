@@ -3,8 +3,9 @@
 A loop qualifies when one iteration of its body is the previous one moved along in a way the scheduler's state can
 follow by arithmetic (the exactness argument is in ``steady.py``):
 
-* every masked instruction whose mask or regions depend on the loop variable is whole (its mask true everywhere,
-  its regions inside their tensors, so the same instruction as unmasked) in the loop's first iterations, up to
+* every masked instruction whose mask (or, for a reduction, the ``reduce_mask`` over its input's axes) or regions
+  depend on the loop variable is whole (its masks true everywhere, its regions inside their tensors, so the same
+  instruction as unmasked) in the loop's first iterations, up to
   ``full_until`` (a ragged tail masked in the last iteration: the mask's constraints are affine, so each holds
   for a prefix of the loop's values, bounded with every other variable over its whole range); only that prefix
   may be advanced. (One whose mask fails at the start is not handled; one that depends on nothing is the same
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 
 from nki_dsl.ir.affine import var_kind
 from nki_dsl.ir.nodes import Loop
+from nki_dsl.ir.ops import OPS, reduce_mask_operand
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of
 
@@ -94,15 +96,19 @@ def _whole_until(stream, op, write, t, var: str, ranges: dict) -> float | None:
     regions that move with ``var`` stay inside their tensors (``addresses`` clips a masked instruction's regions,
     so a clipped one does not move like the affine one ``_replay`` writes). None: not for a prefix of the loop."""
     until = math.inf
-    reduce_mask = op.attrs.get("reduce_mask")  # over the reduced input's axes: not bounded here
-    if reduce_mask is not None and any(v == var for c in reduce_mask.constraints for v, _ in c.terms):
-        return None
     shape = op.result.type.shape if op.result is not None else (t.writes[0].shape if t.writes else ())
-    for m in (op.mask, write.mask if write is not None else None):
-        for c in m.constraints if m is not None else ():
+    masks = [(m, shape) for m in (op.mask, write.mask if write is not None else None) if m is not None]
+    reduce_mask = op.attrs.get("reduce_mask")
+    if reduce_mask is not None:  # over the reduced input's axes: bounded over that operand's tile
+        data = op.operands.get(reduce_mask_operand(OPS[op.name]))
+        if data is None or not hasattr(data, "shape"):
+            return None
+        masks.append((reduce_mask, data.shape))
+    for m, axes in masks:
+        for c in m.constraints:
             if not any(v == var for v, _ in c.terms):
                 continue
-            got = _holds_until(c.terms, c.const, var, ranges, shape)
+            got = _holds_until(c.terms, c.const, var, ranges, axes)
             if got is None:
                 return None
             until = min(until, got)
