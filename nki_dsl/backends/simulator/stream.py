@@ -26,6 +26,7 @@ from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
 from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops, is_clipped
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
+from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of, fused_writes
@@ -47,6 +48,23 @@ def _hits(reads, writes) -> bool:
     return False
 
 
+def runtime_trips(loops: list[Loop], recorded: dict | None):
+    """``_trips(k, program ids)`` of the generated unroller: runtime loop ``k``'s trip count at its next entry."""
+    if recorded is None:
+        return lambda k, pids: loops[k].trip_count
+    queues = {key: iter(counts) for key, counts in recorded.items()}
+
+    def trips(k, pids):
+        n = next(queues.get((k, pids), iter(())), None)
+        if n is None:
+            lp = loops[k]
+            raise NkiError(f"the simulator has no recorded trip count for this entry of loop {lp.var} (the NumPy "
+                           f"run it prices did not reach it)", lp.loc)  # fmt: skip
+        return n
+
+    return trips
+
+
 class Stream:
     """The instruction stream of lowered ``kernel`` placed by ``allocation`` on ``target``. ``run(step)`` calls
     ``step(template, reads, writes)`` for every instruction of every grid instance (or only ``grid``)."""
@@ -66,6 +84,7 @@ class Stream:
         self.instances = list(product(*(range(g) for g in grid_shape))) if grid is None else [tuple(grid)]
         self.lines = [f"def unroll(step, {', '.join(self.pids)}):"]
         self._open: list[LoopFacts] = []  # the loops being generated, outermost first
+        self.runtime_loops: list[Loop] = []  # numbered in program order, as the NumPy reference's TripLog
         self.loops: list[LoopFacts] = []
         self._per_instance = self._body(kernel.body, 1)
         # loops whose iterations may be advanced whole once the schedule repeats (steady.py): their ``for`` takes
@@ -89,6 +108,12 @@ class Stream:
         for stmt in body:
             if isinstance(stmt, Loop):
                 bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                if stmt.runtime:  # as many iterations as the run took (runtime_loops.py)
+                    pids = "(" + "".join(f"{py_var(p)}, " for p in self.pids) + ")"
+                    trips = f"_trips({py_int(len(self.runtime_loops))}, {pids})"
+                    bounds = f"{py_int(stmt.start)}, {py_int(stmt.start)} + {py_int(stmt.step)} * {trips}, "
+                    bounds += py_int(stmt.step)
+                    self.runtime_loops.append(stmt)
                 lf = LoopFacts(stmt, len(self.lines), pad, tuple(self.pids) + tuple(o.loop.var for o in self._open))
                 self.loops.append(lf)
                 self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
@@ -151,9 +176,12 @@ class Stream:
             self.lines.append(f"{pad}if _LW[{k}] and _hits(_wr, _LW[{k}]): _LW[{k}] = ()")
 
     # -- running ---------------------------------------------------------------------------------------------------
-    def run(self, step, steady=None) -> None:
-        """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction)."""
+    def run(self, step, steady=None, trips=None) -> None:
+        """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction).
+        ``trips``: the runtime loops' trip counts a NumPy reference run recorded (``TripLog.counts``); None (a
+        timing-only run, with no data) runs each to its declared bound, the slowest run it allows."""
         self.namespace["_LW"][:] = [()] * len(_LAST)  # no previous instruction yet
+        self.namespace["_trips"] = runtime_trips(self.runtime_loops, trips)
         loops = self.steady
         self.namespace["_enter"] = steady.enter if steady is not None else (
             lambda k, outer: range(loops[k].loop.start, loops[k].loop.stop, loops[k].loop.step))  # fmt: skip
