@@ -11,18 +11,27 @@ TOKENS = 128  # KV-cache tokens per tile: one partition each in the P @ V matmul
 
 
 @nki.jit
-def decode_attention(q_t, k_cache_t, v_cache, seq_len):
+def decode_attention(q_t, k_cache_t, v_cache, seq_lens):
     """Token-generation attention over a KV cache whose filled length is known only at run time, in the style of
-    a production decode kernel (flash decoding): ``out[h] = softmax(q[h] . K[:seq_len] / sqrt(D)) @ V[:seq_len]``.
+    a production decode kernel (flash decoding), per sequence b of the batch:
+    ``out[b, h] = softmax(q[b, h] . K[b, :seq_len[b]] / sqrt(D)) @ V[b, :seq_len[b]]``.
 
-    ``q_t`` [D, H]: the step's H query rows (heads sharing this KV head), transposed; ``k_cache_t`` [D, S_max]: the
-    key cache, transposed as decode kernels keep it; ``v_cache`` [S_max, D]; ``seq_len`` [1, 1] int32 in HBM: the
-    filled tokens, a multiple of 128. The loop over KV tiles runs ``seq_len // 128`` times, a register, with the
-    running max, sum and output carried in SBUF (the online softmax); its bound, S_max // 128, comes from the
-    cache's size (the largest trip count whose tiles stay inside it, current/dynamic.py)."""
+    ``q_t`` [B, D, H]: the step's H query rows (heads sharing this KV head), transposed; ``k_cache_t`` [B, D, S_max]:
+    the key cache, transposed as decode kernels keep it; ``v_cache`` [B, S_max, D]; ``seq_lens`` [B, 1] int32 in
+    HBM: each sequence's filled tokens, a multiple of 128. Each sequence's loop over KV tiles runs
+    ``seq_lens[b] // 128`` times, a register, with the running max, sum and output carried in SBUF (the online
+    softmax); its bound, S_max // 128, comes from the cache's size (the largest trip count whose tiles stay inside
+    it, current/dynamic.py)."""
+    B, D, H = q_t.shape
+    out = nl.ndarray((B, H, D), nl.float32, buffer=nl.shared_hbm)
+    for b in nl.affine_range(B):
+        _decode_one(q_t[b], k_cache_t[b], v_cache[b], seq_lens[b:b + 1, :], out[b])
+    return out
+
+
+def _decode_one(q_t, k_cache_t, v_cache, seq_len, out):
     D, H = q_t.shape
     scale = 1.0 / float(np.sqrt(D))
-    out = nl.ndarray((H, D), nl.float32, buffer=nl.shared_hbm)
     q = nl.ndarray((D, H), nl.float32, buffer=nl.sbuf)
     nisa.dma_copy(dst=q, src=q_t)
     m = nl.ndarray((H, 1), nl.float32, buffer=nl.sbuf)  # running max of the scaled scores
@@ -75,14 +84,16 @@ def decode_attention(q_t, k_cache_t, v_cache, seq_len):
     nisa.reciprocal(dst=inv, data=total)
     nisa.tensor_scalar(dst=acc, data=acc, op0=nl.multiply, operand0=inv)
     nisa.dma_copy(dst=out, src=acc)
-    return out
 
 
-def decode_attention_formula(q_t, k_cache_t, v_cache, seq_len: int) -> np.ndarray:
+def decode_attention_formula(q_t, k_cache_t, v_cache, seq_lens) -> np.ndarray:
     """The float64 formula ``decode_attention`` computes."""
-    q = q_t.astype(np.float64).T
-    k = k_cache_t.astype(np.float64)[:, :seq_len]
-    v = v_cache.astype(np.float64)[:seq_len]
-    s = q @ k / np.sqrt(q.shape[1])
-    p = np.exp(s - s.max(axis=1, keepdims=True))
-    return (p / p.sum(axis=1, keepdims=True)) @ v
+    outs = []
+    for b, n in enumerate(np.asarray(seq_lens).reshape(-1)):
+        q = q_t[b].astype(np.float64).T
+        k = k_cache_t[b].astype(np.float64)[:, :n]
+        v = v_cache[b].astype(np.float64)[:n]
+        s = q @ k / np.sqrt(q.shape[1])
+        p = np.exp(s - s.max(axis=1, keepdims=True))
+        outs.append((p / p.sum(axis=1, keepdims=True)) @ v)
+    return np.stack(outs)

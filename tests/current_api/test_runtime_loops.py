@@ -283,3 +283,23 @@ def test_simulated_time_follows_the_trip_count_the_run_read():
     # timing from shapes alone (no register value) runs each runtime loop to its declared bound
     bound = nki_dsl.benchmark(scale_prefix, X, reg(0)).latency_ns
     assert bound == pytest.approx(times[-1])
+
+
+def test_the_register_stays_allocated_through_the_loop_that_reads_it():
+    """Its last op use is the register_load before the loop: the allocator still keeps the body's tiles off it."""
+    from nki_dsl.passes.pipeline import compile_for_target
+
+    lowered, alloc = compile_for_target(nki_dsl.trace(scale_prefix, X, reg(2)).ir, nki_dsl.get_target("trn2"))
+    (loop,) = [s for s, _ in lowered.walk() if getattr(s, "runtime", False)]
+    r = alloc.placements[loop.reads.tensor.name]
+    tiles = [alloc.placements[s.result.name] for s in _walk(loop.body)
+             if getattr(s, "result", None) is not None and s.result.name in alloc.placements]  # fmt: skip
+    assert tiles
+    for p in tiles:
+        assert p.byte_offset >= r.byte_offset + r.footprint or r.byte_offset >= p.byte_offset + p.footprint, p
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        yield from _walk(getattr(s, "body", []))

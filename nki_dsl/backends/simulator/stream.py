@@ -85,6 +85,7 @@ class Stream:
         self.lines = [f"def unroll(step, {', '.join(self.pids)}):"]
         self._open: list[LoopFacts] = []  # the loops being generated, outermost first
         self.runtime_loops: list[Loop] = []  # numbered in program order, as the NumPy reference's TripLog
+        self._register_reads: list = []  # registers of the runtime loops whose body's first instruction is next
         self.loops: list[LoopFacts] = []
         self._per_instance = self._body(kernel.body, 1)
         # loops whose iterations may be advanced whole once the schedule repeats (steady.py): their ``for`` takes
@@ -114,6 +115,7 @@ class Stream:
                     bounds = f"{py_int(stmt.start)}, {py_int(stmt.start)} + {py_int(stmt.step)} * {trips}, "
                     bounds += py_int(stmt.step)
                     self.runtime_loops.append(stmt)
+                    self._register_reads.append(stmt.reads)
                 lf = LoopFacts(stmt, len(self.lines), pad, tuple(self.pids) + tuple(o.loop.var for o in self._open))
                 self.loops.append(lf)
                 self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
@@ -144,7 +146,10 @@ class Stream:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
         clip = is_clipped(op, write)
-        r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads) + ")"
+        r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads)
+        # the first instruction of a runtime loop's body waits for its register (the sequencer reads it there)
+        r += "".join(self.addresses.source(a, False) + ", " for a in self._register_reads) + ")"
+        self._register_reads = []
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
         first = write.attrs.get("zero_first", "") if write is not None else ""
         if first:  # the first iteration overwrites (no nl.zeros before it): it does not read the accumulator,

@@ -44,6 +44,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
                 if problem is None and stmt.reads is not None:
                     problem = next(iter(_access_problems("reads", stmt.reads, defined)), None)
                     problem = problem or _register_scope_problem(stmt, loop_vars)
+                    problem = problem and f"loop {stmt.var}: {problem}"
                 if problem:
                     found.append(Diagnostic(stmt.loc, LOOP_API.get(stmt.kind, "loop"), RULE, problem))
                 walk(stmt.body, loop_vars + (stmt.var,))
@@ -82,9 +83,9 @@ def _register_scope_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | Non
     program ids (and the access's own axes), not the loop's own index."""
     for v in loop.reads.vars():
         if _is_var(v, "loop") and v not in enclosing:
-            return f"loop {loop.var} reads its register at an index over {v}, which is not an enclosing loop"
+            return f"its register is read at an index over {v}, which is not an enclosing loop"
         if not (_is_var(v, "loop") or _is_var(v, "pid") or _is_var(v, "axis")):
-            return f"loop {loop.var} reads its register at an index over {v!r}, which is not a loop or program id"
+            return f"its register is read at an index over {v!r}, which is not a loop or program id"
     return None
 
 
