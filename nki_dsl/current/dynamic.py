@@ -27,13 +27,12 @@ re-reads one register.
 
 from __future__ import annotations
 
-import math
-
 from nki_dsl.current.isa.data_movement import tensor_copy
 from nki_dsl.current.isa.registers import check_register
 from nki_dsl.errors import NkiApiError
-from nki_dsl.ir.affine import Affine, var_kind
+from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Loop, Op
+from nki_dsl.ir.runtime_loops import expression_range
 from nki_dsl.language.iterators import _bounds
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.index import IndexValue
@@ -176,21 +175,10 @@ def _inferred_trips(loop: Loop, enclosing: tuple[Loop, ...], grid: tuple[int, ..
 def _access_trips(a: Access, loop: Loop, ranges):
     for e, dim in zip(a.index, a.tensor.type.shape):
         c = dict(e.terms).get(loop.var, 0)
-        if c == 0 or not isinstance(dim, int):
+        rest = expression_range(e, loop.var, a.shape, ranges) if c and isinstance(dim, int) else None
+        if rest is None:
             continue
-        lo = hi = e.const
-        for v, k in e.terms:
-            if v == loop.var:
-                continue
-            if var_kind(v) == "axis":
-                n = int(v[1:])
-                r = (0, a.shape[n] - 1) if n < len(a.shape) else None
-            else:
-                r = ranges.get(v)
-            if r is None:
-                break
-            lo, hi = lo + min(k * r[0], k * r[1]), hi + max(k * r[0], k * r[1])
-        else:
-            # the largest index value i with 0 <= c*i + rest <= dim - 1 for every rest in [lo, hi]
-            i_max = (dim - 1 - hi) // c if c > 0 else lo // -c
-            yield max(0, math.floor((i_max - loop.start) / loop.step) + 1) if i_max >= loop.start else 0
+        lo, hi = rest
+        # the largest index value i with 0 <= c*i + rest <= dim - 1 for every rest in [lo, hi]
+        i_max = (dim - 1 - hi) // c if c > 0 else lo // -c
+        yield (i_max - loop.start) // loop.step + 1 if i_max >= loop.start else 0

@@ -247,7 +247,7 @@ class Reader:
                 stmts.append(self.node("result_op", [result, call, type_, self.loc()], result.pos))
                 continue
             word = self.tok("OPNAME")
-            if word.value in ("affine", "sequential", "dynamic", "while"):
+            if word.value in ("affine", "sequential", "dynamic", "while", "scalar_offset"):
                 stmts.append(self.loop(word))
             else:
                 call = self.call(word)

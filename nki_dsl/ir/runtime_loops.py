@@ -9,6 +9,9 @@ runtime loop is an ordinary ``Loop`` with one of two kinds and ``Loop.reads``, a
   declared bound on that value: the loop runs at most as far as a static ``range(start, stop, step)`` would.
 * ``while``: runs while ``reg`` is non-zero, read before every iteration (the body usually writes it). ``start``
   is 0 and ``step`` 1, so the index counts iterations; ``Loop.stop`` is the declared bound on their number.
+* ``scalar_offset``: runs its body (the one instruction an ``.ap(..., scalar_offset=reg)`` view feeds) once, with
+  the index equal to ``reg``, which must lie in ``range(start, stop, step)``: the accesses move with the index
+  as they would with a loop's, so the offset is an affine term ``stride * i`` of an ordinary index expression.
 
 Why a declared bound: everything static works over it unchanged. The verifier proves bounds and dependences over
 ``range(start, stop, step)`` (a superset of every run), the budgets count its iterations (so IR from outside can
@@ -26,8 +29,8 @@ from nki_dsl import dtypes
 from nki_dsl.errors import NkiRuntimeError, SourceLoc
 from nki_dsl.ir.nodes import Access, Loop
 
-KINDS = ("dynamic", "while")
-API = {"dynamic": "nl.dynamic_range", "while": "nl.while_loop"}
+KINDS = ("dynamic", "while", "scalar_offset")
+API = {"dynamic": "nl.dynamic_range", "while": "nl.while_loop", "scalar_offset": "ap(scalar_offset=)"}
 
 
 def register_problem(access: object) -> str | None:
@@ -51,7 +54,8 @@ def pairing_problem(loop: Loop) -> str | None:
     if loop.kind not in KINDS:
         return None if loop.reads is None else f"a {loop.kind} loop reads no register"
     if loop.reads is None:
-        return f"a {loop.kind} loop must read its {'stop' if loop.kind == 'dynamic' else 'condition'} from a register"
+        what = {"dynamic": "stop", "while": "condition", "scalar_offset": "index"}[loop.kind]
+        return f"a {loop.kind} loop must read its {what} from a register"
     return None
 
 
@@ -74,7 +78,10 @@ def shape_problem(loop: Loop) -> str | None:
 
 def bound_error(kind: str, var: str, value: int, start: int, stop: int, loc: SourceLoc) -> NkiRuntimeError:
     """A run went past a runtime loop's declared bound."""
-    if kind == "while":
+    if kind == "scalar_offset":
+        msg = (f"the scalar_offset register holds {value}, which moves the access outside its tensor (it stays "
+               f"inside for offsets in range({start}, {stop}))")  # fmt: skip
+    elif kind == "while":
         msg = (f"the {API[kind]} loop {var} still had a non-zero condition register ({value}) after {stop} "
                f"iterations, its declared bound (max_trip={stop})")  # fmt: skip
     else:
@@ -83,10 +90,19 @@ def bound_error(kind: str, var: str, value: int, start: int, stop: int, loc: Sou
     return NkiRuntimeError(msg, loc, API[kind])
 
 
-def checked_stop(value, start: int, stop: int, kind_var_loc) -> int:
-    """A dynamic loop's stop read from its register: ``value`` as an int, refused past the declared ``stop``."""
-    v = int(value)
-    if v > stop:
-        kind, var, loc = kind_var_loc
-        raise bound_error(kind, var, v, start, stop, loc)
-    return v
+def expression_range(e, skip: str, shape: tuple[int, ...], ranges: dict) -> tuple[int, int] | None:
+    """The least and greatest value of affine ``e`` without its ``skip`` term, its access axes ``d<k>`` ranging
+    over ``shape`` and other variables over ``ranges`` (inclusive); None if a variable has no known range."""
+    lo = hi = e.const
+    for v, k in e.terms:
+        if v == skip:
+            continue
+        if v.startswith("d") and v[1:].isdigit():
+            n = int(v[1:])
+            r = (0, shape[n] - 1) if n < len(shape) else None
+        else:
+            r = ranges.get(v)
+        if r is None:
+            return None
+        lo, hi = lo + min(k * r[0], k * r[1]), hi + max(k * r[0], k * r[1])
+    return lo, hi

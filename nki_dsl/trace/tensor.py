@@ -17,7 +17,7 @@ from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
-from nki_dsl.trace import indirect, semantics
+from nki_dsl.trace import indirect, runtime_offset, semantics
 from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
@@ -149,7 +149,10 @@ class _TileLike(TileHandle):
                             f"modelled; convert values with a copy into a tensor of that dtype", caller_loc())
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
-        """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py)."""
+        """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py); with
+        ``scalar_offset``, one whose start a register moves at run time (trace/runtime_offset.py)."""
+        if scalar_offset is not None and vector_offset is None:
+            return OffsetView.of(self, pattern, offset, scalar_offset, indirect_dim, dtype)
         return TileView(access_pattern(self.access(), _flat, pattern, offset, scalar_offset, vector_offset,
                                        indirect_dim, dtype))  # fmt: skip
 
@@ -343,6 +346,43 @@ class TileView(_TileLike):
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"
+
+
+class OffsetView(TileView):
+    """``t.ap(pattern, scalar_offset=reg)``: the pattern's access at offset 0, the dimension and stride the
+    register moves it by. Only instructions decorated with ``runtime_offset.takes_runtime_offsets`` take it (they
+    ``resolve`` it inside the loop reading the register); any other use is refused."""
+
+    __slots__ = ("register", "dim", "coef")
+    runtime_offset = True
+
+    def __init__(self, access: Access, register, dim: int, coef: int):
+        super().__init__(access)
+        self.register, self.dim, self.coef = register, dim, coef
+
+    @classmethod
+    def of(cls, t, pattern, offset, scalar_offset, indirect_dim, dtype) -> OffsetView:
+        access = access_pattern(t.access(), _flat, pattern, offset, None, None, 0, dtype)
+        dim, coef = runtime_offset.offset_parts(t.access(), access, scalar_offset, indirect_dim)
+        return cls(access, scalar_offset, dim, coef)
+
+    def parts(self) -> tuple[Access, int, int]:
+        return self._access, self.dim, self.coef
+
+    def resolve(self, var: str) -> TileView:
+        """The view inside the ``scalar_offset`` loop ``var``: its index moves with the loop's index."""
+        return TileView(runtime_offset.moved(self._access, self.dim, self.coef, var))
+
+    def access(self) -> Access:
+        raise NkiTraceError(f"a view of '{self._access.tensor.name}' at a scalar_offset read at run time can only "
+                            f"be moved by nisa.dma_copy or nisa.tensor_copy", caller_loc())  # fmt: skip
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._access.shape)
+
+    def __getitem__(self, key):
+        raise NkiTraceError("a scalar_offset view cannot be indexed again", caller_loc())
 
 
 class IndirectView(TileView):

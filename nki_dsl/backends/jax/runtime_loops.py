@@ -1,6 +1,7 @@
 """Runtime loops (``ir/runtime_loops.py``) on JAX: a dynamic loop is a ``lax.fori_loop`` whose trip count is
 computed from the register's value when the program runs (XLA makes it a while loop); a while loop is a
-``lax.while_loop`` whose condition re-reads the register from the carried state before each iteration.
+``lax.while_loop`` whose condition re-reads the register from the carried state before each iteration; a
+scalar_offset loop runs its body in place with its index the register's (traced) value.
 
 The declared bound is checked by a host callback, as indirect DMA rows are (``indirect.py``): a dynamic loop's
 stop past it, or a while loop's condition still non-zero after its declared number of iterations, raises
@@ -37,6 +38,13 @@ def _check(lp: Loop):
 
 
 def run(lp: Loop, st, run_body) -> None:
+    if lp.kind == "scalar_offset":  # the body once, its index the register's value (clipped into the range)
+        value = _scalar(st, lp)
+        outside = (value < lp.start) | (value >= lp.stop) | ((value - lp.start) % lp.step != 0)
+        jax.debug.callback(_check(lp), value, outside)
+        st.ivars[lp.var] = jnp.clip(value, lp.start, lp.last)
+        run_body(lp.body, st)
+        return
     info = st.info
     written, read_after = info.written[id(lp)], info.read_after[id(lp)]
     register = info.root(lp.reads.tensor.name)

@@ -127,7 +127,8 @@ class Emitter:
 
     def emit_runtime_loop(self, lp: Loop) -> None:
         """A dynamic loop runs to its register's value (read once, checked by ``TripLog.stop``); a while loop
-        re-reads its register before each iteration, at most its declared bound of them (``TripLog``)."""
+        re-reads its register before each iteration, at most its declared bound of them; a scalar_offset loop runs
+        once with its index the register's value (``TripLog``)."""
         k = len(self.runtime_loops)
         self.runtime_loops.append(lp)
         a = lp.reads
@@ -135,6 +136,12 @@ class Emitter:
         grid = self.kernel.grid or (1,)
         pids = "(" + "".join(f"{py_var(f'pid{g}')}, " for g in range(len(grid))) + ")"
         var = py_var(lp.var, "loop")
+        if lp.kind == "scalar_offset":
+            self.line(f"for {var} in (_rl.offset({py_int(k)}, {reg}, {pids}),):  # scalar_offset")
+            self.depth += 1
+            self.emit_body(lp.body)
+            self.depth -= 1
+            return
         if lp.kind == "dynamic":
             stop = f"_rl.stop({py_int(k)}, {reg}, {pids})"
             self.line(f"for {var} in range({py_int(lp.start)}, {stop}, {py_int(lp.step)}):  # dynamic")

@@ -15,7 +15,8 @@ def _scalar(array) -> int:
 
 class TripLog:
     """Checks and records the runtime loops ``loops`` (numbered in program order) of one executable's runs.
-    ``counts[(k, program ids)]``: the trip count of loop ``k`` at each of its entries in that program, in order."""
+    ``counts[(k, program ids)]``: the trip count of loop ``k`` at each of its entries in that program, in order
+    (of a scalar_offset loop: the index it ran at)."""
 
     def __init__(self, loops: list[Loop]):
         self.loops = loops
@@ -33,6 +34,14 @@ class TripLog:
         if value > lp.stop:
             raise bound_error(lp.kind, lp.var, value, lp.start, lp.stop, lp.loc)
         self._record(k, pids, len(range(lp.start, value, lp.step)))
+        return value
+
+    def offset(self, k: int, register, pids: tuple[int, ...]) -> int:
+        """A scalar_offset loop's one index: the register's value, refused outside the declared range."""
+        lp, value = self.loops[k], _scalar(register)
+        if value not in range(lp.start, lp.stop, lp.step):
+            raise bound_error(lp.kind, lp.var, value, lp.start, lp.stop, lp.loc)
+        self._record(k, pids, value)
         return value
 
     def running(self, k: int, register, iteration: int, pids: tuple[int, ...]) -> bool:

@@ -49,9 +49,10 @@ def _hits(reads, writes) -> bool:
 
 
 def runtime_trips(loops: list[Loop], recorded: dict | None):
-    """``_trips(k, program ids)`` of the generated unroller: runtime loop ``k``'s trip count at its next entry."""
+    """``_trips(k, program ids)`` of the generated unroller: runtime loop ``k``'s trip count at its next entry (a
+    scalar_offset loop's index; a timing-only run takes the first of its range)."""
     if recorded is None:
-        return lambda k, pids: loops[k].trip_count
+        return lambda k, pids: loops[k].start if loops[k].kind == "scalar_offset" else loops[k].trip_count
     queues = {key: iter(counts) for key, counts in recorded.items()}
 
     def trips(k, pids):
@@ -109,16 +110,19 @@ class Stream:
         for stmt in body:
             if isinstance(stmt, Loop):
                 bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                iterable = None
                 if stmt.runtime:  # as many iterations as the run took (runtime_loops.py)
                     pids = "(" + "".join(f"{py_var(p)}, " for p in self.pids) + ")"
                     trips = f"_trips({py_int(len(self.runtime_loops))}, {pids})"
                     bounds = f"{py_int(stmt.start)}, {py_int(stmt.start)} + {py_int(stmt.step)} * {trips}, "
                     bounds += py_int(stmt.step)
+                    if stmt.kind == "scalar_offset":  # one iteration, at the index the run read
+                        iterable = f"({trips},)"
                     self.runtime_loops.append(stmt)
                     self._register_reads.append(stmt.reads)
                 lf = LoopFacts(stmt, len(self.lines), pad, tuple(self.pids) + tuple(o.loop.var for o in self._open))
                 self.loops.append(lf)
-                self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
+                self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in {iterable or f'range({bounds})'}:")
                 self._open.append(lf)
                 lf.per_iteration = self._body(stmt.body, depth + 1)
                 self._open.pop()

@@ -65,7 +65,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
 
 def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
     if loop.kind not in ("affine", "sequential", *runtime_loops.KINDS):
-        return f"loop kind {loop.kind!r} is not 'affine', 'sequential', 'dynamic' or 'while'"
+        return f"loop kind {loop.kind!r} is not 'affine', 'sequential', 'dynamic', 'while' or 'scalar_offset'"
     if not _is_var(loop.var, "loop"):
         return f"loop index {loop.var!r} is not a loop variable i<N>"
     if loop.var in enclosing:
