@@ -31,14 +31,32 @@ from nki_dsl.trace.builder import caller_loc, current
 API = "ap(scalar_offset=)"
 
 
-def offset_parts(base: Access, pattern_access: Access, register, indirect_dim) -> tuple[int, int]:
-    """``(dimension of pattern_access the register moves, elements per unit of the register)``."""
+def check_register(register, what: str = "scalar_offset", api: str = API) -> None:
     from_tile = getattr(register, "access", None)
     problem = "it is not a tensor" if from_tile is None else register_problem(register.access())
     if problem is not None:
         problem = problem.replace("its register", "the tensor")
-        raise NkiApiError(f"scalar_offset must be a register (nisa.register_alloc) or a 1x1 integer SBUF tensor: "
-                          f"{problem}", caller_loc(), API)  # fmt: skip
+        raise NkiApiError(f"{what} must be a register (nisa.register_alloc) or a 1x1 integer SBUF tensor: "
+                          f"{problem}", caller_loc(), api)  # fmt: skip
+
+
+def select_parts(at0: Access, at1: Access | None, dim: int) -> tuple[int, int]:
+    """``t.select(dim, reg)``: the tensor dimension and stride the register moves, from the views at index 0 and
+    1 of axis ``dim`` (they differ in one index expression, by a constant)."""
+    if at1 is None:
+        raise NkiApiError(f"select with a register on axis {dim} of size 1: the only index is 0", caller_loc(),
+                          "select")  # fmt: skip
+    moved_dims = [(k, (b - a)) for k, (a, b) in enumerate(zip(at0.index, at1.index)) if a != b]
+    if len(moved_dims) != 1 or not moved_dims[0][1].is_const:
+        raise NkiApiError(f"select with a register on axis {dim} of this view is not modelled (the axis does not "
+                          f"map to one dimension of '{at0.tensor.name}')", caller_loc(), "select")  # fmt: skip
+    k, delta = moved_dims[0]
+    return k, delta.const
+
+
+def offset_parts(base: Access, pattern_access: Access, register, indirect_dim) -> tuple[int, int]:
+    """``(dimension of pattern_access the register moves, elements per unit of the register)``."""
+    check_register(register)
     shape = tuple(base.tensor.type.shape)
     if isinstance(indirect_dim, bool) or not isinstance(indirect_dim, int) or not 0 <= indirect_dim < len(shape):
         raise NkiApiError(f"indirect_dim={indirect_dim!r} must name a dimension of the {len(shape)}-D tensor "

@@ -128,19 +128,28 @@ class _TileLike(TileHandle):
 
     def select(self, dim, index):
         """The view at ``index`` (an int) of axis ``dim`` (reference/nki.md §2.7 "Views"): ``t[..., index, ...]``.
-        A runtime index (a [1, 1] tensor) needs register offsets, which are not modelled."""
+        A runtime index (a register or [1, 1] integer tile) gives a view whose position is read when the
+        instruction runs, as ``.ap(scalar_offset=)`` (trace/runtime_offset.py)."""
         rank = len(self.shape)
         if not isinstance(dim, int) or not -rank <= dim < rank:
             raise NkiApiError(f"select: dim {dim!r} is not an axis of {list(self.shape)}", caller_loc(), "select")
-        if not isinstance(index, int | np.integer):
-            raise NkiApiError("select with a tensor index (a runtime offset from a register or a [1, 1] tile) is "
-                              "not modelled; index with a Python int", caller_loc(), "select")  # fmt: skip
+        runtime = is_tile(index)
+        if not runtime and not isinstance(index, int | np.integer):
+            raise NkiApiError(f"select index must be an int or a register, got {type(index).__name__}",
+                              caller_loc(), "select")  # fmt: skip
         if self.access().tensor.type.buffer.on_chip and dim % rank == 0:
             raise NkiApiError("select cannot take the partition axis (axis 0) of an on-chip tensor", caller_loc(),
                               "select")  # fmt: skip
         key = [slice(None)] * rank
-        key[dim] = int(index)
-        return self[tuple(key)]
+        key[dim] = 0 if runtime else int(index)
+        if not runtime:
+            return self[tuple(key)]
+        runtime_offset.check_register(index, "select's index", "select")
+        at0 = self[tuple(key)].access()
+        key[dim] = 1
+        at1 = self[tuple(key)].access() if self.shape[dim] > 1 else None
+        k, coef = runtime_offset.select_parts(at0, at1, dim % rank)
+        return OffsetView(at0, index, k, coef)
 
     def view(self, dtype):
         """``t.view(dtype)`` (reinterpret the bytes) is not modelled: the reference holds on-chip floats as fp32

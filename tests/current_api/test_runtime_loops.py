@@ -303,3 +303,34 @@ def _walk(body):
     for s in body:
         yield s
         yield from _walk(getattr(s, "body", []))
+
+
+@nki.jit
+def scale_static(x, n):
+    """``scale_prefix`` with the trip count known at trace time (a sequential loop over every tile)."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    zero = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zero, value=0.0)
+    nisa.dma_copy(dst=out, src=zero)
+    count = nisa.register_alloc()
+    nisa.register_load(count, n)
+    for i in nl.sequential_range(x.shape[1] // 128):
+        t = nl.ndarray((128, 128), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[:, nl.ds(i * 128, 128)])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[:, nl.ds(i * 128, 128)], src=t)
+    return out
+
+
+def test_a_runtime_loop_is_timed_as_the_static_loop_of_its_trip_count():
+    """The same instructions, iteration for iteration; the runtime loop's first one also waits for the register
+    (its load is the last thing before the loop), a constant however many iterations follow."""
+    waits = []
+    for columns in (512, 2048):
+        x = np.ones((128, columns), np.float32)
+        n = reg(columns // 128)
+        static = nki.simulate(scale_static, x, n)[1].latency_ns
+        dynamic = nki.simulate(scale_prefix, x, n)[1].latency_ns
+        assert 0 < dynamic - static < 100, (static, dynamic)
+        waits.append(dynamic - static)
+    assert waits[0] == pytest.approx(waits[1])

@@ -162,3 +162,24 @@ def test_misuse_is_refused_with_the_reason(call, message):
 
     with pytest.raises(NkiApiError, match=message):
         kernel(X)
+
+
+@nki.jit
+def head_of(x, h):
+    """out = x[h] of a [heads, 128, F] tensor, the head read at run time: ``select(0, register)``."""
+    out = nl.ndarray(x.shape[1:], x.dtype, buffer=nl.shared_hbm)
+    r = nisa.register_alloc()
+    nisa.register_load(r, h)
+    t = nl.ndarray(x.shape[1:], x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.select(0, r))
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_select_with_a_register_picks_the_index_at_run_time(backend):
+    x = X.reshape(4, 128, 64)
+    for h in (0, 3):
+        np.testing.assert_array_equal(run(head_of, backend, x, reg(h)), x[h])
+    with pytest.raises(NkiRuntimeError, match="holds 4, which moves the access outside its tensor"):
+        run(head_of, backend, x, reg(4))

@@ -35,10 +35,11 @@ def test_the_base_text_parses():
     [("(src=%a[", "(src=%a[[", 6, "unexpected '[' at column 25; expected '-', ';', a name, an integer"),
      ("y=1.5)", "y=1.5", 7, "unexpected ':' at column 29; expected ')', ','"),
      ("loc(8)", "loc(8) $", 8,
-      "unexpected '$' at column 66; expected 'affine', 'dynamic', 'sequential', 'while', '}', a tensor"),
+      "unexpected '$' at column 66; expected 'affine', 'dynamic', 'scalar_offset', 'sequential', 'while', '}', "
+      "a tensor"),
      ("sbuf loc(6)", "sbuf", 7, "unexpected '%u' at column 5; expected 'loc'"),
      ("  }\n}\n", "  }\n", 9,
-      "unexpected end of text at column 3; expected 'affine', 'dynamic', 'sequential', 'while', '}'"),
+      "unexpected end of text at column 3; expected 'affine', 'dynamic', 'scalar_offset', 'sequential', 'while', '}'"),
      ("}\n", "}\n}\n", 11, "unexpected '}' at column 1; expected the end of the text"),
      ('source "k.py"', "source k.py", 3, "unexpected 'k.py' at column 10; expected a string"),
      ("128x512]) :", "128 512]) :", 6, "unexpected '512' at column 47; expected ']'"),

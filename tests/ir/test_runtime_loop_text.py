@@ -15,7 +15,7 @@ from .support import structure, unlinked_tensors
 
 
 def _runtime_loops(kernel) -> list[Loop]:
-    return [s for s, _ in kernel.walk() if isinstance(s, Loop) and s.kind in ("dynamic", "while")]
+    return [s for s, _ in kernel.walk() if isinstance(s, Loop) and s.runtime]
 
 
 @settings(max_examples=25, deadline=None)

@@ -46,6 +46,21 @@ kernel k(%a: f32[128, 64] hbm, %n: i32[1, 1] hbm) -> (%0) {
 }
 """
 
+OFFSET = """\
+kernel k(%a: f32[512, 64] hbm, %n: i32[1, 1] hbm) -> (%0) {
+  grid ()
+  source "k.py"
+  %0 = alloc() : f32[128, 64] shared_hbm loc(3)
+  %r = alloc() : i32[1, 1] sbuf loc(4)
+  nisa.dma_copy(dst=%r, src=%n) loc(5)
+  %t = alloc() : f32[128, 64] sbuf loc(6)
+  scalar_offset i0 = range(0, 385, 1) reads %r loc(7) {
+    nisa.dma_copy(dst=%t, src=%a[d0 + i0, d1 ; 128x64]) loc(7)
+  }
+  nisa.dma_copy(dst=%0, src=%t) loc(8)
+}
+"""
+
 TRN2 = nki.get_target("trn2")
 A = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
 
@@ -137,3 +152,16 @@ def test_the_dependence_rules_read_a_runtime_loop_as_sequential():
     assert verify_kernel(parse_kernel(WHILE), TRN2) == []
     as_affine = WHILE.replace("while i0 = range(0, 8, 1) reads %r", "affine i0 = range(0, 8, 1)")
     assert "affine-dependence" in {d.rule for d in verify_kernel(parse_kernel(as_affine), TRN2)}
+
+
+def test_a_scalar_offset_loop_runs_once_at_the_register_value_and_its_range_is_checked(reverified):
+    run = compile_kernel(parse_kernel(OFFSET)).run
+    np.testing.assert_array_equal(run({"a": A.reshape(512, 128)[:, :64].copy(), "n": np.array([[9]], np.int32)}),
+                                  A.reshape(512, 128)[9:137, :64])
+    with pytest.raises(NkiRuntimeError, match=r"^k.py:7: ap\(scalar_offset=\): the scalar_offset register holds 385"):
+        run({"a": np.zeros((512, 64), np.float32), "n": np.array([[385]], np.int32)})
+    wide = reverified(parse_kernel(OFFSET.replace("range(0, 385, 1)", "range(0, 386, 1)")))
+    assert [(d.rule, d.loc.line) for d in wide.diagnostics] == [("out-of-bounds", 7)]
+    # one execution per entry: a range of a million offsets stays inside the work budget
+    big = OFFSET.replace("f32[512, 64] hbm", "f32[1048704, 64] hbm").replace("range(0, 385, 1)", "range(0, 1048577, 1)")
+    nki.parse_ir(big)
