@@ -6,7 +6,8 @@ symbolic loop index here) but not decide Python control flow.
 * Python-int bounds give an ordinary ``sequential`` loop (its trip count is known: nothing to read at run time).
 * A register stop (``nisa.register_alloc`` / ``register_load``, ``current/isa/registers.py``) gives a ``dynamic``
   loop that reads it once, at entry; ``while_loop(init, body_fun)`` a ``while`` loop that re-reads its condition
-  register before every iteration (``ir/runtime_loops.py`` has the IR, the backends and the checks).
+  register before every iteration (``ir/runtime_loops.py`` has the IR, the backends and the checks). The third
+  runtime kind, ``scalar_offset``, is ``.ap(scalar_offset=reg)`` / ``.select(dim, reg)`` (``trace/runtime_offset.py``).
 
 Every runtime loop has a declared bound, which the verifier's bounds and dependence rules, the budgets and the
 allocator work over, and which a run going past raises ``NkiRuntimeError`` for. NKI's compiler takes it from the

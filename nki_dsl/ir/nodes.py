@@ -83,7 +83,7 @@ class Loop:
     kind: str  # "affine", "sequential", or a runtime kind: "dynamic", "while", "scalar_offset" (ir/runtime_loops.py)
     var: str  # "i<N>"
     start: int
-    stop: int  # a runtime loop's declared bound: the largest stop (dynamic) or trip count (while) it may run to
+    stop: int  # a runtime loop's declared bound: its largest stop (dynamic), trip count (while) or index + 1
     step: int
     body: list[Stmt]
     loc: SourceLoc

@@ -19,8 +19,8 @@ never ask for an unbounded loop), the allocator sees an ordinary loop body. Each
 the loop runs and raises ``NkiRuntimeError`` naming the line, the loop and the value if a run would go past the
 bound (``bound_error``), as NKI's hardware DGE checks dynamic addresses at run time (§2.7 "Data movement").
 
-IR text: ``dynamic i0 = range(0, 64, 1) reads %n[0, 0 ; 1x1] loc(7) {`` and ``while i1 = range(0, 100, 1) reads
-%c loc(9) {``.
+IR text: ``dynamic i0 = range(0, 64, 1) reads %n[0, 0 ; 1x1] loc(7) {``, ``while i1 = range(0, 100, 1) reads
+%c loc(9) {`` and ``scalar_offset i2 = range(0, 385, 1) reads %r loc(11) {``.
 """
 
 from __future__ import annotations
