@@ -32,8 +32,14 @@ def _simulated(jit: JitKernel, ir, key: tuple, arrays: dict | None):
         outputs = None if arrays is None else jit.executable(ir, key, "numpy").run(arrays)
         return outputs, profile
     outputs, profile = backends.load("simulator").simulate(ir, arrays, key[-1])  # the key ends with the target
-    profiles[key] = profile
+    if arrays is None or not _reads_registers(ir):  # runtime loops run as many iterations as the data says
+        profiles[key] = profile
     return outputs, profile
+
+
+def _reads_registers(ir) -> bool:
+    """``ir`` has a runtime loop (ir/runtime_loops.py): its timing depends on the values, not only the shapes."""
+    return any(getattr(s, "reads", None) is not None for s, _ in ir.walk())
 
 
 def simulate(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):

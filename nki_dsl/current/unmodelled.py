@@ -8,8 +8,6 @@ from nki_dsl.errors import NkiApiError
 from nki_dsl.trace.builder import caller_loc
 
 _NO_SEMANTICS = "reference/nki.md names it (§2.6) but does not give its semantics"
-_REGISTERS = ("registers are not modelled: the IR has no runtime scalar state (nl.dynamic_range / fori_loop take "
-              "Python-int bounds)")  # fmt: skip
 
 ISA = {
     "activate2": _NO_SEMANTICS + " (Trn3 ScalarE); use nisa.activation",
@@ -17,10 +15,6 @@ ISA = {
     "nonzero_with_count": _NO_SEMANTICS,
     "topk": "reference/nki.md §2.7 does not say which partitions of val_dst / idx_dst each 16-partition group of "
             "src fills; use nisa.max8 / nisa.nc_find_index8 for the 8 largest",
-    "register_alloc": _REGISTERS,
-    "register_move": _REGISTERS,
-    "register_load": _REGISTERS,
-    "register_store": _REGISTERS,
     "rand_set_state": "the layout of the generator state is not documented; seed with nisa.set_rng_seed",
     "rand_get_state": "the layout of the generator state is not documented",
     "get_nc_sub_version": "the revision of each target is not documented; use nisa.get_nc_version",

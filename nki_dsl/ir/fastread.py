@@ -91,7 +91,7 @@ _P = {
 _SPACE = re.compile(_WS)
 _LIT = {lit: re.compile(_WS + "(" + re.escape(lit) + ")") for lit in (
     "kernel", "grid", "source", "const", "range", "loc", "mask", "->", "{", "}", "(", ")", "[", "]", ",", ":", ";",
-    "=", "-", "*", "%", '"', "symbol", "in", "//", "$")}  # fmt: skip
+    "=", "-", "*", "%", '"', "symbol", "in", "//", "$", "reads")}  # fmt: skip
 _WORD_CHAR = re.compile(r"\w")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:e[+-]?[0-9]+)?|[0-9]+e[+-]?[0-9]+")
 _VALUE_WORDS = {"true": "TRUE", "false": "FALSE", "inf": "INF", "nan": "NAN"}
@@ -247,7 +247,7 @@ class Reader:
                 stmts.append(self.node("result_op", [result, call, type_, self.loc()], result.pos))
                 continue
             word = self.tok("OPNAME")
-            if word.value in ("affine", "sequential"):
+            if word.value in ("affine", "sequential", "dynamic", "while", "scalar_offset"):
                 stmts.append(self.loop(word))
             else:
                 call = self.call(word)
@@ -266,12 +266,18 @@ class Reader:
         self.lit(",")
         step = self.signed()
         self.lit(")")
+        reads = []
+        if self.peek_keyword("reads"):  # a runtime loop's register (ir/runtime_loops.py)
+            pos = self.keyword("reads")
+            t = self.tok("TENSOR")
+            children = [t, self.view()] if self.peek("[") else [t]
+            reads = [self.node("reads", [self.node("access", children, t.pos)], pos)]
         loc = self.loc()
         self.lit("{")
         body = self.body()
         self.lit("}")
         self._nest(-1)
-        return self.node("loop", [kind, var, start, stop, step, loc, body], kind.pos)
+        return self.node("loop", [kind, var, start, stop, step, *reads, loc, body], kind.pos)
 
     def _limit(self, n: int, what: str, pos: int) -> None:
         if self.max_terms is not None and n > self.max_terms:

@@ -64,7 +64,8 @@ class _Instance:
         out: list[Stmt] = []
         for s in stmts:
             if isinstance(s, Loop):
-                out.append(Loop(s.kind, s.var, s.start, self.size(s.stop), s.step, self.body(s.body), s.loc))
+                reads = self.value(s.reads) if s.reads is not None else None
+                out.append(Loop(s.kind, s.var, s.start, self.size(s.stop), s.step, self.body(s.body), s.loc, reads))
             else:
                 operands = {k: self.value(v) for k, v in s.operands.items()}
                 attrs = {k: self.value(v) for k, v in s.attrs.items()}

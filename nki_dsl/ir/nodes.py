@@ -6,7 +6,11 @@
   index over those axes, enclosing loop indices and program ids.
 * An ``Op`` names its spec in the op table (``nki_dsl.ir.ops``); operands are accesses or scalar immediates keyed
   by the operand names of that spec; attributes are typed values; ``result`` is the tile it creates, if any.
-* A ``Loop`` is a region with a kind (``affine`` or ``sequential``), an index variable and a trip count.
+* A ``Loop`` is a region with a kind (``affine`` or ``sequential``), an index variable and a trip count. The two
+  runtime kinds of the current API (``ir/runtime_loops.py``) also read a register, ``Loop.reads`` (an access of
+  one integer element on chip): ``dynamic`` loops stop at its value read at entry, ``while`` loops run while it is
+  non-zero, re-read before each iteration, a ``scalar_offset`` loop runs its body once with its index equal to the
+  value. Their ``start``/``stop`` then declare the range every analysis works over.
 * A shape family's kernel also has ``symbols`` (``ir/symbols.py``): its HBM tensor dimensions and loop stops may
   then be symbol names (``"$N"``) and its masks may use them. Only the printer, the parser, the family checks and
   ``ir/instantiate.py`` see such IR; everything else runs on the concrete kernels instantiated from it.
@@ -76,13 +80,24 @@ class Op:
 
 @dataclass(eq=False)
 class Loop:
-    kind: str  # "affine" or "sequential"
+    kind: str  # "affine", "sequential", or a runtime kind: "dynamic", "while", "scalar_offset" (ir/runtime_loops.py)
     var: str  # "i<N>"
     start: int
-    stop: int
+    stop: int  # a runtime loop's declared bound: its largest stop (dynamic), trip count (while) or index + 1
     step: int
     body: list[Stmt]
     loc: SourceLoc
+    reads: Access | None = None  # a runtime loop's register: its stop (dynamic) or its condition (while)
+
+    @property
+    def runtime(self) -> bool:
+        """The loop's trip count is known only when it runs (``stop`` bounds it)."""
+        return self.kind in ("dynamic", "while", "scalar_offset")
+
+    @property
+    def iterations(self) -> int:
+        """The most iterations one entry runs: a ``scalar_offset`` loop runs once, at one index of its range."""
+        return min(1, self.trip_count) if self.kind == "scalar_offset" else self.trip_count
 
     @property
     def trip_count(self) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiParseError, SourceLoc
+from nki_dsl.ir import runtime_loops
 from nki_dsl.ir.affine import Affine, Mask, compare, var_kind
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget, refuse
 from nki_dsl.ir.fastread import FallbackError, Reader, TooManyTermsError
@@ -249,7 +250,7 @@ class _Builder:
                 raise _BudgetError("max_ops", self.statements, self.budget.max_ops, "the number of ops and loops")
 
     def _loop(self, node) -> Loop:
-        kind, var, start, stop, step, loc, body = node.children
+        kind, var, start, stop, step, *reads, loc, body = node.children
         self._count(node)
         with self._at(node):
             if self.depth + 1 > self.budget.max_loop_depth:
@@ -258,7 +259,11 @@ class _Builder:
             if _var(var) != "loop":
                 raise _MeaningError(f"loop index {var} is not a loop variable i<N>")
             stop = self._declared(stop) if getattr(stop, "type", None) == "SYM" else _signed(stop)
-            loop = Loop(str(kind), str(var), _signed(start), stop, _signed(step), [], self._loc(loc))
+            register = self._access(reads[0].children[0]) if reads else None
+            loop = Loop(str(kind), str(var), _signed(start), stop, _signed(step), [], self._loc(loc), register)
+            problem = runtime_loops.pairing_problem(loop)
+            if problem is not None:
+                raise _MeaningError(f"loop {var}: {problem}")
         self.depth += 1
         loop.body = self._body(body)
         self.depth -= 1

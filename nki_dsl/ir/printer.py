@@ -44,7 +44,7 @@ from nki_dsl.ir.symbols import SymbolDef, format_definition
 from nki_dsl.ir.types import Buffer, TensorType
 
 INDENT = "  "
-LOOP_KINDS = ("affine", "sequential")
+LOOP_KINDS = ("affine", "sequential", "dynamic", "while", "scalar_offset")  # the last three: ir/runtime_loops.py
 # These patterns match the NAME, OPNAME and TENSOR terminals of grammar.lark.
 IDENT = re.compile(r"[^\W\d]\w*")
 OP_NAME = re.compile(r"[^\W\d]\w*(\.[^\W\d]\w*)*")
@@ -133,7 +133,12 @@ def _loop_header(loop: Loop, source_file: str) -> str:
         raise _FormatError(f"index {loop.var!r} is not a loop variable i<N>")
     stop = _dim(loop.stop) if isinstance(loop.stop, str) else str(_int(loop.stop))  # a family's stop: a symbol
     bounds = f"{_int(loop.start)}, {stop}, {_int(loop.step)}"
-    return f"{loop.kind} {loop.var} = range({bounds}) {_loc(loop.loc, source_file)} {{"
+    if (loop.reads is not None) != (loop.kind in LOOP_KINDS[2:]):
+        raise _FormatError(f"a {loop.kind} loop {'must' if loop.reads is None else 'cannot'} read a register")
+    if loop.reads is not None and not isinstance(loop.reads, Access):
+        raise _FormatError(f"register {loop.reads!r} is not a tensor access")
+    reads = f" reads {format_operand(loop.reads)}" if loop.reads is not None else ""
+    return f"{loop.kind} {loop.var} = range({bounds}){reads} {_loc(loop.loc, source_file)} {{"
 
 
 def _op_line(op: Op, source_file: str) -> str:

@@ -182,12 +182,16 @@ def live_ranges(kernel) -> list[_Live]:
     spans: dict[int, tuple[int, int, int]] = {}
     order: list[tuple[object, tuple]] = []
 
+    registers: list[tuple[str, int, tuple]] = []  # runtime loops' registers (ir/runtime_loops.py): read by the loop
+
     def walk(body, loops):
         for stmt in body:
             if isinstance(stmt, Loop):
                 start = len(order)
                 walk(stmt.body, loops + (stmt,))
                 spans[id(stmt)] = (start, max(start, len(order) - 1), stmt.trip_count)
+                if stmt.reads is not None:  # live through the loop that reads it (a while loop: every iteration)
+                    registers.append((stmt.reads.tensor.name, spans[id(stmt)][1], loops))
             else:
                 order.append((stmt, loops))
 
@@ -209,6 +213,13 @@ def live_ranges(kernel) -> list[_Live]:
                     if lp not in def_loops[v.tensor.name]:
                         end = max(end, spans[id(lp)][1])
                 lv.end = max(lv.end, end)
+    for name, end, loops in registers:
+        lv = lives.get(name)
+        if lv is not None:
+            for lp in loops:
+                if lp not in def_loops[name]:
+                    end = max(end, spans[id(lp)][1])
+            lv.end = max(lv.end, end)
     for name, lv in local.items():
         lives[name] = lv
     return list(lives.values())

@@ -40,7 +40,9 @@ class _Printer:
         pad = "  " * depth
         for stmt in body:
             if isinstance(stmt, Loop):
-                self.lines.append(f"{pad}{stmt.kind} {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step}) {{")
+                reads = f" reads %{stmt.reads.tensor.name}" if stmt.reads is not None else ""  # ir/runtime_loops.py
+                self.lines.append(f"{pad}{stmt.kind} {stmt.var} in range({stmt.start}, {stmt.stop}, {stmt.step})"
+                                  f"{reads} {{")
                 self.body(stmt.body, depth + 1, loop_of)
                 self.lines.append(f"{pad}}}")
                 continue

@@ -105,7 +105,8 @@ def private_copy(kernel: Kernel) -> Kernel:
         out: list[Stmt] = []
         for s in stmts:
             if isinstance(s, Loop):
-                out.append(Loop(s.kind, s.var, s.start, s.stop, s.step, body(s.body), s.loc))
+                out.append(Loop(s.kind, s.var, s.start, s.stop, s.step, body(s.body), s.loc,
+                                operand(s.reads) if s.reads is not None else None))
             else:
                 result = tensor(s.result) if s.result is not None else None
                 out.append(Op(s.name, {k: operand(v) for k, v in s.operands.items()}, dict(s.attrs), result, s.loc,
@@ -125,7 +126,7 @@ def _rewrite_body(body: list[Stmt], rules: dict[str, Rule], ctx: RewriteContext)
         if isinstance(stmt, Loop):
             inner = _rewrite_body(stmt.body, rules, ctx)
             ctx.emitted = out
-            out.append(Loop(stmt.kind, stmt.var, stmt.start, stmt.stop, stmt.step, inner, stmt.loc))
+            out.append(Loop(stmt.kind, stmt.var, stmt.start, stmt.stop, stmt.step, inner, stmt.loc, stmt.reads))
             continue
         rule = rules.get(stmt.name)
         out.extend(rule(stmt, ctx) if rule is not None else [stmt])

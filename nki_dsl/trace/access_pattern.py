@@ -10,8 +10,9 @@
   partition striding); the other pairs address the free bytes of a 2-D ``[P, F]`` tensor. ``offset`` is an int.
   ``offset=None`` starts at the view's own origin (``t[:, 64:].ap(...)`` starts at column 64).
 
-Not modelled (refused with the reason): ``scalar_offset`` / ``vector_offset`` (runtime offsets from registers or
-SBUF tiles), ``indirect_dim``, and ``dtype=`` reinterpretation.
+``scalar_offset=`` (a start a register moves at run time) is ``trace/runtime_offset.py``'s. Not modelled (refused
+with the reason): ``vector_offset`` (per-partition offsets from an SBUF tile), ``indirect_dim`` without a
+scalar offset, and ``dtype=`` reinterpretation.
 
 ``split_view(t, shape)`` is ``t.reshape(shape)`` of an on-chip tensor or view: the partition axis stays, and each
 free axis splits into consecutive axes whose sizes multiply to it (``[P, 512]`` -> ``[P, 4, 128]``), which keeps

@@ -17,7 +17,7 @@ from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
-from nki_dsl.trace import indirect, semantics
+from nki_dsl.trace import indirect, runtime_offset, semantics
 from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
@@ -128,19 +128,28 @@ class _TileLike(TileHandle):
 
     def select(self, dim, index):
         """The view at ``index`` (an int) of axis ``dim`` (reference/nki.md §2.7 "Views"): ``t[..., index, ...]``.
-        A runtime index (a [1, 1] tensor) needs register offsets, which are not modelled."""
+        A runtime index (a register or [1, 1] integer tile) gives a view whose position is read when the
+        instruction runs, as ``.ap(scalar_offset=)`` (trace/runtime_offset.py)."""
         rank = len(self.shape)
         if not isinstance(dim, int) or not -rank <= dim < rank:
             raise NkiApiError(f"select: dim {dim!r} is not an axis of {list(self.shape)}", caller_loc(), "select")
-        if not isinstance(index, int | np.integer):
-            raise NkiApiError("select with a tensor index (a runtime offset from a register or a [1, 1] tile) is "
-                              "not modelled; index with a Python int", caller_loc(), "select")  # fmt: skip
+        runtime = is_tile(index)
+        if not runtime and not isinstance(index, int | np.integer):
+            raise NkiApiError(f"select index must be an int or a register, got {type(index).__name__}",
+                              caller_loc(), "select")  # fmt: skip
         if self.access().tensor.type.buffer.on_chip and dim % rank == 0:
             raise NkiApiError("select cannot take the partition axis (axis 0) of an on-chip tensor", caller_loc(),
                               "select")  # fmt: skip
         key = [slice(None)] * rank
-        key[dim] = int(index)
-        return self[tuple(key)]
+        key[dim] = 0 if runtime else int(index)
+        if not runtime:
+            return self[tuple(key)]
+        runtime_offset.check_register(index, "select's index", "select")
+        at0 = self[tuple(key)].access()
+        key[dim] = 1
+        at1 = self[tuple(key)].access() if self.shape[dim] > 1 else None
+        k, coef = runtime_offset.select_parts(at0, at1, dim % rank)
+        return OffsetView(at0, index, k, coef)
 
     def view(self, dtype):
         """``t.view(dtype)`` (reinterpret the bytes) is not modelled: the reference holds on-chip floats as fp32
@@ -149,7 +158,10 @@ class _TileLike(TileHandle):
                             f"modelled; convert values with a copy into a tensor of that dtype", caller_loc())
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
-        """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py)."""
+        """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py); with
+        ``scalar_offset``, one whose start a register moves at run time (trace/runtime_offset.py)."""
+        if scalar_offset is not None and vector_offset is None:
+            return OffsetView.of(self, pattern, offset, scalar_offset, indirect_dim, dtype)
         return TileView(access_pattern(self.access(), _flat, pattern, offset, scalar_offset, vector_offset,
                                        indirect_dim, dtype))  # fmt: skip
 
@@ -343,6 +355,43 @@ class TileView(_TileLike):
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"
+
+
+class OffsetView(TileView):
+    """``t.ap(pattern, scalar_offset=reg)``: the pattern's access at offset 0, the dimension and stride the
+    register moves it by. Only instructions decorated with ``runtime_offset.takes_runtime_offsets`` take it (they
+    ``resolve`` it inside the loop reading the register); any other use is refused."""
+
+    __slots__ = ("register", "dim", "coef")
+    runtime_offset = True
+
+    def __init__(self, access: Access, register, dim: int, coef: int):
+        super().__init__(access)
+        self.register, self.dim, self.coef = register, dim, coef
+
+    @classmethod
+    def of(cls, t, pattern, offset, scalar_offset, indirect_dim, dtype) -> OffsetView:
+        access = access_pattern(t.access(), _flat, pattern, offset, None, None, 0, dtype)
+        dim, coef = runtime_offset.offset_parts(t.access(), access, scalar_offset, indirect_dim)
+        return cls(access, scalar_offset, dim, coef)
+
+    def parts(self) -> tuple[Access, int, int]:
+        return self._access, self.dim, self.coef
+
+    def resolve(self, var: str) -> TileView:
+        """The view inside the ``scalar_offset`` loop ``var``: its index moves with the loop's index."""
+        return TileView(runtime_offset.moved(self._access, self.dim, self.coef, var))
+
+    def access(self) -> Access:
+        raise NkiTraceError(f"a view of '{self._access.tensor.name}' at a scalar_offset read at run time can only "
+                            f"be moved by nisa.dma_copy or nisa.tensor_copy", caller_loc())  # fmt: skip
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._access.shape)
+
+    def __getitem__(self, key):
+        raise NkiTraceError("a scalar_offset view cannot be indexed again", caller_loc())
 
 
 class IndirectView(TileView):

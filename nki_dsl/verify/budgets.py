@@ -44,7 +44,7 @@ def measure(kernel: Kernel) -> dict[str, int]:
         if isinstance(stmt, Loop):
             m["loop_depth"] = max(m["loop_depth"], len(loops) + 1)
             continue
-        m["iterations"] += grid * math.prod(lp.trip_count for lp in loops)
+        m["iterations"] += grid * math.prod(lp.iterations for lp in loops)
         if stmt.result is not None:
             size = _nbytes(stmt.result)
             m["tensor_bytes"] = max(m["tensor_bytes"], size)
@@ -90,7 +90,7 @@ def check(kernel: Kernel, t: Target, budget: IRBudget) -> list[Diagnostic]:
                 over("max_loop_depth", len(loops) + 1, budget.max_loop_depth, f"loop {stmt.var}'s nesting depth",
                      stmt.loc, "loop")  # fmt: skip
             continue
-        iterations += grid * math.prod(lp.trip_count for lp in loops)
+        iterations += grid * math.prod(lp.iterations for lp in loops)
         if iterations > budget.max_iterations and "iterations" not in reported:
             reported.add("iterations")
             what = "the op executions (grid x loop trip counts, summed over ops) up to this op"

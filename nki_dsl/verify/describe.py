@@ -11,7 +11,8 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Access, Loop, Op, Tensor
 from nki_dsl.ir.ops.spec import HBM, ON_CHIP
 
-LOOP_API = {"affine": "affine_range", "sequential": "sequential_range"}
+LOOP_API = {"affine": "affine_range", "sequential": "sequential_range", "dynamic": "dynamic_range",
+            "while": "while_loop", "scalar_offset": "scalar_offset"}
 
 
 def diagnostic(op: Op, rule: str, message: str) -> Diagnostic:

@@ -103,13 +103,16 @@ class _KernelDraw:
     def loop(self, depth: int) -> Loop:
         var = f"i{self.loop_count}"
         self.loop_count += 1
-        kind = _pick(self.draw, ("affine", "sequential"))
+        kind = _pick(self.draw, ("affine", "sequential", "dynamic", "while", "scalar_offset"))
         start, stop, step = (self.draw(st.integers(-4, 64)) for _ in range(3))
+        # a runtime loop's register (ir/runtime_loops.py): any access, as the text form allows; the verifier
+        # checks that it is one integer element in SBUF
+        reads = self.access() if kind in ("dynamic", "while", "scalar_offset") else None
         loc = self.loc()
         self.loops.append(var)
         body = self.body(depth + 1, 3)
         self.loops.pop()
-        return Loop(kind, var, start, stop, step, body, loc)
+        return Loop(kind, var, start, stop, step, body, loc, reads)
 
     def op(self) -> Op:
         draw = self.draw

@@ -45,6 +45,8 @@ def unlinked_tensors(kernel: Kernel) -> list[str]:
     defined = {id(p) for p in kernel.params}
     bad = []
     for stmt, _ in kernel.walk():
+        if isinstance(stmt, Loop) and stmt.reads is not None and id(stmt.reads.tensor) not in defined:
+            bad.append(stmt.reads.tensor.name)
         if isinstance(stmt, Op):
             accesses = [o for o in stmt.operands.values() if isinstance(o, Access)]
             bad += [a.tensor.name for a in accesses if id(a.tensor) not in defined]
@@ -74,7 +76,8 @@ def _body(body: list) -> tuple:
 
 
 def _loop(loop: Loop) -> tuple:
-    return ("loop", loop.kind, loop.var, loop.start, loop.stop, loop.step, loop.loc, _body(loop.body))
+    reads = None if loop.reads is None else _operand(loop.reads)  # a runtime loop's register
+    return ("loop", loop.kind, loop.var, loop.start, loop.stop, loop.step, loop.loc, reads, _body(loop.body))
 
 
 def _op(op: Op) -> tuple:

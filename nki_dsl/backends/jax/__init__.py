@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from nki_dsl.backends.jax import executables, indirect, runtime
+from nki_dsl.backends.jax import executables, indirect, runtime, runtime_loops
 from nki_dsl.backends.jax.program import HANDLERS, build, to_held
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel
@@ -27,7 +27,7 @@ class Executable:
         self.info, self.fn = build(kernel)
         self._jitted = jax.jit(self.fn)
         self._owner = executables.new_owner()
-        self._checks_rows = indirect.checks_rows(kernel)
+        self._checks_rows = indirect.checks_rows(kernel) or runtime_loops.has_runtime_loops(kernel)
 
     def call(self, *arrays):
         """The kernel on positional arrays (JAX or NumPy, in parameter order): a tuple of JAX output arrays."""
@@ -43,7 +43,7 @@ class Executable:
                 jax.block_until_ready((outs, written))
         except MemoryError:
             raise NkiError(f"kernel {self.kernel.name!r} ran out of memory on the JAX backend") from None
-        except jax.errors.JaxRuntimeError as e:  # an indirect DMA's bounds check raised in a host callback
+        except jax.errors.JaxRuntimeError as e:  # a bounds check (indirect DMA, runtime loop) raised in a callback
             raise indirect.runtime_error(e) from None
         # A kernel that writes into a parameter changes the caller's NumPy array, as the NumPy reference does (a
         # JAX array is immutable: the new value is only among the outputs then).

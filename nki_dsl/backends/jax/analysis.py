@@ -67,11 +67,14 @@ def analyse(kernel: Kernel) -> KernelInfo:
         info.ranges[f"pid{g}"] = (0, n - 1)
     flat: list[Op] = []
     spans: list[tuple[Loop, int, int]] = []
+    header_reads: list[tuple[int, str]] = []  # (position, root) of each runtime loop's register read
 
     def visit(body):
         for stmt in body:
             if isinstance(stmt, Loop):
                 first = len(flat)
+                if stmt.reads is not None:  # a runtime loop reads its register where it starts
+                    header_reads.append((first, info.root(stmt.reads.tensor.name)))
                 info.ranges[stmt.var] = (stmt.start, stmt.last) if stmt.trip_count else (stmt.start, stmt.start)
                 visit(stmt.body)
                 spans.append((stmt, first, len(flat)))
@@ -90,6 +93,8 @@ def analyse(kernel: Kernel) -> KernelInfo:
     writes = [_writes(op, info) for op in flat]
     reads = [_reads(op, info) for op in flat]
     end = info.outputs | {p.name for p in kernel.params}
+    for pos, root in header_reads:
+        (reads[pos] if pos < len(reads) else end).add(root)
     suffix = [set() for _ in range(len(flat) + 1)]
     suffix[len(flat)] = set(end)
     for k in range(len(flat) - 1, -1, -1):

@@ -40,12 +40,17 @@ def _check(where, size: int):
             err = NkiRuntimeError(f"index {int(rows[p])} from partition {p} of operand 'indices' is outside "
                                   f"dimension {dim} of %{tensor} (0..{size - 1}); {bad.size} of {rows.size} "
                                   f"indices are out of range", loc, op)  # fmt: skip
-            with _lock:
-                _raised.append(err)
-                del _raised[:-8]
-            raise err
+            raise_recorded(err)
 
     return check
+
+
+def raise_recorded(err: NkiRuntimeError) -> None:
+    """Raise ``err`` from a host callback, recorded for ``runtime_error`` (also used by ``runtime_loops``)."""
+    with _lock:
+        _raised.append(err)
+        del _raised[:-8]
+    raise err
 
 
 def checks_rows(kernel) -> bool:

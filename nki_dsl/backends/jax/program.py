@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from nki_dsl.backends.jax import runtime, vectorise
+from nki_dsl.backends.jax import runtime, runtime_loops, vectorise
 from nki_dsl.backends.jax.analysis import RNG, KernelInfo, analyse, is_shared_alloc
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.lower_isa import ISA_HANDLERS
@@ -62,7 +62,9 @@ def run_op(op: Op, st: State) -> None:
 
 def run_body(body, st: State) -> None:
     for stmt in body:
-        if isinstance(stmt, Loop):
+        if isinstance(stmt, Loop) and stmt.runtime:
+            runtime_loops.run(stmt, st, run_body)
+        elif isinstance(stmt, Loop):
             _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[id(stmt)],
                       st.info.read_after[id(stmt)], stmt.body, st)  # fmt: skip
         else:

@@ -13,6 +13,7 @@ from nki_dsl.backends.numpy_ref import runtime
 from nki_dsl.backends.numpy_ref.emitter import KERNEL_FN, Emitter
 from nki_dsl.backends.numpy_ref.lower_isa import ISA_HANDLERS
 from nki_dsl.backends.numpy_ref.lower_language import LANGUAGE_HANDLERS
+from nki_dsl.backends.numpy_ref.runtime_loops import TripLog
 from nki_dsl.errors import NkiError
 from nki_dsl.ir import ops
 from nki_dsl.ir.nodes import Kernel
@@ -39,7 +40,9 @@ class Executable:
         emitter = Emitter(kernel, HANDLERS)
         self.kernel = kernel
         self.source = emitter.emit()
+        self.trips = TripLog(emitter.runtime_loops)  # the runtime loops' trip counts of the last run
         namespace = {
+            "_rl": self.trips,
             "np": np, "ROUND": runtime.ROUND, "alloc_on_chip": runtime.alloc_on_chip,
             "alloc_hbm": runtime.alloc_hbm, "to_hbm": runtime.to_hbm, "RandomState": runtime.RandomState,
             "fn": fn_module, **emitter.namespace,
@@ -56,6 +59,7 @@ class Executable:
         for p in self.kernel.params:
             a = arrays[p.name]
             args.append(a if isinstance(a, np.ndarray) else np.asarray(a))
+        self.trips.reset()
         try:
             with np.errstate(all="ignore"):  # poison values and masked-out lanes may overflow; that is expected
                 outs = self._fn(*args)

@@ -67,6 +67,7 @@ class Emitter:
         self._const_ids: dict[int, str] = {}
         self._tmp = 0
         self.mutated = _mutated_storage(kernel)
+        self.runtime_loops: list[Loop] = []  # numbered in program order for TripLog (runtime_loops.py)
 
     # -- module-level helpers ----------------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -112,7 +113,9 @@ class Emitter:
         if not body:
             self.line("pass")
         for stmt in body:
-            if isinstance(stmt, Loop):
+            if isinstance(stmt, Loop) and stmt.runtime:
+                self.emit_runtime_loop(stmt)
+            elif isinstance(stmt, Loop):
                 bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
                 kind = {"affine": "affine", "sequential": "sequential"}.get(stmt.kind, "loop")  # a fixed word
                 self.line(f"for {py_var(stmt.var, 'loop')} in range({bounds}):  # {kind}")
@@ -121,6 +124,39 @@ class Emitter:
                 self.depth -= 1
             else:
                 self.emit_op(stmt)
+
+    def emit_runtime_loop(self, lp: Loop) -> None:
+        """A dynamic loop runs to its register's value (read once, checked by ``TripLog.stop``); a while loop
+        re-reads its register before each iteration, at most its declared bound of them; a scalar_offset loop runs
+        once with its index the register's value (``TripLog``)."""
+        k = len(self.runtime_loops)
+        self.runtime_loops.append(lp)
+        a = lp.reads
+        reg = access_code(tensor_var(a.tensor.name), a.index, tuple(str(s) for s in a.shape), self.const).read
+        grid = self.kernel.grid or (1,)
+        pids = "(" + "".join(f"{py_var(f'pid{g}')}, " for g in range(len(grid))) + ")"
+        var = py_var(lp.var, "loop")
+        if lp.kind == "scalar_offset":
+            self.line(f"for {var} in (_rl.offset({py_int(k)}, {reg}, {pids}),):  # scalar_offset")
+            self.depth += 1
+            self.emit_body(lp.body)
+            self.depth -= 1
+            return
+        if lp.kind == "dynamic":
+            stop = f"_rl.stop({py_int(k)}, {reg}, {pids})"
+            self.line(f"for {var} in range({py_int(lp.start)}, {stop}, {py_int(lp.step)}):  # dynamic")
+            self.depth += 1
+            self.emit_body(lp.body)
+            self.depth -= 1
+            return
+        self.line(f"for {var} in range(0, {py_int(lp.stop)}, 1):  # while")
+        self.depth += 1
+        self.line(f"if not _rl.running({py_int(k)}, {reg}, {var}, {pids}):")
+        self.line("    break")
+        self.emit_body(lp.body)
+        self.depth -= 1
+        self.line("else:")
+        self.line(f"    _rl.exhausted({py_int(k)}, {reg}, {pids})")
 
     def emit_op(self, op: Op) -> None:
         handler = self.handlers.get(op.name)

@@ -46,7 +46,9 @@ def simulate(kernel: Kernel, arrays: dict | None, target: Target, grid=None):
     """
     prepared = prepare(kernel, target)
     outputs = prepared.run_numbers(arrays) if arrays is not None else None
-    return outputs, _profile(prepared, grid)
+    # runtime loops run as many iterations as that run took (timing only: their declared bounds)
+    trips = prepared.numpy.trips.counts if arrays is not None else None
+    return outputs, _profile(prepared, grid, trips=trips)
 
 
 def profile(kernel: Kernel, target: Target, grid=None, steady: bool = True) -> Profile:
@@ -55,7 +57,7 @@ def profile(kernel: Kernel, target: Target, grid=None, steady: bool = True) -> P
     return _profile(prepare(kernel, target), grid, steady)
 
 
-def _profile(prepared, grid, steady: bool = True) -> Profile:
+def _profile(prepared, grid, steady: bool = True, trips=None) -> Profile:
     t = prepared.target
     stream = prepared.stream(grid)
     log = [] if steady and stream.steady else None
@@ -66,7 +68,7 @@ def _profile(prepared, grid, steady: bool = True) -> Profile:
     gc.disable()
     try:
         ctl = Steady(stream, sched, log) if log is not None else None
-        stream.run(sched.step, ctl)
+        stream.run(sched.step, ctl, trips)
     finally:
         if enabled:
             gc.enable()

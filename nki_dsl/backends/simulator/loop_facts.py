@@ -248,10 +248,17 @@ def _replay(stream, k: int, lf: LoopFacts) -> list[str]:
     return lines
 
 
+def _has_runtime_loop(loop) -> bool:
+    """``loop`` is a runtime loop or holds one (an iteration's length is then known only from the run)."""
+    return loop.runtime or any(isinstance(s, type(loop)) and _has_runtime_loop(s) for s in loop.body)
+
+
 def eligible_loops(stream, loops: list[LoopFacts]) -> dict[int, LoopFacts]:
     """Loop number -> facts, for the loops ``steady.py`` may advance (their replay source in ``replay_lines``)."""
     out = {}
     for k, lf in enumerate(loops):
+        if _has_runtime_loop(lf.loop):
+            continue  # iterations differ by what the run read (ir/runtime_loops.py): scheduled one by one
         if _analyse(stream, lf):
             lf.replay_lines = _replay(stream, k, lf)
             out[k] = lf

@@ -26,6 +26,7 @@ from nki_dsl.backends.simulator.addresses import AddressMap
 from nki_dsl.backends.simulator.cost import STATIC_OVERHEAD_ENGINES
 from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops, is_clipped
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
+from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of, fused_writes
@@ -47,6 +48,24 @@ def _hits(reads, writes) -> bool:
     return False
 
 
+def runtime_trips(loops: list[Loop], recorded: dict | None):
+    """``_trips(k, program ids)`` of the generated unroller: runtime loop ``k``'s trip count at its next entry (a
+    scalar_offset loop's index; a timing-only run takes the first of its range)."""
+    if recorded is None:
+        return lambda k, pids: loops[k].start if loops[k].kind == "scalar_offset" else loops[k].trip_count
+    queues = {key: iter(counts) for key, counts in recorded.items()}
+
+    def trips(k, pids):
+        n = next(queues.get((k, pids), iter(())), None)
+        if n is None:
+            lp = loops[k]
+            raise NkiError(f"the simulator has no recorded trip count for this entry of loop {lp.var} (the NumPy "
+                           f"run it prices did not reach it)", lp.loc)  # fmt: skip
+        return n
+
+    return trips
+
+
 class Stream:
     """The instruction stream of lowered ``kernel`` placed by ``allocation`` on ``target``. ``run(step)`` calls
     ``step(template, reads, writes)`` for every instruction of every grid instance (or only ``grid``)."""
@@ -66,6 +85,8 @@ class Stream:
         self.instances = list(product(*(range(g) for g in grid_shape))) if grid is None else [tuple(grid)]
         self.lines = [f"def unroll(step, {', '.join(self.pids)}):"]
         self._open: list[LoopFacts] = []  # the loops being generated, outermost first
+        self.runtime_loops: list[Loop] = []  # numbered in program order, as the NumPy reference's TripLog
+        self._register_reads: list = []  # registers of the runtime loops whose body's first instruction is next
         self.loops: list[LoopFacts] = []
         self._per_instance = self._body(kernel.body, 1)
         # loops whose iterations may be advanced whole once the schedule repeats (steady.py): their ``for`` takes
@@ -89,9 +110,19 @@ class Stream:
         for stmt in body:
             if isinstance(stmt, Loop):
                 bounds = ", ".join(py_int(b) for b in (stmt.start, stmt.stop, stmt.step))
+                iterable = None
+                if stmt.runtime:  # as many iterations as the run took (runtime_loops.py)
+                    pids = "(" + "".join(f"{py_var(p)}, " for p in self.pids) + ")"
+                    trips = f"_trips({py_int(len(self.runtime_loops))}, {pids})"
+                    bounds = f"{py_int(stmt.start)}, {py_int(stmt.start)} + {py_int(stmt.step)} * {trips}, "
+                    bounds += py_int(stmt.step)
+                    if stmt.kind == "scalar_offset":  # one iteration, at the index the run read
+                        iterable = f"({trips},)"
+                    self.runtime_loops.append(stmt)
+                    self._register_reads.append(stmt.reads)
                 lf = LoopFacts(stmt, len(self.lines), pad, tuple(self.pids) + tuple(o.loop.var for o in self._open))
                 self.loops.append(lf)
-                self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in range({bounds}):")
+                self.lines.append(f"{pad}for {py_var(stmt.var, 'loop')} in {iterable or f'range({bounds})'}:")
                 self._open.append(lf)
                 lf.per_iteration = self._body(stmt.body, depth + 1)
                 self._open.pop()
@@ -119,7 +150,10 @@ class Stream:
             if not a.tensor.type.buffer.on_chip:
                 self.written_hbm.add(self.addresses.key_of(a.tensor.name))
         clip = is_clipped(op, write)
-        r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads) + ")"
+        r = "(" + "".join(self.addresses.source(a, clip) + ", " for a in t.reads)
+        # the first instruction of a runtime loop's body waits for its register (the sequencer reads it there)
+        r += "".join(self.addresses.source(a, False) + ", " for a in self._register_reads) + ")"
+        self._register_reads = []
         w = "".join(self.addresses.source(a, clip) + ", " for a in t.writes)
         first = write.attrs.get("zero_first", "") if write is not None else ""
         if first:  # the first iteration overwrites (no nl.zeros before it): it does not read the accumulator,
@@ -151,9 +185,12 @@ class Stream:
             self.lines.append(f"{pad}if _LW[{k}] and _hits(_wr, _LW[{k}]): _LW[{k}] = ()")
 
     # -- running ---------------------------------------------------------------------------------------------------
-    def run(self, step, steady=None) -> None:
-        """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction)."""
+    def run(self, step, steady=None, trips=None) -> None:
+        """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction).
+        ``trips``: the runtime loops' trip counts a NumPy reference run recorded (``TripLog.counts``); None (a
+        timing-only run, with no data) runs each to its declared bound, the slowest run it allows."""
         self.namespace["_LW"][:] = [()] * len(_LAST)  # no previous instruction yet
+        self.namespace["_trips"] = runtime_trips(self.runtime_loops, trips)
         loops = self.steady
         self.namespace["_enter"] = steady.enter if steady is not None else (
             lambda k, outer: range(loops[k].loop.start, loops[k].loop.stop, loops[k].loop.step))  # fmt: skip

@@ -44,6 +44,7 @@ from nki_dsl.current.isa.data_movement import (
     tensor_copy_predicated,
 )
 from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from nki_dsl.current.isa.registers import register_alloc, register_load, register_move, register_store
 from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_matmul_mx, nc_transpose
 from nki_dsl.isa.enums import get_nc_version as _legacy_nc_version
 
@@ -67,6 +68,7 @@ __all__ = [
     "tensor_scalar_cumulative", "exponential", "select_reduce", "range_select", "dma_compute", "nc_stream_shuffle",
     "max8", "nc_find_index8",
     "sendrecv", "core_barrier",
+    "register_alloc", "register_move", "register_load", "register_store",
     "engine", "reduce_cmd", "dge_mode", "oob_mode", "dma_engine", "matmul_perf_mode", "nc_version",
     "get_nc_version", "constants",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",

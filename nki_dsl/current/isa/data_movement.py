@@ -10,6 +10,7 @@ from nki_dsl.ir.types import Buffer
 from nki_dsl.isa import dma as legacy_dma
 from nki_dsl.isa import vector_alu as legacy_alu
 from nki_dsl.trace.builder import caller_loc
+from nki_dsl.trace.runtime_offset import takes_runtime_offsets
 from nki_dsl.trace.tensor import NkiTensor, is_tile
 
 
@@ -20,6 +21,7 @@ def _count(shape) -> int:
     return n
 
 
+@takes_runtime_offsets("nisa.dma_copy")
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):  # fmt: skip
     """``dst = src`` on a DMA queue, converting to ``dst``'s dtype. Element counts must match; shapes may differ
@@ -71,6 +73,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     write(api, dst, legacy_dma.dma_transpose(src, axes=axes, dtype=dst_dtype(api, dst)))
 
 
+@takes_runtime_offsets("nisa.tensor_copy")
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
     """``dst = src`` on the Vector (default), Scalar or GpSimd engine, converting to ``dst``'s dtype."""
     api = "nisa.tensor_copy"

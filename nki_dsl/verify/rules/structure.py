@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic, SourceLoc
+from nki_dsl.ir import runtime_loops
 from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS, REQUIRED, AttrKind
@@ -40,6 +41,10 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         for stmt in body:
             if isinstance(stmt, Loop):
                 problem = _loop_problem(stmt, loop_vars)
+                if problem is None and stmt.reads is not None:
+                    problem = next(iter(_access_problems("reads", stmt.reads, defined)), None)
+                    problem = problem or _register_scope_problem(stmt, loop_vars)
+                    problem = problem and f"loop {stmt.var}: {problem}"
                 if problem:
                     found.append(Diagnostic(stmt.loc, LOOP_API.get(stmt.kind, "loop"), RULE, problem))
                 walk(stmt.body, loop_vars + (stmt.var,))
@@ -59,8 +64,8 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
 
 
 def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
-    if loop.kind not in ("affine", "sequential"):
-        return f"loop kind {loop.kind!r} is not 'affine' or 'sequential'"
+    if loop.kind not in ("affine", "sequential", *runtime_loops.KINDS):
+        return f"loop kind {loop.kind!r} is not 'affine', 'sequential', 'dynamic', 'while' or 'scalar_offset'"
     if not _is_var(loop.var, "loop"):
         return f"loop index {loop.var!r} is not a loop variable i<N>"
     if loop.var in enclosing:
@@ -69,6 +74,18 @@ def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
         return f"loop {loop.var} bounds must be ints"
     if loop.step <= 0:
         return f"loop {loop.var} has step {loop.step}; the step must be positive"
+    problem = runtime_loops.shape_problem(loop)
+    return f"loop {loop.var}: {problem}" if problem else None
+
+
+def _register_scope_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
+    """A runtime loop reads its register outside its own iterations: its index may name enclosing loops and
+    program ids (and the access's own axes), not the loop's own index."""
+    for v in loop.reads.vars():
+        if _is_var(v, "loop") and v not in enclosing:
+            return f"its register is read at an index over {v}, which is not an enclosing loop"
+        if not (_is_var(v, "loop") or _is_var(v, "pid") or _is_var(v, "axis")):
+            return f"its register is read at an index over {v!r}, which is not a loop or program id"
     return None
 
 
