@@ -199,7 +199,7 @@ class _Builder:
             if str(name) in self.symbols:
                 raise _MeaningError(f"symbol {name} is declared twice")
             if node.data == "symbol_range":
-                s = SymbolDef(str(name), _int(parts[0]), _int(parts[1]))
+                s = SymbolDef(str(name), _int(parts[0]), _int(parts[1]), step=_int(parts[2]) if len(parts) > 2 else 1)
             else:
                 expr = _affine(self._expr(parts[0]))
                 s = SymbolDef(str(name), expr=expr, divisor=_int(parts[1]) if len(parts) > 1 else 1)

@@ -33,9 +33,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   (The upper kernel need not be an instance itself: only these rules look at it.)
 * ``PROVEN`` rules are proved symbolically over the whole range: ``out-of-bounds`` asks, per access and tensor
   dimension, whether any integer point of symbols (in their ranges, derived ones tied to their definitions by
-  linear constraints), loop indices (``i <= stop - 1`` with a symbolic ``stop``), program ids and axes, passing
-  the op's mask, puts the index below 0 or at or past the dimension (``verify/integer_sets.py``, exact, and
-  "maybe" when its search gives up, which refuses the family).
+  linear constraints, stepped ones to their multiples), loop indices (``i <= stop - 1`` with a symbolic
+  ``stop``), program ids and axes, passing the op's mask, puts the index below 0 or at or past the dimension
+  (``verify/integer_sets.py``, exact, and "maybe" when its search gives up, which refuses the family).
 
 Diagnostics carry rule ``shape-family`` for the family's form and the broken rule's own id otherwise, and name
 the dimension and its range.
@@ -49,7 +49,7 @@ from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import DECLARED, OPS
-from nki_dsl.ir.symbols import SymbolError, check_table, definition_constraints, is_symbol, ranges
+from nki_dsl.ir.symbols import SymbolError, check_table, is_symbol, ranges, ties
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify import verify_kernel
@@ -198,7 +198,8 @@ def _unique(found: list[Diagnostic]) -> list[Diagnostic]:
 
 def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
     symbols = kernel.symbols
-    tied = [at_least(c) for s in symbols.values() if not s.is_base for c in definition_constraints(s)]
+    tied, quotients = ties(symbols)
+    tied = [at_least(c) for c in tied]
     grid = kernel.grid or (1,)
     pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
     found = []
@@ -220,7 +221,7 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
             key = (a.tensor.type.shape, a.index, a.shape, tuple(dims), tuple(_mask_for(stmt, a)),
                    tuple((lp.var, lp.start, lp.stop, lp.step) for lp in loops))  # fmt: skip
             if key not in answers:
-                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids, dims)
+                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids | quotients, dims)
             if answers[key]:
                 message = _fill(answers[key], d.typed(a.tensor), d.operand(name, a))
                 found.append(d.diagnostic(stmt, "out-of-bounds", message))

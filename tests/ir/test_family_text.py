@@ -107,3 +107,61 @@ def test_a_long_chain_of_derived_symbols_is_checked_once_per_line(monkeypatch):
             '  source "k.py"\n  %0 = alloc() : f32[$N, 512] shared_hbm loc(1)\n}\n')
     nki.parse_family(text)
     assert len(calls) == 301
+
+
+# -- symbols with a step (a range of multiples) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stepped():
+    from kernels.matmul.kernel import matmul_tiled
+
+    k = {"K": (128, 4096, 128)}
+    return nki.trace(matmul_tiled, nki.spec(("K", "M"), "float32", dims=k | {"M": (128, 4096, 128)}),
+                     nki.spec(("K", "N"), "float32", dims=k | {"N": (512, 8192, 512)}), target="trn2").text  # fmt: skip
+
+
+def test_a_stepped_symbol_round_trips_through_both_readers(stepped):
+    from nki_dsl.ir.fastread import Reader
+
+    from .test_fastread import _both
+
+    assert "symbol $M in [128, 4096] step 128" in stepped
+    for t in (stepped, " ".join(stepped.split())):
+        Reader(t).start()  # the fast reader reads it (no fallback to lark)
+        assert _both(t) == (stepped, stepped)
+    family = nki.parse_family(stepped)
+    assert family.text == stepped and family.dims["M"] == (128, 4096, 128)
+
+
+@pytest.mark.parametrize("new, message", [
+    ("symbol $M in [128, 4096] step 0", "the step 0 is not an integer in 1..1099511627776"),
+    ("symbol $M in [128, 4096] step 100", "does not start and end at multiples of its step 100"),
+    ("symbol $M in [100, 4096] step 128", "does not start and end at multiples"),
+    ("symbol $M in [128, 4096] step -128", "unexpected"),
+    ("symbol $M in [128, 4096] step 2.5", "unexpected"),
+    ("symbol $M in [128, 4096] step", "unexpected"),
+    ("symbol $M in [128, 4096] step 128 step 128", "unexpected"),
+    ("symbol $M in [128, 4096] step 9999999999999999999999", "IR integers have at most 18"),
+    ("symbol $M in [128, 4096] step 1099511627777", "is not an integer in 1..1099511627776"),
+])  # fmt: skip
+def test_malformed_steps_are_refused_by_the_parser(stepped, new, message):
+    with pytest.raises(nki.NkiError) as e:
+        nki.parse_family(_edit(stepped, "symbol $M in [128, 4096] step 128", new))
+    assert message in str(e.value)
+    assert isinstance(e.value, nki.NkiParseError | nki.NkiVerificationError)
+
+
+def test_a_derived_symbol_has_no_step(stepped):
+    with pytest.raises(nki.NkiParseError, match="unexpected"):
+        nki.parse_family(_edit(stepped, "symbol $_0 = ($M) // 128", "symbol $_0 = ($M) // 128 step 2"))
+
+
+def test_a_call_off_the_step_is_refused_and_budgets_apply_to_instances(stepped):
+    family = nki.parse_family(stepped)
+    with pytest.raises(nki.NkiShapeFamilyError, match="dimension M = 200 is not a multiple of 128"):
+        family.instantiate((256, 200), (256, 512))
+    tight = nki.parse_family(stepped, budget=nki.IRBudget(max_iterations=200))
+    tight.instantiate((256, 256), (256, 512))
+    with pytest.raises(nki.NkiVerificationError, match="max_iterations"):
+        tight.instantiate((4096, 4096), (4096, 8192))
