@@ -111,9 +111,27 @@ def ranges(symbols: dict[str, SymbolDef]) -> dict[str, tuple[int, int]]:
         if s.is_base:
             out[name] = (s.lo, s.hi)
         else:
-            lo, hi = s.expr.bounds(out)
+            lo, hi = affine_bounds(s.expr, symbols, out)
             out[name] = (lo // s.divisor, hi // s.divisor)
     return out
+
+
+def affine_bounds(e: Affine, symbols: dict[str, SymbolDef], intervals: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Bounds of ``e`` over the intervals, tightened by what a floor division means: a remainder ``f - k*q`` with
+    ``q = floordiv(f, k)`` is in ``0..k-1`` (``n % 16`` of a family is ``n - 16*floordiv(n, 16)``, whose intervals
+    alone go negative). For each such ``q`` in ``e`` with a multiple of ``k`` as coefficient, ``e`` is
+    ``rest + a*(f - k*q)`` and its bounds are those of ``rest`` plus ``a * (0..k-1)``, intersected with the plain
+    ones (each is sound, so both hold)."""
+    lo, hi = e.bounds(intervals)
+    for v, c in e.terms:
+        s = symbols.get(v)
+        if s is None or s.is_base or s.divisor == 1 or c % s.divisor:
+            continue
+        a = -c // s.divisor
+        rest = e - (s.expr - Affine.var(v, s.divisor)) * a
+        r_lo, r_hi = rest.bounds(intervals)
+        lo, hi = max(lo, r_lo + min(0, a * (s.divisor - 1))), min(hi, r_hi + max(0, a * (s.divisor - 1)))
+    return lo, hi
 
 
 def evaluate(symbols: dict[str, SymbolDef], base: dict[str, int]) -> dict[str, int]:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine, compare
-from nki_dsl.ir.symbols import SymbolDef, ranges, ties
+from nki_dsl.ir.symbols import SymbolDef, affine_bounds, ranges, ties
 from nki_dsl.trace.builder import caller_loc
 
 
@@ -76,7 +76,7 @@ class SymbolTable:
         return name
 
     def bounds(self, e: Affine) -> tuple[int, int]:
-        return e.bounds(self._ranges)
+        return affine_bounds(e, self.defs, self._ranges)
 
     def decide(self, c: Affine) -> bool | None:
         """Whether ``c >= 0`` for every size of the family (True), for none (False), or for some only (None).
@@ -138,7 +138,7 @@ def _int(x) -> int | None:
         return None
     try:
         return int(x.__index__())
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, NkiTraceError):  # a loop index has no int: `N + i` is the index's to make
         return None
 
 
@@ -204,10 +204,15 @@ class Dim:
         k = self._divisor(other, "%")
         return self - (self // k) * k
 
+    def __divmod__(self, other):
+        if not isinstance(other, Dim) and _int(other) is None:
+            return NotImplemented
+        return self // other, self % other
+
     def __rfloordiv__(self, other):
         raise self._inconclusive(f"{other!r} // {self} divides by a dimension")
 
-    __rmod__ = __rfloordiv__
+    __rmod__ = __rdivmod__ = __rfloordiv__
 
     def __truediv__(self, other):
         if isinstance(other, Dim):

@@ -48,8 +48,7 @@ def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("%1 = nl.load(src=%x[d0 + 128*i0, d1 ; 128x512])", "%1 = nl.load(src=%x[d0 + 128*i0 + $N, d1 ; 128x512])",
-     "indexes with a dimension symbol"),
+    ("%4 = nl.exp(x=%3)", "%4 = nl.exp(x=%3[d0, d1 + $N ; 128x512])", "indexes on-chip %3 with a dimension symbol"),
     (": f32[128, 512] sbuf", ": f32[$N, 512] sbuf", "only HBM tensors' dimensions may be symbolic"),
     ("symbol $N in [1, 65536]", "symbol $N in [1, 65536]\n  symbol $B in [1, 8]", "dimension B is no dimension of"),
     ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N - 300) // 128", "may be negative"),
@@ -80,6 +79,16 @@ def test_a_huge_range_loads_but_every_instance_meets_the_budget(text):
     tight.instantiate((256, 512))  # 2 tiles x 8 ops
     with pytest.raises(nki.NkiVerificationError, match="max_iterations"):
         tight.instantiate((65536, 512))  # the budget given to parse_family applies to each instance
+
+
+def test_a_symbolic_hbm_index_is_proved_or_refused(text):
+    """An HBM index may hold a symbol (a tile starting at a symbolic row); the proof decides it over the range."""
+    last_rows = text.replace("%x[d0 + 128*i0, d1 ; 128x512]", "%x[$N - d0 - 128*i0 - 1, d1 ; 128x512]")
+    nki.prove_family(nki.parse_family(last_rows), "trn2")  # the rows in reverse, masked as the rows are: in bounds
+    past = text.replace("%x[d0 + 128*i0, d1 ; 128x512]", "%x[d0 + $N + 128*i0, d1 ; 128x512]")
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.prove_family(nki.parse_family(past), "trn2")
+    assert "out-of-bounds" in {d.rule for d in e.value.diagnostics} and "may reach N" in str(e.value)
 
 
 def test_proving_a_parsed_family_refuses_an_unprovable_edit(text):
