@@ -17,6 +17,7 @@ Ragged M (tokens), K and N are handled by masks and static tail tiles, never by 
 """
 
 import math
+import operator
 
 import numpy as np
 
@@ -39,6 +40,14 @@ def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, min(size, n - s)) for s in range(0, n, size)]
 
 
+def _static(n):
+    """``n`` as an int, or None for a shape family's symbolic count (its rows are a symbol: ``nki.spec(dims=)``)."""
+    try:
+        return operator.index(n)
+    except nki.InconclusiveDimensionError:
+        return None
+
+
 def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
     """x^T for rows ``m0 .. m0 + 127``: one [k, 128] SBUF tile per K tile (ragged rows masked). ``by_dma``: DMA
     transposes from HBM (2-byte dtypes); otherwise whole rows in (one efficient DMA) and Tensor-engine transposes
@@ -48,7 +57,8 @@ def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
     if by_dma:
         # every K tile in one 3-D DMA transpose (x viewed as [rows, K tiles, 128] -> [128, K tiles, rows]): one
         # transfer's fixed cost instead of one per K tile (reference/nki.md §3.4); a ragged K one tile at a time
-        full = len(k_tiles) if x.shape[1] % PMAX == 0 else 0
+        # (a shape family's x has a symbolic row count, and a reshape views whole tensors: one tile at a time)
+        full = len(k_tiles) if x.shape[1] % PMAX == 0 and _static(x.shape[0]) is not None else 0
         if full:
             i_k, i_j = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None]
             i_r = nl.arange(PMAX)[None, None, :]
@@ -254,6 +264,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     full, rest = divmod(n_tiles - first, GROUP_TILES)
     if not src.pipelined:
         full = rest = 0
+    static_rest = _static(rest)  # None: a shape family's row count, whose last tiles go one per loop iteration
     # The prologue tiles' x^T, each tile's row work one tile ahead of the previous tile's Tensor-engine part (so
     # the in-order engines overlap the tiles' chains), and the first tile of a static rest group's row work too
     # (it is then ready when the Tensor engine leaves the prologue).
@@ -265,7 +276,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     for u in range(first):
         if u + 1 < first:
             states.append(src.stage1(bufs, u + 1, *heads[u + 1]))
-        elif rest and not full:
+        elif static_rest and not full:
             states.append(src.stage1(bufs, first, first * PMAX, _ok(x, first * PMAX)))
         xTs.append(src.stage2(states[u]))
     ready = states[first] if len(states) > first else None
@@ -288,7 +299,8 @@ def _linear(x, w, b, residual, out, epilogue, src):
             xT = src.stage1(None, 0, m0, ok)
             tile_ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             ta, tb = _y_rings(len(n_blocks), x.dtype)
-            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0  # the row's blocks stored in one transfer
+            # the row's blocks stored in one transfer (a reshape of out: not for a shape family's symbolic rows)
+            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0 and _static(m_rows) is not None
             for blk, (n0, ns) in enumerate(n_blocks):
                 y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, blk), n0, ns,
                            k_tiles, epilogue, store=not whole)  # fmt: skip
@@ -298,7 +310,10 @@ def _linear(x, w, b, residual, out, epilogue, src):
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
     for g in nl.affine_range(full):
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks)
-    if rest:
+    if static_rest is None:  # a symbolic number of tail tiles: not pipelined, one tile per iteration
+        for r in nl.affine_range(rest):
+            _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES + r, 1, k_tiles, n_blocks)
+    elif static_rest:
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES, rest, k_tiles, n_blocks,
                ready)  # fmt: skip
 
