@@ -79,3 +79,42 @@ def test_a_shape_off_the_step_says_why(registry, bundles):
     with pytest.raises(kernels.NoSpecialisationError) as e:
         k.matmul(np.ones((384, 200), np.float32), np.ones((384, 512), np.float32))
     assert "dimension M = 200 is not a multiple of 128" in str(e.value)
+
+
+def _hf_variant(package: str):
+    """``build/torch-neuron/`` of the package as HF kernels imports it (its own module, ``nki`` resolved to
+    nki-dsl's current-API front end): Python, so it traces each concrete shape at its first call, as AWS's ``nki``
+    compiles it on a Trainium machine; it knows no published shape list."""
+    import importlib.util
+
+    import nki_dsl.compat
+
+    nki_dsl.compat.install()
+    from tests.hub.library_packages import ROOT
+
+    name = f"_test_hf_variant_{package}"
+    spec = importlib.util.spec_from_file_location(name, ROOT / package / "neuron" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hf_variant_takes_the_shapes_the_family_takes(registry, bundles):
+    """A shape no specialisation lists (matmul 384 x 256 x 1536) gives the same numbers from the HF variant's
+    Python as from the family's IR fetched without trust; a shape the launcher refuses is refused by both with the
+    same reason. (HF kernels runs the variant's Python, trusted by HF's own rules, for any shape its launcher
+    accepts; the IR path without trust runs the declared ranges only.)"""
+    publish(bundles["matmul"], "acme/matmul", settings())
+    ir_path = kernels.get_kernel("acme/matmul", version=1)
+    variant = _hf_variant("matmul")
+    lhsT, rhs = _arrays(np.random.default_rng(3), [(384, 256), (384, 1536)], np.float32)
+    np.testing.assert_allclose(variant.matmul(lhsT, rhs), ir_path.matmul(lhsT, rhs), rtol=1e-5, atol=1e-4)
+    from kernels.matmul.launcher import plan_matmul
+
+    bad = (np.ones((384, 200), np.float32), np.ones((384, 512), np.float32))
+    with pytest.raises(ValueError) as launcher:
+        plan_matmul(*bad)
+    with pytest.raises(ValueError) as hf:
+        variant.matmul(*bad)
+    assert str(hf.value) == str(launcher.value)
