@@ -153,7 +153,13 @@ def _dependent_affine_loops(kernel: Kernel, target, spec: Specializer) -> set[So
     """Affine loops enclosing an op the ``affine-dependence`` rule objects to."""
     from nki_dsl.verify.rules import affine_dependence  # deferred: import nki_dsl does not load the verifier
 
-    bad = {d.loc for d in affine_dependence.check(kernel, target)}
+    checked = kernel
+    if kernel.symbols:  # a shape family: its upper kernel, where every loop runs longest (verify/family.py MONOTONE)
+        from nki_dsl.ir.instantiate import substitute
+        from nki_dsl.ir.symbols import ranges
+
+        checked = substitute(kernel, {n: hi for n, (_, hi) in ranges(kernel.symbols).items()})
+    bad = {d.loc for d in affine_dependence.check(checked, target)}
     if not bad:
         return set()
     locs = set()
