@@ -57,8 +57,7 @@ def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
     if by_dma:
         # every K tile in one 3-D DMA transpose (x viewed as [rows, K tiles, 128] -> [128, K tiles, rows]): one
         # transfer's fixed cost instead of one per K tile (reference/nki.md §3.4); a ragged K one tile at a time
-        # (a shape family's x has a symbolic row count, and a reshape views whole tensors: one tile at a time)
-        full = len(k_tiles) if x.shape[1] % PMAX == 0 and _static(x.shape[0]) is not None else 0
+        full = len(k_tiles) if x.shape[1] % PMAX == 0 else 0
         if full:
             i_k, i_j = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None]
             i_r = nl.arange(PMAX)[None, None, :]
@@ -299,8 +298,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
             xT = src.stage1(None, 0, m0, ok)
             tile_ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             ta, tb = _y_rings(len(n_blocks), x.dtype)
-            # the row's blocks stored in one transfer (a reshape of out: not for a shape family's symbolic rows)
-            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0 and _static(m_rows) is not None
+            whole = len(n_blocks) > 1 and n_dim % BLOCK_N == 0  # the row's blocks stored in one transfer
             for blk, (n0, ns) in enumerate(n_blocks):
                 y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (tile_ring, blk % 2), (ta, tb, blk), n0, ns,
                            k_tiles, epilogue, store=not whole)  # fmt: skip

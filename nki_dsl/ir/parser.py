@@ -534,7 +534,20 @@ def _attr_dtype(v):
 
 
 def _attr_ints(v):
-    return _ints(v, "the value")
+    """Ints; a shape family's symbol (declared: ``_expr`` checked) stands for a size (``hbm.reshape``'s shape; the
+    family verifier refuses it anywhere else)."""
+    if isinstance(v, tuple):
+        v = tuple(_symbol_name(x) or x for x in v)
+    _want(isinstance(v, tuple) and all(_is_int(x) or isinstance(x, str) for x in v), "a tuple of ints for the value")
+    return v
+
+
+def _symbol_name(x) -> str | None:
+    """``$M`` for the expression ``$M`` alone."""
+    if isinstance(x, Affine) and x.const == 0 and len(x.terms) == 1 and x.terms[0][1] == 1:
+        name = x.terms[0][0]
+        return name if _var(name) == "sym" else None
+    return None
 
 
 def _attr_shape(v):

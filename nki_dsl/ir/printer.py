@@ -324,8 +324,9 @@ def _attr_dtype(v) -> str:
 
 
 def _attr_ints(v) -> str:
+    """Ints; in a shape family, a reshape's shape may also name symbols (``($M, 6, 128)``)."""
     _expect(isinstance(v, tuple), v, "a tuple of ints")
-    return _tuple([str(_int(x)) for x in v])
+    return _tuple([_dim(x) if isinstance(x, str) else str(_int(x)) for x in v])
 
 
 def _attr_shape(v) -> str:

@@ -18,15 +18,16 @@ or count terms, which substitution only folds). Which rules read (a)-(c) (grep t
 ``mask-vars`` (which variables: the same in every instance), ``structure`` (well-formed: likewise) and
 ``out-of-bounds``; trip counts by ``structure`` (ints: every instance's are), ``affine-dependence``, the budgets
 and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the intervals), ``rank`` (how many: fixed),
-``shape`` (allocations are exempt, and a reshape views its whole source, which (a) forbids to be symbolic) and
+``shape`` (allocations are exempt, and a reshape keeps each symbolic dimension as a dimension of its own,
+``_reshape_form``, so its element-count check gives every instance the lowest one's answer) and
 ``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
   scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes,
   kernel-chosen placements (on-chip types, index expressions and program order), an indirect DMA's form (its
   index tile's type, which axes its mask names);
-  ``shape`` reads HBM dimensions only through a reshape's whole-tensor
-  view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one (the
+  ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
+  question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
 * ``MONOTONE`` rules can only break more as trip counts and sizes grow, and read no mask: the budgets (op
   executions are sums of products of trip counts, memory sums of products of sizes) and ``affine-dependence``
@@ -51,6 +52,8 @@ the dimension and its range.
 """
 
 from __future__ import annotations
+
+import math
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
 from nki_dsl.ir.affine import SYMBOL_RE, Affine, Mask
@@ -141,7 +144,8 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
             sizes(t.shape, f"result %{stmt.result.name}", stmt.loc, stmt.name, declared and not t.buffer.on_chip)
         for oname, v in stmt.operands.items():
             if isinstance(v, Access):
-                sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, False)
+                whole = stmt.name == "hbm.reshape" and v.shape == v.tensor.type.shape  # a view of all of x
+                sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, whole)
                 used = sorted({x for x in v.vars() if _is_sym(x)})
                 if used and v.tensor.type.buffer.on_chip:
                     found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' indexes on-chip %{v.tensor.name} "
@@ -155,10 +159,40 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
             if isinstance(v, Affine | Mask) and any(_is_sym(x) for x in v.vars()):
                 found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only masks "
                                                         f"and loop stops may"))  # fmt: skip
+            elif isinstance(v, tuple) and any(isinstance(x, str) for x in v):
+                if stmt.name != "hbm.reshape" or aname != "shape":
+                    found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only a "
+                                                            f"reshape's shape may"))  # fmt: skip
+                else:
+                    sizes(v, f"attribute {aname!r}", stmt.loc, stmt.name, True)
+        if stmt.name == "hbm.reshape" and stmt.result is not None and isinstance(stmt.operands.get("x"), Access):
+            found += _reshape_form(stmt)
         if stmt.mask is not None:
             for x in stmt.mask.vars():
                 if _is_sym(x) and x not in kernel.symbols:
                     found.append(_diag(stmt.loc, stmt.name, f"the mask uses {x}, which is not a declared symbol"))
+    return found
+
+
+def _reshape_form(op: Op) -> list[Diagnostic]:
+    """A reshape keeps its element count in every instance when both shapes hold the same symbols as dimensions of
+    their own (each a factor of both counts) and the concrete rest has equal products: then the ``shape`` rule,
+    which counts elements, answers the same for every instance, and checking the lowest is checking all."""
+    def split(shape):
+        syms = sorted(s for s in shape if is_symbol(s))
+        return syms, math.prod(s for s in shape if not is_symbol(s))
+
+    (src_syms, _), (out_syms, _) = split(op.operands["x"].tensor.type.shape), split(op.result.type.shape)
+    found = []
+    attr, shape = op.attrs.get("shape"), tuple(op.result.type.shape)
+    if attr is not None and tuple(attr) != shape and any(map(is_symbol, (*attr, *shape))):
+        found.append(_diag(op.loc, op.name, f"attribute shape = {list(attr)} is not the result's shape "
+                                            f"{list(op.result.type.shape)} symbol for symbol"))  # fmt: skip
+    if src_syms != out_syms:
+        names = [", ".join(s[1:] for s in syms) or "none" for syms in (src_syms, out_syms)]
+        found.append(_diag(op.loc, op.name, f"the reshape of a tensor with symbolic dimensions {names[0]} to one with "
+                                            f"{names[1]} may change the element count with the size; a family's "
+                                            f"reshape keeps each symbolic dimension as a dimension"))  # fmt: skip
     return found
 
 
@@ -250,7 +284,7 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
     found = []
     answers: dict[tuple, str | None] = {}  # a kernel repeats its accesses (per head, per tile): ask once
     for stmt, loops in kernel.walk():
-        if isinstance(stmt, Loop):
+        if isinstance(stmt, Loop) or stmt.name == "hbm.reshape":  # a reshape views its whole source: no element
             continue
         symbolic_loops = {lp.var for lp in loops if is_symbol(lp.stop)}
         masked = stmt.mask is not None and any(_is_sym(v) for v in stmt.mask.vars())

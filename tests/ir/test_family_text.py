@@ -174,3 +174,64 @@ def test_a_call_off_the_step_is_refused_and_budgets_apply_to_instances(stepped):
     tight.instantiate((256, 256), (256, 512))
     with pytest.raises(nki.NkiVerificationError, match="max_iterations"):
         tight.instantiate((4096, 4096), (4096, 8192))
+
+
+# -- a reshape of a tensor with a symbolic dimension ----------------------------------------------------------------
+import nki_dsl.language as nl  # noqa: E402
+
+
+@nki.jit
+def _split_columns(x):
+    """x [N, 256] viewed as [N, 2, 128]: each row tile moved as 2 x 128 columns."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0]
+    xv, ov = x.reshape((n, 2, 128)), out.reshape((n, 2, 128))
+    i_p, i_j, i_c = nl.arange(128)[:, None, None], nl.arange(2)[None, :, None], nl.arange(128)[None, None, :]
+    for t in nl.affine_range((n + 127) // 128):
+        rows = t * 128 + i_p
+        nl.store(ov[rows, i_j, i_c], value=nl.load(xv[rows, i_j, i_c], mask=rows < n), mask=rows < n)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reshaped():
+    return nki.trace(_split_columns, nki.spec(("N", 256), "float32", dims={"N": (1, 4096)}), target="trn2").text
+
+
+def test_a_reshape_keeping_the_symbol_round_trips_and_runs(reshaped):
+    import numpy as np
+
+    from nki_dsl.ir.fastread import Reader
+
+    from .test_fastread import _both
+
+    assert "{shape = ($N, 2, 128)}" in reshaped
+    Reader(reshaped).start()
+    assert _both(reshaped) == (reshaped, reshaped)
+    family = nki.parse_family(reshaped)
+    nki.prove_family(family, "trn2")
+    x = np.arange(300 * 256, dtype=np.float32).reshape(300, 256)
+    np.testing.assert_array_equal(family.instantiate(x).compile("numpy").run({"x": x}), x)
+
+
+RESHAPE = "{shape = ($N, 2, 128)} : f32[$N, 2, 128]"
+
+
+@pytest.mark.parametrize("new, message", [
+    ("{shape = (2, $N, 128)} : f32[2, $N, 128]", None),  # still keeps N as a dimension
+    ("{shape = ($N, 2, 128)} : f32[$N, 256, 1]", "symbol for symbol"),
+    ("{shape = (512, 128)} : f32[512, 128]", "may change the element count"),
+])  # fmt: skip
+def test_a_reshape_that_may_change_the_count_is_refused(reshaped, new, message):
+    text = _edit(reshaped, RESHAPE, new)
+    if message is None:
+        nki.parse_family(text)  # the form is fine (the proof then decides the accesses)
+        return
+    with pytest.raises(nki.NkiError) as e:
+        nki.parse_family(text)
+    assert message in str(e.value)
+
+
+def test_no_other_attribute_may_name_a_symbol(text):
+    with pytest.raises(nki.NkiVerificationError, match="attribute 'axis' uses a dimension symbol; only a reshape's"):
+        nki.parse_family(_edit(text, "{axis = (1,)", "{axis = ($N,)"))

@@ -93,6 +93,8 @@ STEPPED = {
                         {"num_heads": 12, "seq": 197}, [{"T": 591}]),
     "linear 2 tiles": (plan_linear, [("M", 768), (768, 2304), (2304,)], {"M": (129, 256)}, "bfloat16",
                        {"epilogue": "bias"}, [{"M": 197}, {"M": 256}]),
+    "linear 3 tiles by dma": (plan_linear, [("M", 768), (768, 2304), (2304,)], {"M": (257, 365)}, "bfloat16",
+                              {"epilogue": "bias"}, [{"M": 300}]),  # x^T by 3-D DMA transposes of x reshaped
     "linear residual 1 tile": (plan_linear, [("M", 768), (768, 768), (768,), ("M", 768)], {"M": (1, 128)},
                                "bfloat16", {"epilogue": "residual"}, [{"M": 50}]),
     "layernorm_linear 3 tiles": (plan_layernorm_linear, [("M", 256), (256,), (256,), (256, 192), (192,)],
@@ -120,13 +122,11 @@ def test_stepped_and_split_families_equal_concrete_traces(name):
 
 @pytest.mark.parametrize("shapes, dims, dtype, rows", [
     ([("M", 256), (256, 192), (192,)], (385, 65536), "float32", (385, 700, 2433)),
-    ([("M", 768), (768, 2304), (2304,)], (257, 365), "bfloat16", (300,)),
+    ([("M", 768), (768, 2304), (2304,)], (385, 65536), "bfloat16", (1576,)),
 ])  # fmt: skip
-def test_linear_families_that_avoid_reshapes_compute_the_concrete_result(shapes, dims, dtype, rows):
-    """Where a concrete trace reshapes x or out (one 3-D DMA transpose per row tile, one store per row) or pipelines
-    a static tail group, linear's family cannot (a reshape views a whole tensor, and a family's row count is
-    symbolic): it transposes one K tile at a time, stores per 512-column block and runs its tail tiles one per loop
-    iteration. Other IR, the same numbers."""
+def test_linear_families_past_the_prologue_compute_the_concrete_result(shapes, dims, dtype, rows):
+    """Where a concrete trace pipelines a static group of tail tiles (after the last full group of 16), linear's
+    family runs them one per loop iteration: their count is symbolic. Other IR, the same numbers."""
     family = _stepped_family(plan_linear, shapes, {"M": dims}, dtype, {"epilogue": "bias"})
     rng = np.random.default_rng(2)
     np_dtype = nl.bfloat16 if dtype == "bfloat16" else np.float32

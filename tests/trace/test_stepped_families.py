@@ -66,3 +66,18 @@ def test_a_bad_step_is_refused_by_spec(bounds, message):
     with pytest.raises(nki.NkiApiError) as e:
         nki.spec(("M", 512), "float32", dims={"M": bounds})
     assert message in str(e.value)
+
+
+@nki.jit
+def _flatten(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    flat = x.reshape((x.shape[0] * 2, 128))  # 2N rows: the count holds, but N is no longer a dimension of its own
+    nl.store(out[nl.arange(128)[:, None], nl.arange(256)[None, :]], value=nl.load(flat[nl.arange(128)[:, None],
+                                                                                       nl.arange(128)[None, :]]))
+    return out
+
+
+def test_a_reshape_must_keep_each_symbolic_dimension():
+    with pytest.raises(nki.InconclusiveDimensionError) as e:
+        nki.trace(_flatten, nki.spec(("N", 256), "float32", dims={"N": (128, 4096)}))
+    assert "keeps every symbolic dimension as a dimension of its own" in str(e.value)
