@@ -235,3 +235,20 @@ def test_a_reshape_that_may_change_the_count_is_refused(reshaped, new, message):
 def test_no_other_attribute_may_name_a_symbol(text):
     with pytest.raises(nki.NkiVerificationError, match="attribute 'axis' uses a dimension symbol; only a reshape's"):
         nki.parse_family(_edit(text, "{axis = (1,)", "{axis = ($N,)"))
+
+
+@pytest.mark.parametrize("index, proved", [
+    ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999999*$N", True),  # the huge terms cancel
+    ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999998*$N", False),  # N past the start: out of bounds
+    ("d0 + 128*i0 + 999999999999999999*$_0 - 999999999999999999*$_0", True),
+    ("d0 + 128*i0 - 999999999999999999*$N", False),
+])  # fmt: skip
+def test_hostile_symbolic_indices_are_decided_quickly(text, index, proved):
+    """Coefficients at the IR's 18-digit limit in symbolic HBM indices: exact integer arithmetic, settled by the
+    proof (Python ints do not overflow; the search's node budget bounds the work)."""
+    family = nki.parse_family(_edit(text, "%x[d0 + 128*i0, d1 ; 128x512]", f"%x[{index}, d1 ; 128x512]"))
+    if proved:
+        nki.prove_family(family, "trn2")
+    else:
+        with pytest.raises(nki.NkiVerificationError, match="out-of-bound"):
+            nki.prove_family(family, "trn2")
