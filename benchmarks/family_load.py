@@ -1,13 +1,14 @@
 """What a shape family costs a loader, against the concrete IR it replaces, in one run.
 
-    python benchmarks/family_load.py [--repeat 5]
+    python benchmarks/family_load.py [--repeat 5] [--no-library]
 
 For softmax (``N x 512:float32``, N in 1..65536) and vit-attn (``B x 197 x 2304:bfloat16``, B in 1..256): the time to
 prove the family (publish time, once), to parse the family text (once per process), and per concrete shape to
 instantiate and verify it (the first call of each shape), beside ``nki.parse_ir`` of the concrete IR of the same
 shape (what a pre-traced specialisation costs its first call). Prints the median CPU times (``time.process_time``:
 on a shared machine wall times float with the load) and the ratio instantiate+verify / parse_ir: a family's first
-call of a shape should cost no more than loading that shape's IR would.
+call of a shape should cost no more than loading that shape's IR would. Then, unless ``--no-library``, every
+family of every library manifest (``kernels/*/kernel.toml``) with its trace+prove CPU time.
 """
 
 from __future__ import annotations
@@ -62,13 +63,49 @@ def _case(name, plan, shape, dtype, dims, constants, value, repeat):
           f"{concrete * 1e3:.1f} ms: ratio {instance / concrete:.2f}")  # fmt: skip
 
 
+def _library() -> None:
+    """Every family of every library manifest (kernels/*/kernel.toml): the CPU time to trace it through the
+    package's own launcher and prove it for its whole range (what publishing it costs, once)."""
+    from hub_client.bundle import _FamilyArg, _function, _import_package
+    from hub_client.package import describe_dim, read_package
+
+    root = Path(__file__).resolve().parents[1] / "kernels"
+    total = 0.0
+    for toml in sorted(root.glob("*/kernel.toml")):
+        pkg = read_package(toml.parent)
+        module = _import_package(pkg)
+        for ep in pkg.entry_points:
+            plan = _function(module, ep.plan, pkg)
+            for spec in ep.specialisations:
+                if not spec.dims:
+                    continue
+                ranges = {n: (lo, hi, step) for n, lo, hi, step in spec.dims}
+                specs = [nki.spec(a.shape, a.dtype, dims={s: ranges[s] for s in a.symbols}) for a in spec.args]
+                args = [_FamilyArg(s, shape) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
+                launch, passed, kwargs = plan(*args, **dict(spec.constants))
+                passed = [a.spec if isinstance(a, _FamilyArg) else a for a in passed]
+                t = time.process_time()
+                nki.trace(launch, *passed, target="trn2", **kwargs)
+                took = time.process_time() - t
+                total += took
+                dims = ", ".join(describe_dim(*d) for d in spec.dims)
+                consts = "".join(f" {k}={v}" for k, v in spec.constants)
+                print(f"  {pkg.name}.{ep.name}({', '.join(map(str, spec.args))}){consts} with {dims}: "
+                      f"{took * 1e3:.0f} ms")  # fmt: skip
+    print(f"every library family traced and proved in {total:.1f} s of CPU")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
-    repeat = ap.parse_args().repeat
+    ap.add_argument("--no-library", action="store_true", help="skip the per-family proof times of kernels/*")
+    opts = ap.parse_args()
+    repeat = opts.repeat
     _case("softmax", plan_softmax, ("N", 512), "float32", {"N": (1, 65536)}, {}, 300, repeat)
     _case("vit-attn qkv", plan_attention_qkv, ("B", 197, 2304), "bfloat16", {"B": (1, 256)}, {"num_heads": 12}, 8,
           repeat)  # fmt: skip
+    if not opts.no_library:
+        _library()
 
 
 if __name__ == "__main__":

@@ -90,10 +90,10 @@ def _samples(spec: Specialisation) -> list[dict[str, int]]:
     def fits(values):
         return sum(int(np.prod(_shape_at(a, values))) for a in spec.args) <= MAX_TEST_VECTOR_ELEMENTS
 
-    def near(k):  # every dimension as close to k as its range allows
-        return {n: min(hi, max(lo, k)) for n, lo, hi in spec.dims}
+    def near(k):  # every dimension as close to k as its range (and step) allows
+        return {n: min(hi, max(lo, k // step * step)) for n, lo, hi, step in spec.dims}
 
-    lowest, highest = {n: lo for n, lo, _ in spec.dims}, {n: hi for n, _, hi in spec.dims}
+    lowest, highest = {n: lo for n, lo, *_ in spec.dims}, {n: hi for n, _, hi, _ in spec.dims}
     ragged = next((v for v in (near(300), near(200), near(130)) if fits(v)), None)
     out = []
     for values in (lowest, ragged, highest):
@@ -139,7 +139,7 @@ def _trace_family(pkg, ep, spec, plan):
     (``nki.symbolic_shapes``) and must pass them on unchanged; the kernel is traced with them, and the family is
     proved for its whole range on the bundle's target (``nki.trace`` proves it; the relocated text is proved again
     after parsing, as shipped)."""
-    ranges = {n: (lo, hi) for n, lo, hi in spec.dims}
+    ranges = {n: (lo, hi, step) for n, lo, hi, step in spec.dims}
     specs = [nki.spec(a.shape, a.dtype, dims={s: ranges[s] for s in a.symbols}) for a in spec.args]
     shapes = nki.symbolic_shapes(*specs)
     stand_ins = [_FamilyArg(s, shape) for s, shape in zip(specs, shapes)]
@@ -320,8 +320,9 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
             bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
         if baseline is not None:
             compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, concrete, *launch, baseline)
+    dims = {n: [lo, hi] + ([step] if step != 1 else []) for n, lo, hi, step in spec.dims}
     return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
-            "test_vectors": tv_path, "dims": {n: [lo, hi] for n, lo, hi in spec.dims}}  # fmt: skip
+            "test_vectors": tv_path, "dims": dims}  # fmt: skip
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:

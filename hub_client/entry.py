@@ -20,6 +20,7 @@ import nki_dsl as nki
 from hub_client import execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError
 from hub_client.manifest import SpecRecord
+from hub_client.package import describe_dim
 
 
 def _dtype_name(a) -> str:
@@ -109,7 +110,7 @@ class EntryPoint:
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
             + "".join(f", {k}={v!r}" for k, v in s.constants.items()) + ")"
-            + "".join(f" with {n} in {lo}..{hi}" for n, (lo, hi) in s.dims.items())
+            + "".join(f" with {describe_dim(n, *d)}" for n, d in s.dims.items())
             for s in self.specialisations
         )  # fmt: skip
         why = "".join(f"\n{n}" for n in near)

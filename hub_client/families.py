@@ -26,7 +26,10 @@ def bind(spec: SpecRecord, args: tuple) -> tuple[dict[str, int] | None, str | No
             if isinstance(want, str) and values.setdefault(want, int(got)) != int(got):
                 return None, f"dimension {want} is {values[want]} in one array and {got} in another"
     for name, v in values.items():
-        lo, hi = spec.dims[name]
+        lo, hi, step = spec.dims[name]
         if not lo <= v <= hi:
             return None, f"dimension {name} = {v} is outside the published range {lo}..{hi}"
+        if v % step:
+            return None, f"dimension {name} = {v} is not a multiple of {step} (the published {name} in {lo}..{hi} " \
+                         f"step {step})"
     return values, None

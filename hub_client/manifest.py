@@ -37,7 +37,7 @@ class SpecRecord:
     constants: dict
     ir: str
     test_vectors: str | None
-    dims: dict[str, tuple[int, int]] = field(default_factory=dict)  # a shape family's ranges; {} for one shape
+    dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a family's (lo, hi, step); {} for one shape
 
     @property
     def is_family(self) -> bool:
@@ -112,7 +112,7 @@ def parse(data: bytes) -> Manifest:
             where = f"entry_points.{name}.specialisations[]."
             args = tuple(ArgSpec.parse(a) for a in _need(s, "args", list, where) if isinstance(a, str))
             tv = s.get("test_vectors")
-            dims = {n: (lo, hi) for n, lo, hi in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
+            dims = {n: tuple(rest) for n, *rest in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
             specs.append(SpecRecord(
                 _need(s, "id", str, where), args, _need(s, "constants", dict, where),
                 _listed(_need(s, "ir", str, where), files, where + "ir"),

@@ -55,9 +55,16 @@ class ArgSpec:
         return f"{sep.join(map(str, self.shape))}:{self.dtype}"
 
 
-def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tuple[str, int, int], ...]:
+def describe_dim(name: str, lo: int, hi: int, step: int = 1) -> str:
+    """``N in 1..65536``; ``M in 128..65536 step 128`` for a range of multiples."""
+    return f"{name} in {lo}..{hi}" + (f" step {step}" if step != 1 else "")
+
+
+def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tuple[str, int, int, int], ...]:
     """A family's ``dims = { N = "1..65536" }`` (or ``[1, 65536]``): every symbolic dimension of ``args`` gets an
-    inclusive range, and nothing else does."""
+    inclusive range, and nothing else does, as ``(name, lo, hi, step)``. A launcher that takes whole tiles only
+    declares the multiples of the tile: ``M = "128..65536 step 128"`` (or ``[128, 65536, 128]``), ``lo`` and
+    ``hi`` multiples of the step."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -70,16 +77,21 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
                           + (f"; {', '.join(extra)} not in args" if extra else ""))  # fmt: skip
     out = []
     for name, value in sorted(raw.items()):
-        m = re.fullmatch(r"\s*([0-9]{1,13})\s*\.\.\s*([0-9]{1,13})\s*", value) if isinstance(value, str) else None
+        m = (re.fullmatch(r"\s*([0-9]{1,13})\s*\.\.\s*([0-9]{1,13})\s*(?:step\s+([0-9]{1,13})\s*)?", value)
+             if isinstance(value, str) else None)  # fmt: skip
         if m:
-            lo, hi = int(m.group(1)), int(m.group(2))
-        elif isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value):
-            lo, hi = value
+            lo, hi, step = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
+        elif isinstance(value, list) and len(value) in (2, 3) and all(type(v) is int for v in value):
+            lo, hi, step = (*value, 1)[:3]
         else:
-            raise BundleError(f"{where}: dims.{name} must be \"LO..HI\" or [LO, HI], got {value!r}")
+            raise BundleError(f"{where}: dims.{name} must be \"LO..HI\", \"LO..HI step S\", [LO, HI] or [LO, HI, S], "
+                              f"got {value!r}")  # fmt: skip
         if not 1 <= lo <= hi <= MAX_DIM:
             raise BundleError(f"{where}: dims.{name} = {lo}..{hi} must satisfy 1 <= LO <= HI <= {MAX_DIM}")
-        out.append((name, lo, hi))
+        if not 1 <= step <= MAX_DIM or lo % step or hi % step:
+            raise BundleError(f"{where}: dims.{name} = {lo}..{hi} step {step}: LO and HI must be multiples of the "
+                              f"step")  # fmt: skip
+        out.append((name, lo, hi, step))
     return tuple(out)
 
 
@@ -87,20 +99,20 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
 class Specialisation:
     args: tuple[ArgSpec, ...]
     constants: tuple[tuple[str, object], ...] = ()
-    dims: tuple[tuple[str, int, int], ...] = ()  # a shape family's (name, lo, hi) per symbolic dimension
+    dims: tuple[tuple[str, int, int, int], ...] = ()  # a shape family's (name, lo, hi, step) per symbolic dimension
 
     @property
     def id(self) -> str:
         """A file-name-safe id, stable across runs: ``128x512-float32`` (+ ``__epsilon-1e-06``); a family's says its
         ranges: ``Nx512-float32__N-1-65536``."""
         parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" for a in self.args)]
-        parts += [f"{n}-{lo}-{hi}" for n, lo, hi in self.dims]
+        parts += [f"{n}-{lo}-{hi}" + (f"-step-{step}" if step != 1 else "") for n, lo, hi, step in self.dims]
         parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
         return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
 
     def describe(self) -> str:
         consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
-        dims = "".join(f", {n} in {lo}..{hi}" for n, lo, hi in self.dims)
+        dims = "".join(f", {describe_dim(*d)}" for d in self.dims)
         return f"({', '.join(map(str, self.args))}{dims}{', ' + consts if consts else ''})"
 
 

@@ -19,6 +19,7 @@ import nki_dsl as nki
 from hub_client import execute, families
 from hub_client.manifest import Manifest
 from hub_client.npz import load_npz
+from hub_client.package import describe_dim
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
             shapes = ", ".join(f"{'x'.join(map(str, a.shape))}:{a.dtype}" for a in args)
             return "invalid", (f"the vectors ({shapes}) do not fit the family{': ' + why if why else ''}; the "
                                f"specialisation says {', '.join(map(str, spec.args))} with "
-                               f"{', '.join(f'{n} in {lo}..{hi}' for n, (lo, hi) in spec.dims.items())}")
+                               f"{', '.join(describe_dim(n, *d) for n, d in spec.dims.items())}")
     for i, (a, s) in enumerate(zip(args, spec.args)):
         if not spec.is_family and tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
             return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, the specialisation says {s}"

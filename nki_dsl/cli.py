@@ -73,15 +73,18 @@ def parse_arg(text: str, ranges: dict | None = None):
         raise SystemExit(message) from None
 
 
-def parse_dims(texts: list[str]) -> dict[str, tuple[int, int]]:
-    """``--dim N=1..65536``: a shape family's symbolic dimension and its inclusive range."""
+def parse_dims(texts: list[str]) -> dict[str, tuple[int, ...]]:
+    """``--dim N=1..65536``: a shape family's symbolic dimension and its inclusive range; ``--dim M=128..4096:128``
+    takes the multiples of 128 only (``nki.spec``'s ``(lo, hi, step)``)."""
     out = {}
     for text in texts:
         name, sep, value = text.partition("=")
+        value, colon, step = value.partition(":")
         lo, dots, hi = value.partition("..")
-        if not (sep and dots and name.isidentifier() and lo.strip().isdigit() and hi.strip().isdigit()):
-            raise SystemExit(f"--dim expects NAME=LO..HI such as N=1..65536, got {text!r}")
-        out[name] = (int(lo), int(hi))
+        parts = (lo, hi, step) if colon else (lo, hi)
+        if not (sep and dots and name.isidentifier() and all(p.strip().isdigit() for p in parts)):
+            raise SystemExit(f"--dim expects NAME=LO..HI (or NAME=LO..HI:STEP) such as N=1..65536, got {text!r}")
+        out[name] = tuple(int(p) for p in parts)
     return out
 
 
@@ -242,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace = kernel_command("trace", "print a kernel's verified IR")
     trace.set_defaults(func=cmd_trace)
     trace.add_argument("--dim", action="append", default=[],
-                       help="NAME=LO..HI: a symbolic dimension of a shape family, used in --arg as NAMEx512:float32")
+                       help="NAME=LO..HI or NAME=LO..HI:STEP (multiples of STEP): a symbolic dimension of a shape "
+                            "family, used in --arg as NAMEx512:float32")
     kernel_command("asm", "print the engine-instruction listing for a target").set_defaults(func=cmd_asm)
     prof = kernel_command("profile", "modelled latency, engine busy time and roofline on the engine simulator")
     prof.add_argument("--trace", help="write the timeline as Chrome-trace JSON (Perfetto) to this path")

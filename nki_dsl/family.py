@@ -44,9 +44,11 @@ class ShapeFamily:
         return [p.name for p in self.ir.params]
 
     @property
-    def dims(self) -> dict[str, tuple[int, int]]:
-        """Each declared dimension's inclusive range, by the name the publisher gave it: ``{"N": (1, 65536)}``."""
-        return {s.label: (s.lo, s.hi) for s in self.ir.symbols.values() if s.is_base}
+    def dims(self) -> dict[str, tuple[int, ...]]:
+        """Each declared dimension's inclusive range, by the name the publisher gave it, as ``nki.spec`` takes it:
+        ``{"N": (1, 65536)}``, and ``(lo, hi, step)`` for a range of multiples: ``{"M": (128, 65536, 128)}``."""
+        return {s.label: (s.lo, s.hi) + ((s.step,) if s.step != 1 else ()) for s in self.ir.symbols.values()
+                if s.is_base}  # fmt: skip
 
     @property
     def param_shapes(self) -> list[tuple]:
@@ -74,7 +76,7 @@ class ShapeFamily:
 
     def describe(self) -> str:
         params = ", ".join(f"{'x'.join(map(str, s))}" for s in self.param_shapes)
-        dims = ", ".join(f"{n} in {lo}..{hi}" for n, (lo, hi) in self.dims.items())
+        dims = ", ".join(s.describe() for s in self.ir.symbols.values() if s.is_base)
         return f"({params}) with {dims}"
 
     def instantiate(self, *shapes, target: str | Target = DEFAULT_TARGET):

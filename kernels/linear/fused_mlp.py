@@ -151,15 +151,15 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
     k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
-    blocks = _chunks(m_rows, BLOCK)
+    first = min(BLOCK, m_rows)  # the first block's tokens (a shape family's M in 512.. step 512 makes it 512)
     # The first token block goes first, in DMA issue order too: its x^T, then w1 (fc1 needs it), then w2 (only
     # fc2 does), so the Tensor engine starts when w1's first tiles arrive instead of after both weights.
-    xT0 = _x_transposed(x, 0, blocks[0][1], k1_tiles)
+    xT0 = _x_transposed(x, 0, first, k1_tiles)
     w1_sb, b1T, w2_sb, b2_sb, hT0 = _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, lambda w1_sb, b1T: _fc1(
-        x, xT0, w1_sb, b1T, blocks[0][1], k1_tiles, h_tiles))  # fmt: skip
-    _fc2(x, hT0, w2_sb, b2_sb, residual, out, 0, blocks[0][1], h_tiles, n_blocks)
+        x, xT0, w1_sb, b1T, first, k1_tiles, h_tiles))  # fmt: skip
+    _fc2(x, hT0, w2_sb, b2_sb, residual, out, 0, first, h_tiles, n_blocks)
     n_full = m_rows // BLOCK
-    for blk in nl.affine_range(max(0, n_full - 1)):
+    for blk in nl.affine_range(n_full - min(1, n_full)):  # the full blocks after the first (max(0, n_full - 1))
         _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, (blk + 1) * BLOCK, BLOCK, k1_tiles, h_tiles,
                      n_blocks)  # fmt: skip
     if n_full >= 1 and m_rows % BLOCK:

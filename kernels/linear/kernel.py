@@ -17,6 +17,7 @@ Ragged M (tokens), K and N are handled by masks and static tail tiles, never by 
 """
 
 import math
+import operator
 
 import numpy as np
 
@@ -41,6 +42,14 @@ Y_SLOTS = 6  # SBUF result slots of a group, rotating: a slot is rewritten 6 blo
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
     return [(s, min(size, n - s)) for s in range(0, n, size)]
+
+
+def _static(n):
+    """``n`` as an int, or None for a shape family's symbolic count (its rows are a symbol: ``nki.spec(dims=)``)."""
+    try:
+        return operator.index(n)
+    except nki.InconclusiveDimensionError:
+        return None
 
 
 def _x_transposed(x, m0, ok, k_tiles, dtype, by_dma):
@@ -344,6 +353,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     full, rest = divmod(n_tiles - first, GROUP_TILES)
     if not src.pipelined:
         full = rest = 0
+    static_rest = _static(rest)  # None: a shape family's row count, whose last tiles go one per loop iteration
     # The prologue tiles' x^T, each tile's row work one tile ahead of the previous tile's Tensor-engine part (so
     # the in-order engines overlap the tiles' chains), and the first tile of a static rest group's row work too
     # (it is then ready when the Tensor engine leaves the prologue).
@@ -355,7 +365,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     for u in range(first):
         if u + 1 < first:
             states.append(src.stage1(bufs, u + 1, *heads[u + 1]))
-        elif rest and not full:
+        elif static_rest and not full:
             states.append(src.stage1(bufs, first, first * PMAX, _ok(x, first * PMAX)))
         xTs.append(src.stage2(states[u]))
     ready = states[first] if len(states) > first else None
@@ -384,10 +394,15 @@ def _linear(x, w, b, residual, out, epilogue, src):
             _store_rows(out, y, m0, ok)
         return
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
-    for g in nl.affine_range(full):  # whole tiles unless the last group holds a ragged last tile
+    # whole tiles unless the last group holds a ragged last tile (a family's symbolic row count: not known, masked)
+    all_full = static_rest is not None and (static_rest > 0 or _static(m_rows % PMAX) == 0)
+    for g in nl.affine_range(full):
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks,
-               all_full=bool(rest) or m_rows % PMAX == 0)  # fmt: skip
-    if rest:
+               all_full=all_full)  # fmt: skip
+    if static_rest is None:  # a symbolic number of tail tiles: not pipelined, one tile per iteration
+        for r in nl.affine_range(rest):
+            _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES + r, 1, k_tiles, n_blocks)
+    elif static_rest:
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES, rest, k_tiles, n_blocks,
                ready)  # fmt: skip
 

@@ -5,6 +5,8 @@ the tiled one otherwise) and runs it.
 arrays to the kernel unchanged and in order, so a loader without this Python can match a call to the published IR.
 """
 
+import nki_dsl as nki
+
 from .kernel import TILE_K, TILE_M, TILE_N, matmul_blocked, matmul_tiled
 
 BLOCK_M, BLOCK_N = 4 * TILE_M, 2 * TILE_N  # matmul_blocked's default blocks (BM=4, BN=2)
@@ -19,9 +21,20 @@ def plan_matmul(lhsT, rhs):
     (k, m), n = lhsT.shape, rhs.shape[1]
     if k % TILE_K or m % TILE_M or n % TILE_N:
         raise ValueError(f"matmul: K, M and N must be multiples of {TILE_K}, {TILE_M} and {TILE_N}, got {k}, {m}, {n}")
-    if m % BLOCK_M == 0 and n % BLOCK_N == 0 and k <= MAX_BLOCKED_K:
+    if _fills_blocks(k, m, n):
         return matmul_blocked, (lhsT, rhs), {}
     return matmul_tiled, (lhsT, rhs), {}
+
+
+def _fills_blocks(k, m, n) -> bool:
+    """Whether the blocked kernel takes the shape. A shape family (kernel.toml) whose shapes go both ways (M in
+    128..4096 step 128 holds multiples of 512 and others) takes the tiled kernel for all of them: one IR serves a
+    family, and the tiled kernel runs every shape this launcher accepts. The manifest lists the blocked families
+    first, so a call whose shape fills the blocks matches one of them and runs what a concrete trace would."""
+    try:
+        return bool(m % BLOCK_M == 0 and n % BLOCK_N == 0 and k <= MAX_BLOCKED_K)
+    except nki.InconclusiveDimensionError:
+        return False
 
 
 def matmul(lhsT, rhs, *, backend: str = "numpy"):

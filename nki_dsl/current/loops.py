@@ -15,11 +15,14 @@ from nki_dsl.ir.affine import Affine
 from nki_dsl.language.iterators import _bounds
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.index import IndexValue
+from nki_dsl.trace.symbolic import Dim
 
 
 def _loop(kind: str, api: str, args):
     builder = current(api)
-    start, stop, step = _bounds(api, args)
+    # a shape family's trip count (``M // 128``) may be a dimension: kept as the loop's symbolic stop when the loop
+    # is kept, and refused with the dimension's name when it must unroll (``range`` needs its value)
+    start, stop, step = _bounds(api, args, symbolic_stop=True)
     loc = caller_loc()
     spec = specialize.current()
     frame = sys._getframe(1)  # the frame consuming this generator (the caller of its first next())
@@ -30,7 +33,11 @@ def _loop(kind: str, api: str, args):
         del frame
         yield from range(start, stop, step)
         return
-    if stop <= start:
+    if isinstance(stop, Dim):
+        if stop.table.bounds(stop.expr)[1] <= start:
+            return  # no size of the family runs the loop
+        stop = stop.table.size(stop.expr, f"the stop of {api}")
+    elif stop <= start:
         return
     loop = builder.open_loop(spec.kind(loc, kind), start, stop, step, loc)
     spec.opened(loop, loc)

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 
 from nki_dsl.current.indexing import keep_on_chip_axes
 from nki_dsl.errors import NkiTraceError, SourceLoc
+from nki_dsl.ir.instantiate import substitute
 from nki_dsl.ir.nodes import Kernel, Loop, Op
+from nki_dsl.ir.symbols import ranges
 from nki_dsl.trace.index import IndexValue, MaskValue, concrete_index_hook
 from nki_dsl.trace.tensor import NkiTensor, TileView, index_key_hook
 from nki_dsl.trace.tracer import trace_kernel
@@ -153,7 +155,10 @@ def _dependent_affine_loops(kernel: Kernel, target, spec: Specializer) -> set[So
     """Affine loops enclosing an op the ``affine-dependence`` rule objects to."""
     from nki_dsl.verify.rules import affine_dependence  # deferred: import nki_dsl does not load the verifier
 
-    bad = {d.loc for d in affine_dependence.check(kernel, target)}
+    checked = kernel
+    if kernel.symbols:  # a shape family: its upper kernel, where every loop runs longest (verify/family.py MONOTONE)
+        checked = substitute(kernel, {n: hi for n, (_, hi) in ranges(kernel.symbols).items()})
+    bad = {d.loc for d in affine_dependence.check(checked, target)}
     if not bad:
         return set()
     locs = set()

@@ -91,7 +91,7 @@ _P = {
 _SPACE = re.compile(_WS)
 _LIT = {lit: re.compile(_WS + "(" + re.escape(lit) + ")") for lit in (
     "kernel", "grid", "source", "const", "range", "loc", "mask", "->", "{", "}", "(", ")", "[", "]", ",", ":", ";",
-    "=", "-", "*", "%", '"', "symbol", "in", "//", "$", "reads")}  # fmt: skip
+    "=", "-", "*", "%", '"', "symbol", "in", "//", "$", "reads", "step")}  # fmt: skip
 _WORD_CHAR = re.compile(r"\w")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:e[+-]?[0-9]+)?|[0-9]+e[+-]?[0-9]+")
 _VALUE_WORDS = {"true": "TRUE", "false": "FALSE", "inf": "INF", "nan": "NAN"}
@@ -177,7 +177,8 @@ class Reader:
         return self.node("start", [name, params, outputs, *symbols, grid, source, *consts, body], pos)
 
     def symbol(self) -> Node:
-        """``symbol $N in [1, 65536]``, ``symbol $_0 = ($N + 127) // 128`` or ``symbol $M = 2*$N``."""
+        """``symbol $N in [1, 65536]``, ``symbol $M in [128, 65536] step 128``, ``symbol $_0 = ($N + 127) // 128``
+        or ``symbol $M = 2*$N``."""
         pos = self.keyword("symbol")
         name = self.tok("SYM")
         if self.peek_keyword("in"):
@@ -187,6 +188,9 @@ class Reader:
             self.lit(",")
             hi = self.tok("INT")
             self.lit("]")
+            if self.peek_keyword("step"):
+                self.keyword("step")
+                return self.node("symbol_range", [name, lo, hi, self.tok("INT")], pos)
             return self.node("symbol_range", [name, lo, hi], pos)
         self.lit("=")
         if self.accept("("):

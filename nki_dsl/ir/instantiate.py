@@ -58,6 +58,8 @@ class _Instance:
             return self.affine(v)
         if isinstance(v, Mask):
             return self.mask(v)
+        if isinstance(v, tuple) and any(is_symbol(x) for x in v):  # a reshape's shape: ($M, 6, 128)
+            return tuple(self.size(x) for x in v)
         return v
 
     def body(self, stmts: list[Stmt]) -> list[Stmt]:

@@ -200,7 +200,7 @@ class _Builder:
             if str(name) in self.symbols:
                 raise _MeaningError(f"symbol {name} is declared twice")
             if node.data == "symbol_range":
-                s = SymbolDef(str(name), _int(parts[0]), _int(parts[1]))
+                s = SymbolDef(str(name), _int(parts[0]), _int(parts[1]), step=_int(parts[2]) if len(parts) > 2 else 1)
             else:
                 expr = _affine(self._expr(parts[0]))
                 s = SymbolDef(str(name), expr=expr, divisor=_int(parts[1]) if len(parts) > 1 else 1)
@@ -539,7 +539,20 @@ def _attr_dtype(v):
 
 
 def _attr_ints(v):
-    return _ints(v, "the value")
+    """Ints; a shape family's symbol (declared: ``_expr`` checked) stands for a size (``hbm.reshape``'s shape; the
+    family verifier refuses it anywhere else)."""
+    if isinstance(v, tuple):
+        v = tuple(_symbol_name(x) or x for x in v)
+    _want(isinstance(v, tuple) and all(_is_int(x) or isinstance(x, str) for x in v), "a tuple of ints for the value")
+    return v
+
+
+def _symbol_name(x) -> str | None:
+    """``$M`` for the expression ``$M`` alone."""
+    if isinstance(x, Affine) and x.const == 0 and len(x.terms) == 1 and x.terms[0][1] == 1:
+        name = x.terms[0][0]
+        return name if _var(name) == "sym" else None
+    return None
 
 
 def _attr_shape(v):

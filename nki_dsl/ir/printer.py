@@ -18,6 +18,7 @@ A shape family (``ir/symbols.py``) declares its symbols first, and uses them as 
 
     kernel softmax_kernel(%x: f32[$N, 512] hbm) -> (%out) {
       symbol $N in [1, 65536]
+      symbol $M in [128, 65536] step 128
       symbol $_0 = ($N + 127) // 128
       grid ()
       ...
@@ -99,7 +100,8 @@ def _kernel_lines(kernel: Kernel):
 def _symbol(s: SymbolDef) -> str:
     _expect(isinstance(s, SymbolDef) and SYMBOL_RE.fullmatch(s.name) is not None, s, "a symbol definition")
     if s.is_base:
-        return f"symbol {s.name} in [{_size(s.lo)}, {_size(s.hi)}]"
+        step = f" step {_size(s.step)}" if s.step != 1 else ""
+        return f"symbol {s.name} in [{_size(s.lo)}, {_size(s.hi)}]{step}"
     _affine(s.expr)
     _size(s.divisor)
     return f"symbol {s.name} = {format_definition(s)}"
@@ -327,8 +329,9 @@ def _attr_dtype(v) -> str:
 
 
 def _attr_ints(v) -> str:
+    """Ints; in a shape family, a reshape's shape may also name symbols (``($M, 6, 128)``)."""
     _expect(isinstance(v, tuple), v, "a tuple of ints")
-    return _tuple([str(_int(x)) for x in v])
+    return _tuple([_dim(x) if isinstance(x, str) else str(_int(x)) for x in v])
 
 
 def _attr_shape(v) -> str:

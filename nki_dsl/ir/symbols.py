@@ -4,7 +4,8 @@ A shape family (a Hub kernel published for ``N x 512`` with ``N in 1..65536``, i
 ``jax.export.symbolic_shape``) is one kernel IR whose sizes may be symbols instead of integers. A symbol is
 
 * a *base* symbol with an inclusive declared range (``symbol $N in [1, 65536]``), bound from a call's array
-  shapes, or
+  shapes, optionally constrained to the multiples of a step (``symbol $M in [128, 65536] step 128``: a launcher
+  that accepts only whole 128-row tiles; ``M = 128*b`` in ``jax.export``'s terms), or
 * a *derived* symbol, ``floordiv(expr, k)`` of an affine expression over earlier symbols (``k == 1`` is the
   affine expression itself): ``math.ceil(N / 128)`` is ``symbol $_0 = ($N + 127) // 128``.
 
@@ -30,14 +31,16 @@ class SymbolError(ValueError):
 
 @dataclass(frozen=True)
 class SymbolDef:
-    """``name`` is ``$<identifier>``. A base symbol has ``lo..hi`` and no ``expr``; a derived one is
-    ``floordiv(expr, divisor)`` over earlier symbols."""
+    """``name`` is ``$<identifier>``. A base symbol has ``lo..hi`` (the multiples of ``step`` in it; ``lo`` and
+    ``hi`` are multiples themselves) and no ``expr``; a derived one is ``floordiv(expr, divisor)`` over earlier
+    symbols."""
 
     name: str
     lo: int = 0
     hi: int = 0
     expr: Affine | None = None
     divisor: int = 1
+    step: int = 1
 
     @property
     def is_base(self) -> bool:
@@ -50,7 +53,7 @@ class SymbolDef:
 
     def describe(self) -> str:
         if self.is_base:
-            return f"{self.label} in {self.lo}..{self.hi}"
+            return f"{self.label} in {self.lo}..{self.hi}" + (f" step {self.step}" if self.step != 1 else "")
         return f"{self.label} = {format_definition(self).replace('$', '')}"  # as a publisher names them
 
 
@@ -84,7 +87,14 @@ def check_symbol(s: SymbolDef, earlier) -> None:
     if s.is_base:
         if not (isinstance(s.lo, int) and isinstance(s.hi, int) and 0 <= s.lo <= s.hi <= MAX_SYMBOL_VALUE):
             raise SymbolError(f"symbol {s.label}: range {s.lo}..{s.hi} is not inside 0..{MAX_SYMBOL_VALUE}")
+        if not (isinstance(s.step, int) and 1 <= s.step <= MAX_SYMBOL_VALUE):
+            raise SymbolError(f"symbol {s.label}: the step {s.step} is not an integer in 1..{MAX_SYMBOL_VALUE}")
+        if s.lo % s.step or s.hi % s.step:
+            raise SymbolError(f"symbol {s.label}: range {s.lo}..{s.hi} does not start and end at multiples of its "
+                              f"step {s.step}")  # fmt: skip
         return
+    if s.step != 1:
+        raise SymbolError(f"symbol {s.label}: only a declared (base) symbol has a step")
     if not isinstance(s.divisor, int) or s.divisor < 1:
         raise SymbolError(f"symbol {s.label}: the divisor {s.divisor} is not a positive integer")
     for v in s.expr.vars():
@@ -101,9 +111,27 @@ def ranges(symbols: dict[str, SymbolDef]) -> dict[str, tuple[int, int]]:
         if s.is_base:
             out[name] = (s.lo, s.hi)
         else:
-            lo, hi = s.expr.bounds(out)
+            lo, hi = affine_bounds(s.expr, symbols, out)
             out[name] = (lo // s.divisor, hi // s.divisor)
     return out
+
+
+def affine_bounds(e: Affine, symbols: dict[str, SymbolDef], intervals: dict[str, tuple[int, int]]) -> tuple[int, int]:
+    """Bounds of ``e`` over the intervals, tightened by what a floor division means: a remainder ``f - k*q`` with
+    ``q = floordiv(f, k)`` is in ``0..k-1`` (``n % 16`` of a family is ``n - 16*floordiv(n, 16)``, whose intervals
+    alone go negative). For each such ``q`` in ``e`` with a multiple of ``k`` as coefficient, ``e`` is
+    ``rest + a*(f - k*q)`` and its bounds are those of ``rest`` plus ``a * (0..k-1)``, intersected with the plain
+    ones (each is sound, so both hold)."""
+    lo, hi = e.bounds(intervals)
+    for v, c in e.terms:
+        s = symbols.get(v)
+        if s is None or s.is_base or s.divisor == 1 or c % s.divisor:
+            continue
+        a = -c // s.divisor
+        rest = e - (s.expr - Affine.var(v, s.divisor)) * a
+        r_lo, r_hi = rest.bounds(intervals)
+        lo, hi = max(lo, r_lo + min(0, a * (s.divisor - 1))), min(hi, r_hi + max(0, a * (s.divisor - 1)))
+    return lo, hi
 
 
 def evaluate(symbols: dict[str, SymbolDef], base: dict[str, int]) -> dict[str, int]:
@@ -116,6 +144,9 @@ def evaluate(symbols: dict[str, SymbolDef], base: dict[str, int]) -> dict[str, i
             v = base[name]
             if not (isinstance(v, int) and s.lo <= v <= s.hi):
                 raise SymbolError(f"dimension {s.label} = {v} is outside the family's range {s.lo}..{s.hi}")
+            if v % s.step:
+                raise SymbolError(f"dimension {s.label} = {v} is not a multiple of {s.step} (the family's "
+                                  f"{s.describe()})")  # fmt: skip
             values[name] = v
         else:
             values[name] = s.expr.evaluate(values) // s.divisor
@@ -127,6 +158,24 @@ def definition_constraints(s: SymbolDef) -> list[Affine]:
     ``k*s + k - 1 - e >= 0`` (for ``k == 1`` the two make ``s == e``)."""
     me = Affine.var(s.name, s.divisor)
     return [s.expr - me, me + (s.divisor - 1) - s.expr]
+
+
+def ties(symbols: dict[str, SymbolDef]) -> tuple[list[Affine], dict[str, tuple[int, int]]]:
+    """What ties the symbols together beyond their intervals, as linear constraints ``>= 0`` and the boxes of the
+    extra variables they use: each derived symbol's definition (``definition_constraints``), and each stepped
+    symbol's divisibility, ``$M == step * $M.q`` for an integer ``$M.q`` in ``lo/step .. hi/step`` (a name no
+    symbol can have, so it cannot meet one)."""
+    out: list[Affine] = []
+    box: dict[str, tuple[int, int]] = {}
+    for s in symbols.values():
+        if not s.is_base:
+            out += definition_constraints(s)
+        elif s.step != 1:
+            q = f"{s.name}.q"
+            box[q] = (s.lo // s.step, s.hi // s.step)
+            diff = Affine.var(s.name) - Affine.var(q, s.step)
+            out += [diff, -diff]
+    return out, box
 
 
 def bind(symbols: dict[str, SymbolDef], pattern: tuple, shape: tuple[int, ...], where: str) -> dict[str, int]:

@@ -223,7 +223,8 @@ def as_index(x) -> IndexValue:
     if isinstance(x, IndexValue):
         return x
     if isinstance(x, Dim):  # a shape family's dimension: an affine term over symbols (rows < N is a mask)
-        return IndexValue(x.expr)
+        v = x.concrete()
+        return IndexValue(x.expr if v is None else Affine((), v))
     if isinstance(x, bool):
         return NotImplemented
     try:

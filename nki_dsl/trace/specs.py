@@ -37,7 +37,8 @@ class ArgSpec:
 
 def spec(shape, dtype, dims: dict | None = None) -> ArgSpec:
     """``nki.spec((128, 512), "float32")``; a shape family names its symbolic dimensions in ``shape`` and gives each
-    an inclusive range in ``dims``: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``."""
+    an inclusive range in ``dims``: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``, or a range of
+    multiples, ``(lo, hi, step)`` with ``lo`` and ``hi`` multiples of ``step``: ``dims={"M": (128, 65536, 128)}``."""
     dims = dims or {}
     out = []
     for s in shape:
@@ -65,12 +66,18 @@ def _symbol(name: str, bounds) -> SymbolDecl:
     if not SYMBOL_RE.fullmatch(f"${name}"):
         raise NkiApiError(f"nki.spec: dimension name {name!r} is not an ASCII identifier of at most 64 characters")
     try:
-        lo, hi = (int(b.__index__()) for b in bounds)
+        lo, hi, *step = (int(b.__index__()) for b in bounds)
+        if len(step) > 1:
+            raise ValueError
     except (AttributeError, TypeError, ValueError):
-        raise NkiApiError(f"nki.spec: dims[{name!r}] must be (lo, hi) ints, got {bounds!r}") from None
+        raise NkiApiError(f"nki.spec: dims[{name!r}] must be (lo, hi) or (lo, hi, step) ints, got {bounds!r}") from None
+    step = step[0] if step else 1
     if not 0 <= lo <= hi <= MAX_SYMBOL_VALUE:
         raise NkiApiError(f"nki.spec: dims[{name!r}] = ({lo}, {hi}) must satisfy 0 <= lo <= hi <= {MAX_SYMBOL_VALUE}")
-    return SymbolDecl(name, lo, hi)
+    if not 1 <= step <= MAX_SYMBOL_VALUE or lo % step or hi % step:
+        raise NkiApiError(f"nki.spec: dims[{name!r}]: the step {step} must be positive and divide lo = {lo} and "
+                          f"hi = {hi}")  # fmt: skip
+    return SymbolDecl(name, lo, hi, step)
 
 
 def is_array(x) -> bool:

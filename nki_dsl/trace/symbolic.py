@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from nki_dsl.errors import NkiTraceError
 from nki_dsl.ir.affine import Affine, compare
-from nki_dsl.ir.symbols import SymbolDef, definition_constraints, ranges
+from nki_dsl.ir.symbols import SymbolDef, affine_bounds, ranges, ties
 from nki_dsl.trace.builder import caller_loc
 
 
@@ -29,11 +29,13 @@ class InconclusiveDimensionError(NkiTraceError):
 
 @dataclass(frozen=True)
 class SymbolDecl:
-    """A symbolic dimension of an argument spec: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``."""
+    """A symbolic dimension of an argument spec: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``; with
+    ``step``, only the multiples of it (``dims={"M": (128, 65536, 128)}``)."""
 
     name: str
     lo: int
     hi: int
+    step: int = 1
 
     def __str__(self) -> str:
         return self.name
@@ -50,11 +52,12 @@ class SymbolTable:
     def declare(self, decl: SymbolDecl) -> Dim:
         name = f"${decl.name}"
         old = self.defs.get(name)
-        if old is not None and (old.lo, old.hi) != (decl.lo, decl.hi):
-            raise NkiTraceError(f"dimension {decl.name} is declared with two ranges: {old.lo}..{old.hi} and "
-                                f"{decl.lo}..{decl.hi}")  # fmt: skip
+        new = SymbolDef(name, decl.lo, decl.hi, step=decl.step)
+        if old is not None and (old.lo, old.hi, old.step) != (decl.lo, decl.hi, decl.step):
+            raise NkiTraceError(f"dimension {decl.name} is declared with two ranges: {old.describe()} and "
+                                f"{new.describe()}")  # fmt: skip
         if old is None:
-            self.defs[name] = SymbolDef(name, decl.lo, decl.hi)
+            self.defs[name] = new
             self._ranges = ranges(self.defs)
         return Dim(Affine.var(name), self)
 
@@ -73,29 +76,34 @@ class SymbolTable:
         return name
 
     def bounds(self, e: Affine) -> tuple[int, int]:
-        return e.bounds(self._ranges)
+        return affine_bounds(e, self.defs, self._ranges)
 
     def decide(self, c: Affine) -> bool | None:
         """Whether ``c >= 0`` for every size of the family (True), for none (False), or for some only (None).
         The intervals answer most questions; the rest are integer-set questions with each derived symbol tied to
-        its definition (``N - 128*floordiv(N, 128) >= 0`` holds although the intervals alone cannot tell)."""
+        its definition (``N - 128*floordiv(N, 128) >= 0`` holds although the intervals alone cannot tell), and each
+        stepped symbol to its multiples (``M % 128 == 0`` for ``M in 128..65536 step 128``)."""
         lo, hi = self.bounds(c)
         if lo >= 0 or hi < 0:
             return lo >= 0
         # deferred: `import nki_dsl` does not load the verifier; only a family trace asks this
         from nki_dsl.verify.integer_sets import at_least, has_point
 
-        ties = [at_least(t) for s in self.defs.values() if not s.is_base for t in definition_constraints(s)]
-        can_fail = has_point(ties + [at_least(-c - 1)], self._ranges)
-        can_hold = has_point(ties + [at_least(c)], self._ranges)
+        tied, extra = ties(self.defs)
+        tied, box = [at_least(t) for t in tied], self._ranges | extra
+        can_fail = has_point(tied + [at_least(-c - 1)], box)
+        can_hold = has_point(tied + [at_least(c)], box)
         if can_fail and can_hold:
             return None
         return not can_fail if can_hold else False
 
-    def size(self, e: Affine, what: str) -> str:
-        """A plain symbol naming the size ``e`` (a derived one unless ``e`` is a symbol itself); a size that may be
-        negative somewhere in the family is refused."""
-        lo, _ = self.bounds(e)
+    def size(self, e: Affine, what: str) -> str | int:
+        """A plain symbol naming the size ``e`` (a derived one unless ``e`` is a symbol itself), or its value when
+        every size of the family gives it the same one; a size that may be negative somewhere in the family is
+        refused."""
+        lo, hi = self.bounds(e)
+        if lo == hi:
+            return lo
         if lo < 0:
             raise InconclusiveDimensionError(f"{what} {describe(e)} may be negative for some sizes of the family "
                                              f"({self.ranges_text(e)})", caller_loc())  # fmt: skip
@@ -130,7 +138,7 @@ def _int(x) -> int | None:
         return None
     try:
         return int(x.__index__())
-    except (AttributeError, TypeError):
+    except (AttributeError, TypeError, NkiTraceError):  # a loop index has no int: `N + i` is the index's to make
         return None
 
 
@@ -196,10 +204,15 @@ class Dim:
         k = self._divisor(other, "%")
         return self - (self // k) * k
 
+    def __divmod__(self, other):
+        if not isinstance(other, Dim) and _int(other) is None:
+            return NotImplemented
+        return self // other, self % other
+
     def __rfloordiv__(self, other):
         raise self._inconclusive(f"{other!r} // {self} divides by a dimension")
 
-    __rmod__ = __rfloordiv__
+    __rmod__ = __rdivmod__ = __rfloordiv__
 
     def __truediv__(self, other):
         if isinstance(other, Dim):
@@ -268,14 +281,30 @@ class Dim:
         base = sorted({v[1:] for v in _roots(self.expr, self.table)})
         return ", ".join(base) or describe(self.expr)
 
+    def concrete(self) -> int | None:
+        """The value, when the declared ranges leave one (``ceil(M / 128)`` for ``M in 1..128`` is 1 in every
+        instance): a family split at a kernel's decision points (``M in 1..128``, ``M in 129..256``) traces those
+        decisions concretely, as a concrete trace does."""
+        lo, hi = self.table.bounds(self.expr)
+        return lo if lo == hi else None
+
     def __index__(self):
-        raise self._inconclusive(f"dimension {self} is used where a concrete Python int is needed")
+        v = self.concrete()
+        if v is None:
+            raise self._inconclusive(f"dimension {self} is used where a concrete Python int is needed")
+        return v
 
     def __int__(self):
-        raise self._inconclusive(f"int({self}) needs a concrete value")
+        v = self.concrete()
+        if v is None:
+            raise self._inconclusive(f"int({self}) needs a concrete value")
+        return v
 
     def __float__(self):
-        raise self._inconclusive(f"float({self}) needs a concrete value")
+        v = self.concrete()
+        if v is None:
+            raise self._inconclusive(f"float({self}) needs a concrete value")
+        return float(v)
 
     def __str__(self) -> str:
         return self.table.text(self.expr)

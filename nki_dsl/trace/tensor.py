@@ -22,6 +22,7 @@ from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.handle import TileHandle
+from nki_dsl.trace.symbolic import Dim, InconclusiveDimensionError
 
 # A front end whose integer indexing differs from legacy's installs a function ``(tile, key) -> key`` here (the
 # current API keeps an on-chip tile at least 2-D: nki_dsl/current/indexing.py). Legacy kernels install none.
@@ -310,17 +311,21 @@ class NkiTensor(_TileLike):
         tensor, its free axes split (``trace/access_pattern.py``)."""
         if self.tensor.type.buffer.on_chip:
             return TileView(split_view(self.access(), shape))
-        shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+        shape = tuple(_reshape_size(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
         t = self.tensor.type
         if not t.buffer.on_chip:
-            n_old, n_new = 1, 1
-            for s in t.shape:
-                n_old *= s
-            for s in shape:
-                n_new *= s
+            (n_old, old_syms), (n_new, new_syms) = _count(t.shape), _count(shape)
+            if old_syms != new_syms:  # a shape family's view keeps each symbolic dimension, as a factor
+                raise InconclusiveDimensionError(
+                    f"reshape of '{self.name}' {_dims(t.shape)} to {_dims(shape)}: a shape family's reshape keeps "
+                    f"every symbolic dimension as a dimension of its own (the element counts are then equal for every "
+                    f"size); declare the dimension concrete",
+                    caller_loc(),
+                )
             if n_old != n_new:
                 raise NkiApiError(
-                    f"cannot reshape '{self.name}' {list(t.shape)} to {list(shape)}: {n_old} vs {n_new} elements",
+                    f"cannot reshape '{self.name}' {_dims(t.shape)} to {_dims(shape)}: {n_old} vs {n_new} elements"
+                    + (" besides the symbolic dimensions" if old_syms else ""),
                     caller_loc(),
                     "reshape",
                 )
@@ -329,6 +334,25 @@ class NkiTensor(_TileLike):
 
     def __repr__(self) -> str:
         return f"NkiTensor({self.tensor!r})"
+
+
+def _reshape_size(s):
+    """An int, or a shape family's dimension as its symbol (``Dim``: an HBM view keeps it)."""
+    if isinstance(s, Dim) and s.concrete() is None:
+        return s.table.size(s.expr, "the reshaped dimension")
+    return int(s)
+
+
+def _count(shape) -> tuple[int, list[str]]:
+    """The product of the concrete sizes, and the symbolic ones sorted."""
+    n = 1
+    for s in shape:
+        n *= 1 if isinstance(s, str) else s
+    return n, sorted(s for s in shape if isinstance(s, str))
+
+
+def _dims(shape) -> str:
+    return "[" + ", ".join(str(s).lstrip("$") for s in shape) + "]"
 
 
 class TileView(_TileLike):

@@ -7,22 +7,27 @@ argument that holds for every instance, and a rule without one refuses the famil
 every rule the verifier has; a new rule fails a test until it is argued here).
 
 The form the family must have makes most of the arguments simple. Symbols may appear only in (a) dimensions of
-HBM tensors (parameters and HBM allocations), (b) loop stops, and (c) masks; never in an op's view shape, an
-index expression, an on-chip type, another op's result type, an attribute or the grid (``check_form``). Every size
-symbol is >= 0 everywhere (its interval's lower end). Then, instance by instance, only (a)-(c) differ. Which rules
-read them (grep the rules for ``.mask``, ``trip_count``/``.stop`` and ``type.shape``): masks are read by
+HBM tensors (parameters and HBM allocations), (b) loop stops, (c) masks and (d) index expressions into HBM tensors
+(a tile that starts at a symbolic multiple of rows: ``out[2048*$_1 + 128*i3 + d0, ...]``); never in an op's view
+shape, an index into an on-chip tensor, an on-chip type, another op's result type, an attribute or the grid
+(``check_form``). Every size symbol is >= 0 everywhere (its interval's lower end). Then, instance by instance, only
+(a)-(d) differ; (d) is read by ``out-of-bounds`` (proved with the symbols as variables) and ``affine-dependence``
+(below), and by no other rule (the rules that read index expressions read on-chip ones, or an indirect DMA's form,
+or count terms, which substitution only folds). Which rules read (a)-(c) (grep the rules for ``.mask``,
+``trip_count``/``.stop`` and ``type.shape``): masks are read by
 ``mask-vars`` (which variables: the same in every instance), ``structure`` (well-formed: likewise) and
 ``out-of-bounds``; trip counts by ``structure`` (ints: every instance's are), ``affine-dependence``, the budgets
 and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the intervals), ``rank`` (how many: fixed),
-``shape`` (allocations are exempt, and a reshape views its whole source, which (a) forbids to be symbolic) and
+``shape`` (allocations are exempt, and a reshape keeps each symbolic dimension as a dimension of its own,
+``_reshape_form``, so its element-count check gives every instance the lowest one's answer) and
 ``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
   scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes,
   kernel-chosen placements (on-chip types, index expressions and program order), an indirect DMA's form (its
   index tile's type, which axes its mask names);
-  ``shape`` reads HBM dimensions only through a reshape's whole-tensor
-  view, which (a) forbids for symbolic tensors). They give every instance the same answer: checking one (the
+  ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
+  question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
 * ``MONOTONE`` rules can only break more as trip counts and sizes grow, and read no mask: the budgets (op
   executions are sums of products of trip counts, memory sums of products of sizes) and ``affine-dependence``
@@ -30,12 +35,17 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   smaller one, and only loops with more than one iteration are considered, a set that grows with the trip
   count). So they are checked once on the *upper kernel*, every symbol at the top of its interval: every
   instance's trip counts and sizes are at most those, so an upper kernel that passes proves every instance.
-  (The upper kernel need not be an instance itself: only these rules look at it.)
+  (The upper kernel need not be an instance itself: only these rules look at it.) Symbols in index expressions
+  (d) change where an access lands, not how many iterations there are, so ``affine-dependence`` also needs them
+  to cancel: it asks whether two iterations of one loop L meet on a tensor, an equality between two accesses'
+  indices inside L, and when every access to that tensor inside L has the same multiple of each symbol on each
+  dimension, the symbol terms are equal on both sides of every such equality, in every instance and in the upper
+  kernel alike (``_offsets_cancel`` refuses a family where they differ).
 * ``PROVEN`` rules are proved symbolically over the whole range: ``out-of-bounds`` asks, per access and tensor
   dimension, whether any integer point of symbols (in their ranges, derived ones tied to their definitions by
-  linear constraints), loop indices (``i <= stop - 1`` with a symbolic ``stop``), program ids and axes, passing
-  the op's mask, puts the index below 0 or at or past the dimension (``verify/integer_sets.py``, exact, and
-  "maybe" when its search gives up, which refuses the family).
+  linear constraints, stepped ones to their multiples), loop indices (``i <= stop - 1`` with a symbolic
+  ``stop``), program ids and axes, passing the op's mask, puts the index below 0 or at or past the dimension
+  (``verify/integer_sets.py``, exact, and "maybe" when its search gives up, which refuses the family).
 
 Diagnostics carry rule ``shape-family`` for the family's form and the broken rule's own id otherwise, and name
 the dimension and its range.
@@ -43,13 +53,15 @@ the dimension and its range.
 
 from __future__ import annotations
 
+import math
+
 from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
 from nki_dsl.ir.affine import SYMBOL_RE, Affine, Mask
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import DECLARED, OPS
-from nki_dsl.ir.symbols import SymbolError, check_table, definition_constraints, is_symbol, ranges
+from nki_dsl.ir.symbols import SymbolError, affine_bounds, check_table, is_symbol, ranges, ties
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify import verify_kernel
@@ -132,18 +144,55 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
             sizes(t.shape, f"result %{stmt.result.name}", stmt.loc, stmt.name, declared and not t.buffer.on_chip)
         for oname, v in stmt.operands.items():
             if isinstance(v, Access):
-                sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, False)
-                if any(_is_sym(x) for x in v.vars()):
-                    found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' indexes with a dimension symbol; "
-                                                            f"only masks and loop stops may use them"))  # fmt: skip
+                whole = stmt.name == "hbm.reshape" and v.shape == v.tensor.type.shape  # a view of all of x
+                sizes(v.shape, f"operand '{oname}''s view", stmt.loc, stmt.name, whole)
+                used = sorted({x for x in v.vars() if _is_sym(x)})
+                if used and v.tensor.type.buffer.on_chip:
+                    found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' indexes on-chip %{v.tensor.name} "
+                                                            f"with a dimension symbol; only HBM indices, masks and "
+                                                            f"loop stops may use them"))  # fmt: skip
+                for x in used:
+                    if x not in kernel.symbols:
+                        found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' uses {x}, which is not a "
+                                                                f"declared symbol"))  # fmt: skip
         for aname, v in stmt.attrs.items():
             if isinstance(v, Affine | Mask) and any(_is_sym(x) for x in v.vars()):
                 found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only masks "
                                                         f"and loop stops may"))  # fmt: skip
+            elif isinstance(v, tuple) and any(isinstance(x, str) for x in v):
+                if stmt.name != "hbm.reshape" or aname != "shape":
+                    found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only a "
+                                                            f"reshape's shape may"))  # fmt: skip
+                else:
+                    sizes(v, f"attribute {aname!r}", stmt.loc, stmt.name, True)
+        if stmt.name == "hbm.reshape" and stmt.result is not None and isinstance(stmt.operands.get("x"), Access):
+            found += _reshape_form(stmt)
         if stmt.mask is not None:
             for x in stmt.mask.vars():
                 if _is_sym(x) and x not in kernel.symbols:
                     found.append(_diag(stmt.loc, stmt.name, f"the mask uses {x}, which is not a declared symbol"))
+    return found
+
+
+def _reshape_form(op: Op) -> list[Diagnostic]:
+    """A reshape keeps its element count in every instance when both shapes hold the same symbols as dimensions of
+    their own (each a factor of both counts) and the concrete rest has equal products: then the ``shape`` rule,
+    which counts elements, answers the same for every instance, and checking the lowest is checking all."""
+    def split(shape):
+        syms = sorted(s for s in shape if is_symbol(s))
+        return syms, math.prod(s for s in shape if not is_symbol(s))
+
+    (src_syms, _), (out_syms, _) = split(op.operands["x"].tensor.type.shape), split(op.result.type.shape)
+    found = []
+    attr, shape = op.attrs.get("shape"), tuple(op.result.type.shape)
+    if attr is not None and tuple(attr) != shape and any(map(is_symbol, (*attr, *shape))):
+        found.append(_diag(op.loc, op.name, f"attribute shape = {list(attr)} is not the result's shape "
+                                            f"{list(op.result.type.shape)} symbol for symbol"))  # fmt: skip
+    if src_syms != out_syms:
+        names = [", ".join(s[1:] for s in syms) or "none" for syms in (src_syms, out_syms)]
+        found.append(_diag(op.loc, op.name, f"the reshape of a tensor with symbolic dimensions {names[0]} to one with "
+                                            f"{names[1]} may change the element count with the size; a family's "
+                                            f"reshape keeps each symbolic dimension as a dimension"))  # fmt: skip
     return found
 
 
@@ -170,6 +219,7 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     for diag in verify_kernel(upper, target, budget):
         if RULE_ARGUMENTS.get(diag.rule) == MONOTONE:
             found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
+    found += _offsets_cancel(kernel)
     found += _out_of_bounds(kernel)
     return _unique(found)
 
@@ -196,31 +246,61 @@ def _unique(found: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
+def _symbol_terms(a: Access) -> tuple:
+    """Per tensor dimension, the access's multiples of the symbols in its index (``((("$_1", 2048),), ())``)."""
+    return tuple(tuple(sorted((v, c) for v, c in e.terms if _is_sym(v))) for e in a.index)
+
+
+def _offsets_cancel(kernel: Kernel) -> list[Diagnostic]:
+    """``affine-dependence``'s side condition over symbols in indices (module docstring): inside each loop, the
+    accesses to one tensor carry the same symbol terms on every dimension."""
+    found = []
+    first: dict[tuple[int, int], tuple] = {}  # (id of loop, id of tensor) -> the first access's symbol terms
+    for stmt, loops in kernel.walk():
+        if isinstance(stmt, Loop):
+            continue
+        for name, a in stmt.operands.items():
+            if not isinstance(a, Access):
+                continue
+            terms = _symbol_terms(a)
+            for lp in loops:
+                seen = first.setdefault((id(lp), id(a.tensor)), terms)
+                if seen != terms and (any(terms) or any(seen)):
+                    found.append(d.diagnostic(stmt, "affine-dependence", (
+                        f"operand '{name}' indexes {d.typed(a.tensor)} with other multiples of the family's "
+                        f"dimensions than another access to it inside loop {lp.var} does, so whether two "
+                        f"iterations meet may depend on the size; index every access inside the loop from the "
+                        f"same symbolic offset, or declare the dimension concrete")))  # fmt: skip
+                    break
+    return found
+
+
 def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
     symbols = kernel.symbols
-    tied = [at_least(c) for s in symbols.values() if not s.is_base for c in definition_constraints(s)]
+    tied, quotients = ties(symbols)
+    tied = [at_least(c) for c in tied]
     grid = kernel.grid or (1,)
     pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
     found = []
     answers: dict[tuple, str | None] = {}  # a kernel repeats its accesses (per head, per tile): ask once
     for stmt, loops in kernel.walk():
-        if isinstance(stmt, Loop):
+        if isinstance(stmt, Loop) or stmt.name == "hbm.reshape":  # a reshape views its whole source: no element
             continue
         symbolic_loops = {lp.var for lp in loops if is_symbol(lp.stop)}
         masked = stmt.mask is not None and any(_is_sym(v) for v in stmt.mask.vars())
         for name, a in stmt.operands.items():
             if not isinstance(a, Access):
                 continue
-            # A dimension whose size is concrete, whose index uses no loop with a symbolic stop, under a mask free of
-            # symbols, is the same in every instance: the lowest instance's verification checked it.
+            # A dimension whose size is concrete, whose index uses no symbol and no loop with a symbolic stop, under a
+            # mask free of symbols, is the same in every instance: the lowest instance's verification checked it.
             dims = [k for k, (e, size) in enumerate(zip(a.index, a.tensor.type.shape))
-                    if masked or is_symbol(size) or e.vars() & symbolic_loops]  # fmt: skip
+                    if masked or is_symbol(size) or any(v in symbolic_loops or _is_sym(v) for v in e.vars())]
             if not dims:
                 continue
             key = (a.tensor.type.shape, a.index, a.shape, tuple(dims), tuple(_mask_for(stmt, a)),
                    tuple((lp.var, lp.start, lp.stop, lp.step) for lp in loops))  # fmt: skip
             if key not in answers:
-                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids, dims)
+                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids | quotients, dims)
             if answers[key]:
                 message = _fill(answers[key], d.typed(a.tensor), d.operand(name, a))
                 found.append(d.diagnostic(stmt, "out-of-bounds", message))
@@ -251,6 +331,9 @@ def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, p
     for dim in dims:
         expr, size = a.index[dim], a.tensor.type.shape[dim]
         e = expr.substitute(env)
+        lo, hi = affine_bounds(e, symbols, box)
+        if lo >= 0 and hi < (intervals[size][0] if is_symbol(size) else size):
+            continue  # inside the smallest size over the whole box, masks aside: no question to ask
         bound = Affine.var(size) if is_symbol(size) else Affine((), size)
         for violation, what in ((e - bound, f"reach {str(size).lstrip('$')}"), (-e - 1, "go below 0")):
             trial = constraints + [at_least(violation)]
@@ -268,8 +351,10 @@ def _fill(message: str, tensor: str, operand: str) -> str:
 
 
 def _symbols_of(a: Access, loops: tuple[Loop, ...], op: Op) -> set[str]:
-    """The dimension symbols an access's bounds depend on: its tensor's, its loops' stops', its mask's."""
+    """The dimension symbols an access's bounds depend on: its tensor's, its index's, its loops' stops', its
+    mask's."""
     names = {s for s in a.tensor.type.shape if is_symbol(s)} | {lp.stop for lp in loops if is_symbol(lp.stop)}
+    names |= {v for e in a.index for v in e.vars() if _is_sym(v)}
     if op.mask is not None:
         names |= {v for v in op.mask.vars() if _is_sym(v)}
     return names

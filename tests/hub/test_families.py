@@ -79,14 +79,14 @@ def test_a_tampered_family_is_refused_at_instantiation(tmp_path, softmax_bundle)
 def test_the_manifest_records_the_family(softmax_bundle):
     specs = softmax_bundle.manifest.entry_points["softmax"].specialisations
     assert [(tuple(map(str, s.args)), s.dims) for s in specs] == [
-        (("N x 512:float32",), {"N": (1, 65536)}), (("N x 512:float16",), {"N": (1, 65536)})]
+        (("N x 512:float32",), {"N": (1, 65536, 1)}), (("N x 512:float16",), {"N": (1, 65536, 1)})]
     assert all(s.test_vectors is not None for s in specs)
 
 
 def test_rmsnorm_publishes_families_with_its_constant():
     bundle = build_bundle(RMSNORM, benchmarks=False)
     dims = [s.dims for s in bundle.manifest.entry_points["rmsnorm"].specialisations]
-    assert dims and all(d == {"N": (1, 65536)} for d in dims)
+    assert dims and all(d == {"N": (1, 65536, 1)} for d in dims)
 
 
 @pytest.mark.parametrize("text, shape", [

@@ -48,8 +48,7 @@ def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
 
 
 @pytest.mark.parametrize("old, new, message", [
-    ("%1 = nl.load(src=%x[d0 + 128*i0, d1 ; 128x512])", "%1 = nl.load(src=%x[d0 + 128*i0 + $N, d1 ; 128x512])",
-     "indexes with a dimension symbol"),
+    ("%4 = nl.exp(x=%3)", "%4 = nl.exp(x=%3[d0, d1 + $N ; 128x512])", "indexes on-chip %3 with a dimension symbol"),
     (": f32[128, 512] sbuf", ": f32[$N, 512] sbuf", "only HBM tensors' dimensions may be symbolic"),
     ("symbol $N in [1, 65536]", "symbol $N in [1, 65536]\n  symbol $B in [1, 8]", "dimension B is no dimension of"),
     ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N - 300) // 128", "may be negative"),
@@ -82,6 +81,16 @@ def test_a_huge_range_loads_but_every_instance_meets_the_budget(text):
         tight.instantiate((65536, 512))  # the budget given to parse_family applies to each instance
 
 
+def test_a_symbolic_hbm_index_is_proved_or_refused(text):
+    """An HBM index may hold a symbol (a tile starting at a symbolic row); the proof decides it over the range."""
+    last_rows = text.replace("%x[d0 + 128*i0, d1 ; 128x512]", "%x[$N - d0 - 128*i0 - 1, d1 ; 128x512]")
+    nki.prove_family(nki.parse_family(last_rows), "trn2")  # the rows in reverse, masked as the rows are: in bounds
+    past = text.replace("%x[d0 + 128*i0, d1 ; 128x512]", "%x[d0 + $N + 128*i0, d1 ; 128x512]")
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.prove_family(nki.parse_family(past), "trn2")
+    assert "out-of-bounds" in {d.rule for d in e.value.diagnostics} and "may reach N" in str(e.value)
+
+
 def test_proving_a_parsed_family_refuses_an_unprovable_edit(text):
     nki.prove_family(nki.parse_family(text), "trn2")
     unmasked = text.replace(" mask[$N - d0 - 128*i0 >= 1]", "")
@@ -107,3 +116,139 @@ def test_a_long_chain_of_derived_symbols_is_checked_once_per_line(monkeypatch):
             '  source "k.py"\n  %0 = alloc() : f32[$N, 512] shared_hbm loc(1)\n}\n')
     nki.parse_family(text)
     assert len(calls) == 301
+
+
+# -- symbols with a step (a range of multiples) ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stepped():
+    from kernels.matmul.kernel import matmul_tiled
+
+    k = {"K": (128, 4096, 128)}
+    return nki.trace(matmul_tiled, nki.spec(("K", "M"), "float32", dims=k | {"M": (128, 4096, 128)}),
+                     nki.spec(("K", "N"), "float32", dims=k | {"N": (512, 8192, 512)}), target="trn2").text  # fmt: skip
+
+
+def test_a_stepped_symbol_round_trips_through_both_readers(stepped):
+    from nki_dsl.ir.fastread import Reader
+
+    from .test_fastread import _both
+
+    assert "symbol $M in [128, 4096] step 128" in stepped
+    for t in (stepped, " ".join(stepped.split())):
+        Reader(t).start()  # the fast reader reads it (no fallback to lark)
+        assert _both(t) == (stepped, stepped)
+    family = nki.parse_family(stepped)
+    assert family.text == stepped and family.dims["M"] == (128, 4096, 128)
+
+
+@pytest.mark.parametrize("new, message", [
+    ("symbol $M in [128, 4096] step 0", "the step 0 is not an integer in 1..1099511627776"),
+    ("symbol $M in [128, 4096] step 100", "does not start and end at multiples of its step 100"),
+    ("symbol $M in [100, 4096] step 128", "does not start and end at multiples"),
+    ("symbol $M in [128, 4096] step -128", "unexpected"),
+    ("symbol $M in [128, 4096] step 2.5", "unexpected"),
+    ("symbol $M in [128, 4096] step", "unexpected"),
+    ("symbol $M in [128, 4096] step 128 step 128", "unexpected"),
+    ("symbol $M in [128, 4096] step 9999999999999999999999", "IR integers have at most 18"),
+    ("symbol $M in [128, 4096] step 1099511627777", "is not an integer in 1..1099511627776"),
+])  # fmt: skip
+def test_malformed_steps_are_refused_by_the_parser(stepped, new, message):
+    with pytest.raises(nki.NkiError) as e:
+        nki.parse_family(_edit(stepped, "symbol $M in [128, 4096] step 128", new))
+    assert message in str(e.value)
+    assert isinstance(e.value, nki.NkiParseError | nki.NkiVerificationError)
+
+
+def test_a_derived_symbol_has_no_step(stepped):
+    with pytest.raises(nki.NkiParseError, match="unexpected"):
+        nki.parse_family(_edit(stepped, "symbol $_0 = ($M) // 128", "symbol $_0 = ($M) // 128 step 2"))
+
+
+def test_a_call_off_the_step_is_refused_and_budgets_apply_to_instances(stepped):
+    family = nki.parse_family(stepped)
+    with pytest.raises(nki.NkiShapeFamilyError, match="dimension M = 200 is not a multiple of 128"):
+        family.instantiate((256, 200), (256, 512))
+    tight = nki.parse_family(stepped, budget=nki.IRBudget(max_iterations=200))
+    tight.instantiate((256, 256), (256, 512))
+    with pytest.raises(nki.NkiVerificationError, match="max_iterations"):
+        tight.instantiate((4096, 4096), (4096, 8192))
+
+
+# -- a reshape of a tensor with a symbolic dimension ----------------------------------------------------------------
+import nki_dsl.language as nl  # noqa: E402
+
+
+@nki.jit
+def _split_columns(x):
+    """x [N, 256] viewed as [N, 2, 128]: each row tile moved as 2 x 128 columns."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0]
+    xv, ov = x.reshape((n, 2, 128)), out.reshape((n, 2, 128))
+    i_p, i_j, i_c = nl.arange(128)[:, None, None], nl.arange(2)[None, :, None], nl.arange(128)[None, None, :]
+    for t in nl.affine_range((n + 127) // 128):
+        rows = t * 128 + i_p
+        nl.store(ov[rows, i_j, i_c], value=nl.load(xv[rows, i_j, i_c], mask=rows < n), mask=rows < n)
+    return out
+
+
+@pytest.fixture(scope="module")
+def reshaped():
+    return nki.trace(_split_columns, nki.spec(("N", 256), "float32", dims={"N": (1, 4096)}), target="trn2").text
+
+
+def test_a_reshape_keeping_the_symbol_round_trips_and_runs(reshaped):
+    import numpy as np
+
+    from nki_dsl.ir.fastread import Reader
+
+    from .test_fastread import _both
+
+    assert "{shape = ($N, 2, 128)}" in reshaped
+    Reader(reshaped).start()
+    assert _both(reshaped) == (reshaped, reshaped)
+    family = nki.parse_family(reshaped)
+    nki.prove_family(family, "trn2")
+    x = np.arange(300 * 256, dtype=np.float32).reshape(300, 256)
+    np.testing.assert_array_equal(family.instantiate(x).compile("numpy").run({"x": x}), x)
+
+
+RESHAPE = "{shape = ($N, 2, 128)} : f32[$N, 2, 128]"
+
+
+@pytest.mark.parametrize("new, message", [
+    ("{shape = (2, $N, 128)} : f32[2, $N, 128]", None),  # still keeps N as a dimension
+    ("{shape = ($N, 2, 128)} : f32[$N, 256, 1]", "symbol for symbol"),
+    ("{shape = (512, 128)} : f32[512, 128]", "may change the element count"),
+])  # fmt: skip
+def test_a_reshape_that_may_change_the_count_is_refused(reshaped, new, message):
+    text = _edit(reshaped, RESHAPE, new)
+    if message is None:
+        nki.parse_family(text)  # the form is fine (the proof then decides the accesses)
+        return
+    with pytest.raises(nki.NkiError) as e:
+        nki.parse_family(text)
+    assert message in str(e.value)
+
+
+def test_no_other_attribute_may_name_a_symbol(text):
+    with pytest.raises(nki.NkiVerificationError, match="attribute 'axis' uses a dimension symbol; only a reshape's"):
+        nki.parse_family(_edit(text, "{axis = (1,)", "{axis = ($N,)"))
+
+
+@pytest.mark.parametrize("index, proved", [
+    ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999999*$N", True),  # the huge terms cancel
+    ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999998*$N", False),  # N past the start: out of bounds
+    ("d0 + 128*i0 + 999999999999999999*$_0 - 999999999999999999*$_0", True),
+    ("d0 + 128*i0 - 999999999999999999*$N", False),
+])  # fmt: skip
+def test_hostile_symbolic_indices_are_decided_quickly(text, index, proved):
+    """Coefficients at the IR's 18-digit limit in symbolic HBM indices: exact integer arithmetic, settled by the
+    proof (Python ints do not overflow; the search's node budget bounds the work)."""
+    family = nki.parse_family(_edit(text, "%x[d0 + 128*i0, d1 ; 128x512]", f"%x[{index}, d1 ; 128x512]"))
+    if proved:
+        nki.prove_family(family, "trn2")
+    else:
+        with pytest.raises(nki.NkiVerificationError, match="out-of-bound"):
+            nki.prove_family(family, "trn2")

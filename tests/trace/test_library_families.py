@@ -75,3 +75,65 @@ def test_a_dimension_shared_by_two_arguments_binds_once():
     np.testing.assert_array_equal(family.instantiate(x, y).compile().run({"x": x, "y": y}), x + y)
     with pytest.raises(nki.NkiShapeFamilyError, match="dimension N is 300 in one array and 200 in another"):
         family.instantiate((300, 256), (200, 256))
+
+
+# -- the families added with stepped symbols and symbolic offsets (kernels/*/kernel.toml) ----------------------------
+from kernels.linear.launcher import plan_layernorm_linear, plan_linear, plan_mlp  # noqa: E402
+from kernels.matmul.launcher import plan_matmul  # noqa: E402
+from kernels.vit_attn.launcher import plan_attention_split  # noqa: E402
+
+STEPPED = {
+    # (plan, argument shapes, dims, dtype, constants, instances {symbol: value})
+    "matmul tiled": (plan_matmul, [("K", "M"), ("K", "N")],
+                     {"K": (128, 8192, 128), "M": (128, 8192, 128), "N": (512, 8192, 512)}, "float32", {},
+                     [{"K": 384, "M": 256, "N": 1536}, {"K": 128, "M": 128, "N": 512}]),
+    "matmul blocked": (plan_matmul, [(1024, "M"), (1024, "N")], {"M": (512, 8192, 512), "N": (1024, 8192, 1024)},
+                       "bfloat16", {}, [{"M": 512, "N": 2048}, {"M": 1536, "N": 1024}]),
+    "attention_split": (plan_attention_split, [(1536, "T"), ("T", 768)], {"T": (197, 50432, 197)}, "bfloat16",
+                        {"num_heads": 12, "seq": 197}, [{"T": 591}]),
+    "linear 2 tiles": (plan_linear, [("M", 768), (768, 2304), (2304,)], {"M": (129, 256)}, "bfloat16",
+                       {"epilogue": "bias"}, [{"M": 197}, {"M": 256}]),
+    "linear 3 tiles by dma": (plan_linear, [("M", 768), (768, 2304), (2304,)], {"M": (257, 365)}, "bfloat16",
+                              {"epilogue": "bias"}, [{"M": 300}]),  # x^T by 3-D DMA transposes of x reshaped
+    "linear residual 1 tile": (plan_linear, [("M", 768), (768, 768), (768,), ("M", 768)], {"M": (1, 128)},
+                               "bfloat16", {"epilogue": "residual"}, [{"M": 50}]),
+    "layernorm_linear 3 tiles": (plan_layernorm_linear, [("M", 256), (256,), (256,), (256, 192), (192,)],
+                                 {"M": (257, 384)}, "float32", {"epilogue": "bias", "epsilon": 1e-6}, [{"M": 330}]),
+    "mlp whole blocks": (plan_mlp, [("M", 768), (768, 3072), (3072,), (3072, 768), (768,), ("M", 768)],
+                         {"M": (512, 65536, 512)}, "bfloat16", {}, [{"M": 1024}]),
+}  # fmt: skip
+
+
+def _stepped_family(plan, shapes, dims, dtype, constants):
+    specs = [nki.spec(s, dtype, dims={n: dims[n] for n in s if isinstance(n, str)}) for s in shapes]
+    return _family(plan, specs, **constants)
+
+
+@pytest.mark.parametrize("name", list(STEPPED))
+def test_stepped_and_split_families_equal_concrete_traces(name):
+    """Families whose dimensions are multiples (matmul, attention_split, mlp) or whose ranges are split where the
+    kernel's Python decides on the tile count (linear): each instance is exactly the concrete trace's IR."""
+    plan, shapes, dims, dtype, constants, instances = STEPPED[name]
+    family = _stepped_family(plan, shapes, dims, dtype, constants)
+    for values in instances:
+        concrete = [tuple(values.get(s, s) for s in shape) for shape in shapes]
+        assert family.instantiate(*concrete, target="trn2").text == _concrete(plan, concrete, dtype, **constants).text
+
+
+@pytest.mark.parametrize("shapes, dims, dtype, rows", [
+    ([("M", 256), (256, 192), (192,)], (385, 65536), "float32", (385, 700, 2433)),
+    ([("M", 768), (768, 2304), (2304,)], (385, 65536), "bfloat16", (1576,)),
+])  # fmt: skip
+def test_linear_families_past_the_prologue_compute_the_concrete_result(shapes, dims, dtype, rows):
+    """Where a concrete trace pipelines a static group of tail tiles (after the last full group of 16), linear's
+    family runs them one per loop iteration: their count is symbolic. Other IR, the same numbers."""
+    family = _stepped_family(plan_linear, shapes, {"M": dims}, dtype, {"epilogue": "bias"})
+    rng = np.random.default_rng(2)
+    np_dtype = nl.bfloat16 if dtype == "bfloat16" else np.float32
+    for m in rows:
+        concrete_shapes = [tuple(m if s == "M" else s for s in shape) for shape in shapes]
+        x, w, b = (rng.standard_normal(s).astype(np.float32).astype(np_dtype) for s in concrete_shapes)
+        arrays = {"x": x, "w": w, "b": b}
+        out = family.instantiate(x, w, b, target="trn2").compile("numpy").run(arrays)
+        concrete = _concrete(plan_linear, concrete_shapes, dtype, epilogue="bias")
+        np.testing.assert_array_equal(out, concrete.compile("numpy").run(arrays))

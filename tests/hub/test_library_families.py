@@ -1,0 +1,120 @@
+"""The kernel library's shape families from the Hub: each package published (cut down to the families under test,
+``library_packages``), fetched without trust, and called with shapes nobody pre-traced, on NumPy and the
+simulator, against the package's NumPy reference. No published Python runs."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import kernels
+import nki_dsl.language as nl
+from hub_client.bundle import build_bundle
+from hub_client.publish import publish
+from kernels.linear import reference as linear_reference
+from kernels.matmul.reference import matmul as matmul_reference
+from kernels.vit_attn.reference import attention_split as attention_split_reference
+from tests.hub.conftest import settings
+from tests.hub.library_packages import families_only
+
+BF16 = nl.bfloat16
+
+
+def _arrays(rng, shapes, dtype, scale=1.0):
+    return [(scale * rng.standard_normal(s)).astype(np.float32).astype(dtype) for s in shapes]
+
+
+def _close(out, expected, rtol, atol):
+    np.testing.assert_allclose(np.asarray(out).astype(np.float64), np.asarray(expected).astype(np.float64),
+                               rtol=rtol, atol=atol)  # fmt: skip
+
+
+# name: (package, entry points, which family lines, entry point, [(shapes, dtype, constants)], reference, (rtol, atol))
+CASES = {
+    # M = 256 is not a multiple of 512: the tiled family; K = 1024, M = 512, N = 2048 fills the blocks
+    "matmul": ("matmul", {"matmul"}, lambda ln: "1024 x M:bfloat16" in ln or "K x M:float32" in ln, "matmul",
+               [([(384, 256), (384, 1536)], np.float32, {}), ([(1024, 512), (1024, 2048)], BF16, {})],
+               matmul_reference, {"float32": (1e-4, 1e-3), "bfloat16": (2e-2, 1e-1)}),
+    # 200 rows: two row tiles while the weight streams in; 700: a group-free tail of symbolic length
+    "linear": ("linear", {"linear"}, lambda ln: "M x 256:float32" in ln, "linear",
+               [([(200, 256), (256, 192), (192,)], np.float32, {"epilogue": "bias"}),
+                ([(700, 256), (256, 192), (192,)], np.float32, {"epilogue": "bias"})],
+               linear_reference.linear, {"float32": (1e-5, 2e-4)}),
+    # DeiT-S/16 attention from the split layout at batch 2 (394 tokens)
+    "attention_split": ("vit_attn", {"attention_split"}, lambda ln: "DeiT-S" in ln and "bfloat16" in ln,
+                        "attention_split", [([(768, 394), (394, 384)], BF16, {"num_heads": 6, "seq": 197})],
+                        attention_split_reference, {"bfloat16": (1.5e-2, 1.5e-2)}),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    out = {}
+    for name, (package, entries, keep, *_rest) in CASES.items():
+        root = families_only(package, tmp_path_factory.mktemp(name), entries, keep)
+        out[name] = build_bundle(root, benchmarks=False)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_fetched_family_runs_unforeseen_shapes_without_trust(registry, bundles, name, backend):
+    package, _, _, entry, calls, reference, tolerances = CASES[name]
+    publish(bundles[name], f"acme/{package}", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel(f"acme/{package}", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(7)
+    for shapes, dtype, constants in calls:
+        args = _arrays(rng, shapes, dtype)
+        out = getattr(k, entry)(*args, backend=backend, **constants)
+        rtol, atol = tolerances[np.dtype(dtype).name]
+        _close(out, reference(*args, **constants), rtol, atol)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+def test_a_shape_off_the_step_says_why(registry, bundles):
+    publish(bundles["matmul"], "acme/matmul", settings())
+    k = kernels.get_kernel("acme/matmul", version=1)
+    with pytest.raises(kernels.NoSpecialisationError) as e:
+        k.matmul(np.ones((384, 200), np.float32), np.ones((384, 512), np.float32))
+    assert "dimension M = 200 is not a multiple of 128" in str(e.value)
+
+
+def _hf_variant(package: str):
+    """``build/torch-neuron/`` of the package as HF kernels imports it (its own module, ``nki`` resolved to
+    nki-dsl's current-API front end): Python, so it traces each concrete shape at its first call, as AWS's ``nki``
+    compiles it on a Trainium machine; it knows no published shape list."""
+    import importlib.util
+
+    import nki_dsl.compat
+
+    nki_dsl.compat.install()
+    from tests.hub.library_packages import ROOT
+
+    name = f"_test_hf_variant_{package}"
+    spec = importlib.util.spec_from_file_location(name, ROOT / package / "neuron" / "__init__.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_hf_variant_takes_the_shapes_the_family_takes(registry, bundles):
+    """A shape no specialisation lists (matmul 384 x 256 x 1536) gives the same numbers from the HF variant's
+    Python as from the family's IR fetched without trust; a shape the launcher refuses is refused by both with the
+    same reason. (HF kernels runs the variant's Python, trusted by HF's own rules, for any shape its launcher
+    accepts; the IR path without trust runs the declared ranges only.)"""
+    publish(bundles["matmul"], "acme/matmul", settings())
+    ir_path = kernels.get_kernel("acme/matmul", version=1)
+    variant = _hf_variant("matmul")
+    lhsT, rhs = _arrays(np.random.default_rng(3), [(384, 256), (384, 1536)], np.float32)
+    np.testing.assert_allclose(variant.matmul(lhsT, rhs), ir_path.matmul(lhsT, rhs), rtol=1e-5, atol=1e-4)
+    from kernels.matmul.launcher import plan_matmul
+
+    bad = (np.ones((384, 200), np.float32), np.ones((384, 512), np.float32))
+    with pytest.raises(ValueError) as launcher:
+        plan_matmul(*bad)
+    with pytest.raises(ValueError) as hf:
+        variant.matmul(*bad)
+    assert str(hf.value) == str(launcher.value)
