@@ -111,8 +111,10 @@ class JitKernel:
         from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier (23 modules, ~50 ms)
 
         bound, arrays = bind(self.fn, args, kwargs)
-        # the helpers the body runs inline are part of the key: rebinding one retraces (trace/dependencies.py)
-        key = (self.source_hash, helper_fingerprint(self.fn), bound.key, grid)
+        # what the body (and a function passed as an argument) can reach is part of the key: rebinding or editing a
+        # helper, or a global it reads, retraces (trace/dependencies.py)
+        roots = [v for v in (*args, *kwargs.values()) if callable(v) and not isinstance(v, type)]  # not np.float32
+        key = (self.source_hash, helper_fingerprint(self.fn, *roots), bound.key, grid)
         traces = self._traced.setdefault(key, [])
         entry = next((t for t in traces if t.fits(target)), None)
         if entry is None:
