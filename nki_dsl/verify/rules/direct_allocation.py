@@ -10,12 +10,14 @@ allocation"):
 * a block starts on a partition its partition count allows (0 for more than 64 partitions, 0/64 for more than 32,
   else a multiple of 32);
 * two blocks of one tensor either share space exactly (by design: ``num_free_tiles=(2,)``) or not at all;
-* blocks that share space are never in use at once: every access to the tensor indexes its blocks with the same
-  loop indices (``t[i]``, ``t[i - 1]``), and the blocks one iteration touches (over the accesses' constant
-  offsets and spans) are in distinct space. A tensor written in one loop and read in another through shared
-  space would read a block a later one overwrote. Accesses with constant block indices beside loop-indexed ones
-  (a software pipeline's prologue ``buf[0] = ...``) are not compared with the loop's (not tracked: a collision
-  there is not reported);
+* blocks that share space are never needed at once: the tensor's accesses are replayed in program order
+  (``verify/block_schedule.py``) and no block is written while another block in its space still has contents
+  to be read. This compares every access with every other, whatever its indices: a software pipeline's
+  prologue ``buf[0] = ...`` and epilogue with the loop's ``buf[i]`` / ``buf[i + 1]``, a tensor filled in one
+  loop and read in another. Past the replay's bound (large parsed IR) or for shape-family indices, a
+  per-iteration check stands in: every access indexes the blocks with the same loop indices and the blocks one
+  iteration touches are in distinct space (accesses with constant block indices beside loop-indexed ones are
+  then not compared with the loop's);
 * two directly allocated tensors live at the same time do not overlap.
 
 Auto-allocated tensors are placed around these by the allocator (passes/allocate.py).
@@ -31,6 +33,7 @@ from nki_dsl.ir.affine import Affine, var_kind
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
+from nki_dsl.verify.block_schedule import Conflict, first_conflict
 from nki_dsl.verify.placements import Rect, blocks, is_placed, rects, start_step
 from nki_dsl.verify.program import Program, program
 
@@ -144,6 +147,27 @@ def _aliasing(prog: Program, t, rs: list[Rect]) -> str | None:
     nb = len(ty.block_shape)
     if not any(x.same_space(y) for x, y in itertools.combinations(rs, 2)):
         return None
+    conflict = first_conflict(prog, t, {r.index: (r.p_lo, r.p_hi, r.b_lo, r.b_hi) for r in rs})
+    if conflict is not False:
+        return _conflict(conflict, {r.index: r for r in rs}) if conflict else None
+    return _window_aliasing(prog, t, rs, nb)
+
+
+def _conflict(c: Conflict, by_index: dict) -> str:
+    e, later = c.earlier, c.later
+    verb = "written" if later.filled else "read"
+    line = e.first.site.op.loc.line
+    since = f"written at line {line}" if e.filled else f"first read at line {line}"
+    return (f": blocks {list(e.block)} and {list(later.block)} share space ({by_index[e.block].describe()}), but "
+            f"block {list(later.block)} is {verb} at line {later.first.site.op.loc.line} while block "
+            f"{list(e.block)}, {since}, is still to be read at line "
+            f"{e.last.site.op.loc.line}; give them separate space (more num_free_tiles) or finish with block "
+            f"{list(e.block)} first")
+
+
+def _window_aliasing(prog: Program, t, rs: list[Rect], nb: int) -> str | None:
+    """The per-iteration check that stands in when the replay is out of reach (see the module docstring)."""
+    ty = t.type
     uses = [u for u in prog.uses.get(t, []) if u.access.index]
     loop_parts = [{_split(u.access.index[k])[0] for u in uses} for k in range(nb)]
     if any(len(p) > 1 for p in loop_parts):  # constant block indices beside loop-indexed ones (a pipeline's
