@@ -7,6 +7,8 @@ Kernels, from shapes alone (``nki.spec``, bf16):
 
 * ``flash_attn_bwd``: tests/kernels/legacy/flash_bwd.py, in the style of AWS's (GQA with 4 query heads on 2 KV
   heads, d = 128, causal, 512-key score tiles, a nested trace-mode helper, two-loop-variable tile masks);
+* ``flash_bwd+wsd``: the same with a sliding window of 1024, attention sinks (and their gradient) and dropout
+  (a per-tile ``nl.random_seed`` and two ``nl.dropout`` draws);
 * ``flash_fwd``: tests/kernels/nki_style/attention.py, AWS's flash forward (online softmax, 512-key blocks);
 * ``vit attention``: the library's ViT attention (kernels/vit_attn, 12 heads of 64), whose query tiles are
   unrolled in Python (software pipelining), so its IR grows with the sequence: the contrast case;
@@ -44,7 +46,14 @@ def flash_bwd_call(seq: int):
     q = _bf16(1, HEADS, D, seq)
     kv = _bf16(1, KV_HEADS, D, seq)
     lse = nki.spec((1, HEADS, 128, seq // 128), "float32")
-    return flash_attn_bwd[1, KV_HEADS], (q, kv, kv, q, q, lse, FlashConfig())
+    return flash_attn_bwd[1, KV_HEADS], (q, kv, kv, q, q, lse)
+
+
+def flash_bwd_features_call(seq: int):
+    kernel, args = flash_bwd_call(seq)
+    seed, sinks = nki.spec((1,), "int32"), nki.spec((HEADS,), "float32")
+    # seed, sinks, config, softmax_scale, dropout_p, sliding_window
+    return kernel, (*args, seed, sinks, FlashConfig(), None, 0.1, 1024)
 
 
 def flash_fwd_call(seq: int):
@@ -63,6 +72,7 @@ def matmul_call(seq: int):
 # matmul's blocks are 512 x 1024 rows and columns)
 CASES = {
     "flash_attn_bwd": (flash_bwd_call, range(0, 1 << 20)),
+    "flash_bwd+wsd": (flash_bwd_features_call, range(0, 1 << 20)),
     "flash_fwd": (flash_fwd_call, range(0, 1 << 20)),
     "vit attention": (vit_call, range(0, 2049)),
     "matmul blocked": (matmul_call, range(2048, 1 << 20)),

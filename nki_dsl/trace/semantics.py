@@ -92,6 +92,8 @@ def _operand(op_name, ospec, value, loc) -> Access | Imm:
         if not ospec.tile:
             raise NkiApiError(f"operand '{ospec.name}' must be a Python number, got a tile", loc, op_name)
         return value.access()
+    if isinstance(value, IndexValue) and ospec.tile and not any(var_kind(v) == "axis" for v in value.expr.vars()):
+        return _iteration_scalar(value, loc)
     if isinstance(value, IndexValue | MaskValue):
         raise NkiTraceError(
             f"operand '{ospec.name}' is an index expression, not data; materialise indices with nisa.iota",
@@ -110,10 +112,19 @@ def _operand(op_name, ospec, value, loc) -> Access | Imm:
     )
 
 
+def _iteration_scalar(value: IndexValue, loc) -> Access:
+    """A loop index (or an expression of loop indices and program ids, ``k_i + j * n``) used as data: one integer
+    per iteration, as AWS's kernels use it (``nl.add(seed, offset)`` to derive a per-tile dropout seed). It is
+    materialised as a ``[1, 1]`` int32 tile (``nisa.iota``), which broadcasts like any ``[1, 1]`` operand."""
+    op = emit_op("nisa.iota", {}, {"expr": value.aligned(2), "shape": (1, 1)}, dtype="int32")  # at caller_loc()
+    return op.result.full_access()
+
+
 def _align_ranks(spec, operands: dict, attrs: dict) -> dict:
     """Give tile operands the ranks the op combines them at.
 
-    * A tile always has a free axis: a 1-D access (``A[0:128, j]``, a 1-D HBM tensor) is read as ``[n, 1]``.
+    * A tile always has a free axis: a 1-D access (``A[0:128, j]``, a 1-D HBM tensor) is read as ``[n, 1]``, and
+      one element (``seed[0]`` of a 1-D tensor, as AWS's kernels load a seed) as ``[1, 1]``.
     * Operands of lower rank than the op broadcast *partition-aligned*: their partition axis lines up with the
       others' and size-1 axes are inserted after it (``[128, 1]`` against ``[128, 4, 8]`` reads as
       ``[128, 1, 1]``), because a tile's first axis is always its partition axis. Equal ranks broadcast as in
@@ -121,7 +132,7 @@ def _align_ranks(spec, operands: dict, attrs: dict) -> dict:
     """
     if spec.family is Family.RESHAPE:
         return operands
-    out = {n: _pad_to(v, 2) if isinstance(v, Access) and len(v.shape) == 1 else v for n, v in operands.items()}
+    out = {n: _pad_to(v, 2) if isinstance(v, Access) and len(v.shape) < 2 else v for n, v in operands.items()}
     tiles = {n: v for n, v in out.items() if isinstance(v, Access)}
     if spec.shape is shape_rules.broadcast and tiles:
         rank = max(len(v.shape) for v in tiles.values())
@@ -142,6 +153,8 @@ def _pad_to(a: Access, rank: int) -> Access:
     k = rank - len(a.shape)
     if k <= 0:
         return a
+    if not a.shape:  # one element: a partition axis and free axes of size 1, all broadcast
+        return Access(a.tensor, a.index, (1,) * rank)
     shift = {f"d{j}": f"d{j + k}" for j in range(1, len(a.shape))}
     index = tuple(e.rename(shift) for e in a.index)
     return Access(a.tensor, index, (a.shape[0],) + (1,) * k + tuple(a.shape[1:]))

@@ -12,7 +12,7 @@ import nki_dsl.language as nl
 from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import as_launch, bind
 from nki_dsl.verify import integer_sets, verify_kernel
-from tests.kernels.legacy.flash_bwd import FlashConfig, flash_attn_bwd
+from tests.kernels.legacy.flash_bwd import flash_attn_bwd
 
 RATIO = 4096
 
@@ -79,7 +79,7 @@ def test_search_work_grows_with_the_logarithm_of_the_trip_count(monkeypatch, ker
 def test_the_flash_backward_verifies_alike_at_seqlen_512_and_8192(monkeypatch):
     def call(seq):
         q, kv = nki.spec((1, 4, 128, seq), "bfloat16"), nki.spec((1, 2, 128, seq), "bfloat16")
-        return q, kv, kv, q, q, nki.spec((1, 4, 128, seq // 128), "float32"), FlashConfig()
+        return q, kv, kv, q, q, nki.spec((1, 4, 128, seq // 128), "float32")
 
     short = _search_nodes(monkeypatch, flash_attn_bwd[1, 2], *call(512))
     long = _search_nodes(monkeypatch, flash_attn_bwd[1, 2], *call(8192))
