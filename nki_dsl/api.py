@@ -12,6 +12,7 @@ import functools
 import warnings
 
 from nki_dsl import backends
+from nki_dsl.benchmarking import benchmarked
 from nki_dsl.errors import NkiError, NkiVerificationError
 from nki_dsl.family import ShapeFamily
 from nki_dsl.ir.budget import IRBudget
@@ -95,7 +96,8 @@ def benchmark(kernel=None, *args, target: str | None = None, **kwargs):
     with a decorator keyword is passed positionally or beside ``target=``."""
     if kernel is not None and (args or target is not None or not set(kwargs) <= BENCHMARK_DECORATOR_OPTIONS):
         return benchmark_profile(kernel, *args, target=target or DEFAULT_TARGET, **kwargs)
-    return _benchmark_decorator(kernel, **kwargs)
+    decorated = _benchmark_decorator(kernel, **kwargs)
+    return benchmarked(decorated) if isinstance(decorated, JitKernel) else lambda k: benchmarked(decorated(k))
 
 
 profile = _running_decorator("profile")

@@ -33,6 +33,19 @@ from nki_dsl.isa.matmul import nc_matmul, nc_transpose
 from nki_dsl.isa.mx import nc_matmul_mx, quantize_mx
 from nki_dsl.isa.random import rand2, rng, set_rng_seed
 from nki_dsl.isa.reductions import bn_aggr, bn_stats, tensor_partition_reduce, tensor_reduce
+from nki_dsl.isa.shuffle import nc_stream_shuffle
+from nki_dsl.isa.unmodelled import (
+    builtin_custom_op,
+    local_gather,
+    max8,
+    nc_find_index8,
+    nc_match_replace8,
+    range_select,
+    select_reduce,
+    sequence_bounds,
+    tensor_copy_dynamic_dst,
+    tensor_copy_dynamic_src,
+)
 from nki_dsl.isa.vector_alu import (
     memset,
     reciprocal,
@@ -56,8 +69,16 @@ INSTRUCTIONS = {
     )
 }  # fmt: skip
 
+# Compositions of several instructions (isa/shuffle.py) and the refused instructions (isa/unmodelled.py).
+COMPOSED = {"nc_stream_shuffle": nc_stream_shuffle}
+REFUSED = {
+    f.__name__: f
+    for f in (max8, nc_find_index8, range_select, select_reduce, nc_match_replace8, sequence_bounds, local_gather,
+              tensor_copy_dynamic_src, tensor_copy_dynamic_dst, builtin_custom_op)
+}  # fmt: skip
+
 __all__ = [
-    *INSTRUCTIONS,
+    *INSTRUCTIONS, *COMPOSED, *REFUSED,
     "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "get_nc_version", "matmul_perf_mode",
     "Engine", "ReduceCmd", "DgeMode", "OobMode", "NcVersion", "MatmulPerfMode",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",

@@ -10,10 +10,12 @@ from nki_dsl.language.creation import empty_like, full, full_like, ndarray, ones
 from nki_dsl.language.debug import device_print
 from nki_dsl.language.finfo import finfo
 from nki_dsl.language.iterators import affine_range, sequential_range, static_range
+from nki_dsl.language.legacy_builtins import atomic_rmw, gather_flattened, shared_identity_matrix
 from nki_dsl.language.loop_reduce import loop_reduce
 from nki_dsl.language.math import *  # noqa: F403 - the generated elementwise/reduction ops
 from nki_dsl.language.math import dropout, matmul, random_seed, where
 from nki_dsl.language.memory import broadcast_to, copy, expand_dims, load, load_transpose2d, store, transpose
+from nki_dsl.language.random import rand
 from nki_dsl.language.spmd import nc, num_programs, program_id, program_ndim, spmd_dim
 from nki_dsl.trace.index import MGrid as _MGrid
 from nki_dsl.trace.index import arange, ds

@@ -84,6 +84,9 @@ class JitKernel:
         self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, helpers, argument key, grid) -> traces
         self.trace_count = 0  # bodies run so far (tests check that targets share traces)
         self._compiled: dict[tuple, object] = {}
+        # Functions called as hook(launch, args, kwargs) after each launch (not a sub-kernel call): @nki.benchmark
+        # records the modelled latency with one (nki_dsl/benchmarking.py).
+        self.launch_hooks: list = []
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid) -> Launch:
@@ -177,7 +180,10 @@ class Launch:
             )
         # a launch is where the user names the target: resolved once here, passed inward as a Target
         kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, get_target(target))
-        return self.jit.executable(kernel, key, backend).run(arrays)
+        out = self.jit.executable(kernel, key, backend).run(arrays)
+        for hook in self.jit.launch_hooks:
+            hook(self, args, {**kwargs, "target": target})
+        return out
 
     def __getitem__(self, grid):
         raise NkiApiError("a launch grid is given once: kernel[g0, g1](...), not kernel[g0][g1](...)")
