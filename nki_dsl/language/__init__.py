@@ -10,7 +10,7 @@ from nki_dsl.language.creation import empty_like, full, full_like, ndarray, ones
 from nki_dsl.language.debug import device_print
 from nki_dsl.language.finfo import finfo
 from nki_dsl.language.iterators import affine_range, sequential_range, static_range
-from nki_dsl.language.legacy_builtins import atomic_rmw, gather_flattened, shared_identity_matrix
+from nki_dsl.language.legacy_builtins import all_reduce, atomic_rmw, gather_flattened, shared_identity_matrix
 from nki_dsl.language.loop_reduce import loop_reduce
 from nki_dsl.language.math import *  # noqa: F403 - the generated elementwise/reduction ops
 from nki_dsl.language.math import dropout, matmul, random_seed, where

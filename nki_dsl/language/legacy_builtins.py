@@ -1,5 +1,5 @@
 """Legacy ``nl`` calls composed of other instructions: ``shared_identity_matrix`` and ``atomic_rmw``
-(reference/nki.md §2.2), and ``gather_flattened``, which is refused.
+(reference/nki.md §2.2), and ``gather_flattened`` and ``all_reduce``, which are refused.
 
 * ``shared_identity_matrix(n, dtype)``: an ``[n, n]`` SBUF identity, ``iota`` of ``p - j`` compared with 0 (NKI
   deduplicates it per dtype; here each call builds its own, with the same values).
@@ -9,6 +9,8 @@
 * ``gather_flattened(data, indices)``: a per-partition gather over an SBUF tile's flattened free dimensions. No
   instruction in this project gathers within partitions (``nisa.local_gather`` is not modelled either), so it is
   refused, naming the gather this project has: an indirect DMA from HBM (``nl.load(data[idx_tile, i_f])``).
+* ``all_reduce(x, op, program_axes, ...)``: a collective across the programs of a launch. The backends run a
+  launch's programs one after another, so a value that waits on the other programs cannot be modelled; refused.
 """
 
 from __future__ import annotations
@@ -53,3 +55,9 @@ def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
                       "instruction here gathers within partitions; gather rows from HBM with an indirect DMA "
                       "instead (nl.load(data[idx_tile, i_f]) with an int32 index tile)", caller_loc(),
                       "nl.gather_flattened")  # fmt: skip
+
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False, **kwargs):
+    raise NkiApiError("all_reduce (a collective across the programs of a launch) is not modelled: the backends run "
+                      "a launch's programs one after another; reduce across programs in HBM after the launch",
+                      caller_loc(), "nl.all_reduce")  # fmt: skip

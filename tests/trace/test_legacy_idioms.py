@@ -202,6 +202,7 @@ REFUSED = {  # call -> the reason the message gives (isa/unmodelled.py, language
     "nisa.tensor_copy_dynamic_dst": (lambda t: nisa.tensor_copy_dynamic_dst(dst=t, src=t), "read from a register"),
     "nisa.builtin_custom_op": (lambda t: nisa.builtin_custom_op(t), "custom GpSimd C++ code, which cannot run here"),
     "nl.gather_flattened": (lambda t: nl.gather_flattened(t, t), "is not modelled: no instruction here gathers"),
+    "nl.all_reduce": (lambda t: nl.all_reduce(t, np.add, program_axes=[0]), "the backends run a launch's programs"),
 }  # fmt: skip
 
 
