@@ -14,13 +14,17 @@ read. One op reading a block and writing another in the same space does not conf
 writes).
 
 The replay visits only the loops that hold an access to the tensor and is bounded (``MAX_EVENTS`` block
-accesses): past it, or for index forms it cannot evaluate (shape-family symbols), it returns None and the rule
-falls back to its per-iteration window check.
+accesses): past it, or for index forms it cannot evaluate (shape-family symbols), it returns False and the rule
+falls back to its per-iteration window check. So it does over loops whose trip count a shape family's symbols set
+(``SYMBOLIC_LOOPS``, set by verify/family.py while it checks the family's lowest instance): the replay's verdict
+depends on trip counts, the window check's does not, so the family's proof uses the latter (the same in every
+instance) and each instance is replayed when it is instantiated and verified.
 """
 
 from __future__ import annotations
 
 import itertools
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from nki_dsl.ir.affine import var_kind
@@ -29,6 +33,8 @@ from nki_dsl.ir.ops import OPS
 from nki_dsl.verify.program import Program, Use
 
 MAX_EVENTS = 200_000  # block accesses replayed per tensor at most: the rule's cost for large parsed IR
+# Variables of the loops whose stop is a shape-family symbol (see the module docstring).
+SYMBOLIC_LOOPS: ContextVar[frozenset[str]] = ContextVar("nki_symbolic_loops", default=frozenset())
 
 
 @dataclass(frozen=True)
@@ -116,10 +122,11 @@ def _in_reach(uses: list[Use], grid: tuple[int, ...], t: Tensor, nb: int) -> boo
     instances = 1
     for g in grid:
         instances *= g
+    symbolic = SYMBOLIC_LOOPS.get()
     for u in uses:
         n = instances
         for lp in u.site.loops:
-            if not isinstance(lp.trip_count, int):
+            if lp.var in symbolic or not isinstance(lp.stop, int):
                 return False
             n *= lp.trip_count
         for e in u.access.index[:nb]:  # (an access without an index touches every block: counted below)

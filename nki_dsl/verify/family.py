@@ -24,8 +24,10 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
   scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes,
-  kernel-chosen placements (on-chip types, index expressions and program order), an indirect DMA's form (its
-  index tile's type, which axes its mask names);
+  kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
+  accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is
+  checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
+  form (its index tile's type, which axes its mask names);
   ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
   question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -65,6 +67,7 @@ from nki_dsl.ir.symbols import SymbolError, affine_bounds, check_table, is_symbo
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify import verify_kernel
+from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
 from nki_dsl.verify.integer_sets import at_least, has_point
 from nki_dsl.verify.rational_sets import may_have_point
 from nki_dsl.verify.rules import RULE_IDS
@@ -213,7 +216,11 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     lowest = {n: s.lo for n, s in kernel.symbols.items() if s.is_base}
     # A real instance: whatever it breaks is broken (and it is the check of every rule on the parts no symbol
     # reaches, out-of-bounds included for accesses the symbolic proof below skips).
-    found += [_at(diag, f"at {_names(lowest)}") for diag in verify_kernel(instantiate(kernel, lowest), target)]
+    token = SYMBOLIC_LOOPS.set(frozenset(_symbolic_loops(kernel.body)))
+    try:
+        found += [_at(diag, f"at {_names(lowest)}") for diag in verify_kernel(instantiate(kernel, lowest), target)]
+    finally:
+        SYMBOLIC_LOOPS.reset(token)
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
     for diag in verify_kernel(upper, target, budget):
@@ -222,6 +229,15 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     found += _offsets_cancel(kernel)
     found += _out_of_bounds(kernel)
     return _unique(found)
+
+
+def _symbolic_loops(body):
+    """The variables of the loops whose stop is a symbol (at any depth)."""
+    for s in body:
+        if isinstance(s, Loop):
+            if not isinstance(s.stop, int):
+                yield s.var
+            yield from _symbolic_loops(s.body)
 
 
 def prove_or_raise(kernel: Kernel, target: Target, budget: IRBudget | None = DEFAULT_BUDGET) -> Kernel:

@@ -270,3 +270,22 @@ def test_past_the_replay_bound_the_per_iteration_check_stands_in(monkeypatch, re
     assert "are in use at the same time (one iteration's accesses touch both)" in str(err), str(err)
     # ... and the prologue's constant indices are set aside, as documented
     nki.trace(_pipeline(slots=2, distance=3), X8)
+
+
+def test_a_family_proof_uses_the_per_iteration_check_over_symbolic_loops(traced):
+    # verify/family.py sets SYMBOLIC_LOOPS while it checks a family's lowest instance: the replay counts iterations,
+    # which differ between instances, so over such loops the blind per-iteration check decides (here it refuses
+    # the prefetch into the slot just read, which the replay accepts)
+    from nki_dsl.verify import verify_kernel
+    from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
+
+    ir = traced(_pipeline(slots=2, distance=2), X8)
+    assert verify_kernel(ir, nki.get_target("trn2")) == []
+    loop = next(s for s in ir.body if hasattr(s, "var"))
+    token = SYMBOLIC_LOOPS.set(frozenset({loop.var}))
+    try:
+        found = verify_kernel(ir, nki.get_target("trn2"))
+    finally:
+        SYMBOLIC_LOOPS.reset(token)
+    assert [d.rule for d in found] == ["direct-allocation"]
+    assert "one iteration's accesses touch both" in found[0].message
