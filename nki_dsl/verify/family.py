@@ -60,6 +60,8 @@ import math
 from nki_dsl.errors import Diagnostic, NkiVerificationError, SourceLoc
 from nki_dsl.ir.affine import SYMBOL_RE, Affine, Mask
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
+from nki_dsl.ir.indirect import DIM as INDIRECT_DIM
+from nki_dsl.ir.indirect import hbm_operand
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import DECLARED, OPS
@@ -308,9 +310,13 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
             if not isinstance(a, Access):
                 continue
             # A dimension whose size is concrete, whose index uses no symbol and no loop with a symbolic stop, under a
-            # mask free of symbols, is the same in every instance: the lowest instance's verification checked it.
+            # mask free of symbols, is the same in every instance: the lowest instance's verification checked it. An
+            # indirect DMA's indexed dimension is widened, as the verifier's rules widen it (ir/indirect.widened): its
+            # index is a placeholder for rows known at run time, where every backend checks them against the dimension.
+            rows = stmt.attrs.get(INDIRECT_DIM) if name == hbm_operand(stmt) else None
             dims = [k for k, (e, size) in enumerate(zip(a.index, a.tensor.type.shape))
-                    if masked or is_symbol(size) or any(v in symbolic_loops or _is_sym(v) for v in e.vars())]
+                    if k != rows and (masked or is_symbol(size)
+                                      or any(v in symbolic_loops or _is_sym(v) for v in e.vars()))]  # fmt: skip
             if not dims:
                 continue
             key = (a.tensor.type.shape, a.index, a.shape, tuple(dims), tuple(_mask_for(stmt, a)),
