@@ -35,7 +35,7 @@ import types
 import numpy as np
 
 _MAX_NODES = 2000  # values visited in one fingerprint: bounds the per-launch cost of an object graph
-_MAX_ITEMS = 256  # items read from one container or one object's attributes
+_MAX_ITEMS = 200  # items read from one container or one object's attributes
 
 
 def helper_fingerprint(fn, *roots) -> int:
@@ -58,7 +58,7 @@ _SKIPPED_CLASS_ENTRIES = frozenset({"__dict__", "__weakref__", "__module__", "__
                                     "__match_args__", "__slots__"})  # fmt: skip
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=500)
 def _library_module_name(name: str) -> bool:
     if name.split(".")[0] in _LIBRARY_PACKAGES:
         return True
@@ -86,7 +86,7 @@ def _code_key(code: types.CodeType) -> int:
     and code objects are immutable, so the hash of one seen before is looked up instead."""
     entry = _CODE_KEYS.get(id(code))
     if entry is None or entry[0] is not code:
-        if len(_CODE_KEYS) >= 4096:  # bounded: a process defining many functions forgets the old ones
+        if len(_CODE_KEYS) >= 5000:  # bounded: a process defining many functions forgets the old ones
             _CODE_KEYS.clear()
         entry = _CODE_KEYS[id(code)] = (code, hash(code))
     return entry[1]
