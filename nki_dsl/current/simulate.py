@@ -10,8 +10,10 @@ project's function and returns ``(outputs, Profile)``. A zero-argument kernel th
 ``simulate(kernel)()``. The target is ``NEURON_PLATFORM_TARGET_OVERRIDE`` (default trn2) for the callable form.
 
 With LNC=2 (``sim[2]``, ``simulate(kernel[2], *args)``) the two NeuronCores run at once: each core's instance is
-simulated on its own core model and ``profile`` is the slower core's (``core_profiles`` holds both); their
-contention for HBM bandwidth is not modelled. (The project's legacy SPMD grids run their instances one after
+simulated on its own core model and ``profile`` is the slower core's (``core_profiles`` holds both); cores that
+exchange data (``nisa.sendrecv``) or wait for each other (``nisa.core_barrier``) are simulated together, each
+core's schedule waiting for its peer there (``backends/simulator/cores.py``); their contention for HBM bandwidth
+is not modelled. (The project's legacy SPMD grids run their instances one after
 the other on one core, reference/nki.md §1.5, and are profiled that way.)
 
 The kernel may also be a plain Python function whose body uses ``nl``/``nisa`` and calls ``@nki.jit``
@@ -63,8 +65,7 @@ def core_profiles(jit: JitKernel, ir, key) -> list:
     """The Profile of each core of an LNC launch, each instance on its own core (cached per specialisation)."""
     cache = jit.__dict__.setdefault("_core_profiles", {})
     if key not in cache:
-        sim = backends.load("simulator")
-        cache[key] = [sim.profile(ir, key[-1], grid=(core,)) for core in range(ir.grid[0])]
+        cache[key] = backends.load("simulator").profile_cores(ir, key[-1])
     return cache[key]
 
 

@@ -17,7 +17,7 @@ from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
-from nki_dsl.trace import indirect, runtime_offset, semantics
+from nki_dsl.trace import indirect, runtime_offset, semantics, views
 from nki_dsl.trace.access import compose, index_access
 from nki_dsl.trace.access_pattern import access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
@@ -153,10 +153,8 @@ class _TileLike(TileHandle):
         return OffsetView(at0, index, k, coef)
 
     def view(self, dtype):
-        """``t.view(dtype)`` (reinterpret the bytes) is not modelled: the reference holds on-chip floats as fp32
-        values, not as their storage bytes."""
-        raise NkiTraceError(f"{self!r}.view({dtype!r}): reinterpreting a tensor's bytes as another dtype is not "
-                            f"modelled; convert values with a copy into a tensor of that dtype", caller_loc())
+        """``t.view(dtype)``: this on-chip tensor's bits as ``dtype``, a new tile made now (trace/views.py)."""
+        return views.view(self, dtype, build_op)
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py); with

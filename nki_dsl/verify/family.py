@@ -27,7 +27,8 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
   accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is
   checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
-  form (its index tile's type, which axes its mask names);
+  form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
+  present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
   ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
   question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -85,6 +86,7 @@ RULE_ARGUMENTS = {
     "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
     "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
     "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,
+    "core-sync": BLIND, "bitcast": BLIND,
     "affine-dependence": MONOTONE, "budget": MONOTONE,
     "out-of-bounds": PROVEN,
 }  # fmt: skip

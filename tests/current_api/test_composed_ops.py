@@ -7,7 +7,6 @@ import pytest
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
-from nki_dsl.errors import NkiApiError
 
 RNG = np.random.default_rng(11)
 A = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
@@ -148,17 +147,6 @@ def test_shared_identity_matrix():
 
     x = RNG.uniform(-1, 1, (128, 128)).astype(np.float32)
     np.testing.assert_array_equal(k(x), x)
-
-
-@pytest.mark.parametrize("op", [nisa.sendrecv, nisa.core_barrier])
-def test_lnc_communication_is_refused_with_the_reason(op):
-    @nki.jit
-    def k(a):
-        op(a, a)
-        return a
-
-    with pytest.raises(NkiApiError, match="not modelled"):
-        k[2](A)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -13,7 +13,7 @@ from jax import lax
 
 from nki_dsl import dtypes
 from nki_dsl.backends.jax import access as acc
-from nki_dsl.backends.jax import indirect
+from nki_dsl.backends.jax import indirect, runtime
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import Lowered, OpContext
 from nki_dsl.backends.jax.functions import BINARY, IDENTITY, REDUCTIONS, UNARY
@@ -177,6 +177,9 @@ def tensor_tensor_scan(ctx: OpContext) -> Lowered:
 
 
 def tensor_copy(ctx: OpContext) -> Lowered:
+    if ctx.op.attrs.get("view_bytes"):  # a bit-cast (ir/bitcast.py)
+        src = ctx.op.operands["src"].tensor.type.dtype
+        return Lowered(runtime.bitcast(ctx.read("src"), src, ctx.op.result.type.dtype))
     return Lowered(ctx.read("src"))
 
 

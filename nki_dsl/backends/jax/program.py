@@ -22,10 +22,12 @@ from jax import lax
 
 from nki_dsl.backends.jax import runtime, runtime_loops, vectorise
 from nki_dsl.backends.jax.analysis import RNG, KernelInfo, analyse, is_shared_alloc
+from nki_dsl.backends.jax.collectives import COLLECTIVE_HANDLERS, run_cores_jax
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.lower_isa import ISA_HANDLERS
 from nki_dsl.backends.jax.lower_language import FAMILY_HANDLERS
 from nki_dsl.errors import NkiError
+from nki_dsl.ir.cores import has_sync_ops
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 
@@ -33,7 +35,7 @@ from nki_dsl.ir.ops import OPS
 def _handlers() -> dict:
     table = {}
     for name, spec in OPS.items():
-        handler = ISA_HANDLERS.get(name) or FAMILY_HANDLERS.get(spec.family)
+        handler = ISA_HANDLERS.get(name) or COLLECTIVE_HANDLERS.get(name) or FAMILY_HANDLERS.get(spec.family)
         if handler is not None:
             table[name] = handler
     return table
@@ -69,6 +71,11 @@ def run_body(body, st: State) -> None:
                       st.info.read_after[id(stmt)], stmt.body, st)  # fmt: skip
         else:
             run_op(stmt, st)
+
+
+def _run_stmt_loop(stmt: Loop, st: State) -> None:
+    _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[id(stmt)],
+              st.info.read_after[id(stmt)], stmt.body, st)  # fmt: skip
 
 
 def _run_loop(var, start, step, trips, written, read_after, stmts, st: State, base=0, body=None) -> None:
@@ -120,6 +127,14 @@ def run_kernel(info: KernelInfo, arrays: tuple, splits: dict[int, GridSplit] | N
     body = [s for s in k.body if not (isinstance(s, Op) and s in hoisted)]
     grid = k.grid or ()
     end = info.outputs | set(info.written_params)
+    if grid and has_sync_ops(k):  # the cores meet at sync ops: each runs as a coroutine (collectives.py)
+        if splits:
+            raise NkiError("a kernel whose cores meet at sync ops (nisa.sendrecv, nisa.core_barrier) runs on one "
+                           "device; its launch cannot be spread over a mesh")  # fmt: skip
+        shared = [p.name for p in k.params] + [op.result.name for op in hoisted] + [RNG]
+        run_cores_jax(body, st, shared, run_op, _run_stmt_loop)
+        outs = tuple(st.array(t.name) for t in k.outputs)
+        return outs, tuple(st.value(n) for n in info.written_params)
 
     def level(g):
         if g == len(grid):

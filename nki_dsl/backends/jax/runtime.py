@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from nki_dsl import dtypes
 
@@ -96,3 +97,18 @@ def fresh(tensor_type, zero: bool = False):
     if tensor_type.buffer.on_chip:
         return alloc_on_chip(tensor_type.shape, tensor_type.dtype, zero=zero)
     return alloc_hbm(tensor_type.shape, tensor_type.dtype, zero=zero)
+
+
+def bitcast(value, src: str, dst: str):
+    """Held tile values of dtype ``src`` with their bits read as dtype ``dst`` (ir/bitcast.py, as the NumPy
+    reference's ``runtime.bitcast``): ``lax.bitcast_convert_type`` between the storage types, the last axis split
+    or merged by the size ratio."""
+    a, b = dtypes.get(src), dtypes.get(dst)
+    raw = jnp.asarray(value).astype(a.np_dtype)
+    if a.itemsize < b.itemsize:  # narrow -> wide: groups of the last axis become one element
+        raw = raw.reshape(raw.shape[:-1] + (raw.shape[-1] // (b.itemsize // a.itemsize), b.itemsize // a.itemsize))
+    out = lax.bitcast_convert_type(raw, b.np_dtype)
+    if a.itemsize > b.itemsize:  # wide -> narrow: each element becomes a group along the last axis
+        out = out.reshape(out.shape[:-2] + (out.shape[-2] * out.shape[-1],))
+    return out.astype(compute_dtype(dst))
+

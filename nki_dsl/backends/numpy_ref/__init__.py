@@ -10,18 +10,19 @@ import numpy as np
 
 from nki_dsl.backends.numpy_ref import functions as fn_module
 from nki_dsl.backends.numpy_ref import runtime
+from nki_dsl.backends.numpy_ref.collectives import COLLECTIVE_HANDLERS
 from nki_dsl.backends.numpy_ref.emitter import KERNEL_FN, Emitter
 from nki_dsl.backends.numpy_ref.lower_isa import ISA_HANDLERS
 from nki_dsl.backends.numpy_ref.lower_language import LANGUAGE_HANDLERS
 from nki_dsl.backends.numpy_ref.runtime_loops import TripLog
 from nki_dsl.errors import NkiError
-from nki_dsl.ir import ops
+from nki_dsl.ir import cores, ops
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import Target
 
 # One handler per op, by op name. The reference is the executable spec, so it must know every op: an op added to
 # the table without a handler fails here, when the backend is imported, not when a kernel first uses it.
-HANDLERS = {**LANGUAGE_HANDLERS, **ISA_HANDLERS}
+HANDLERS = {**LANGUAGE_HANDLERS, **ISA_HANDLERS, **COLLECTIVE_HANDLERS}
 if set(HANDLERS) != ops.NAMES or set(LANGUAGE_HANDLERS) & set(ISA_HANDLERS):
     raise RuntimeError(
         f"the NumPy handlers and the op table disagree: no handler for {sorted(ops.NAMES - set(HANDLERS))}, "
@@ -45,6 +46,7 @@ class Executable:
             "_rl": self.trips,
             "np": np, "ROUND": runtime.ROUND, "alloc_on_chip": runtime.alloc_on_chip,
             "alloc_hbm": runtime.alloc_hbm, "to_hbm": runtime.to_hbm, "RandomState": runtime.RandomState,
+            "Meet": cores.Meet, "run_cores": cores.run_cores, "BITCAST": runtime.bitcast,
             "fn": fn_module, **emitter.namespace,
         }  # fmt: skip
         try:

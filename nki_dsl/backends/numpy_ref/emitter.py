@@ -20,6 +20,7 @@ from nki_dsl.backends.numpy_ref.access_code import AccessCode, access_code, affi
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.cores import has_sync_ops
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_ints, py_tensor, py_var
@@ -98,16 +99,35 @@ class Emitter:
         hoisted = [op for op in k.body if isinstance(op, Op) and _is_shared_alloc(op)]
         for op in hoisted:
             self.emit_op(op)
+        body = [s for s in k.body if not (isinstance(s, Op) and s in hoisted)]
+        outs = ", ".join(tensor_var(t.name) for t in k.outputs)
+        outs = f"({outs}{',' if len(k.outputs) == 1 else ''})"
+        if k.grid and has_sync_ops(k):
+            self._emit_cores(body, params + [tensor_var(op.result.name) for op in hoisted], outs)
+            return "\n".join(self.lines) + "\n"
         grid = k.grid or (1,)
         for axis, n in enumerate(grid):
             self.line(f"for pid{axis} in range({py_int(n)}):")
             self.depth += 1
-        body = [s for s in k.body if not (isinstance(s, Op) and s in hoisted)]
         self.emit_body(body)
         self.depth -= len(grid)
-        outs = ", ".join(tensor_var(t.name) for t in k.outputs)
-        self.line(f"return ({outs}{',' if len(k.outputs) == 1 else ''})")
+        self.line(f"return {outs}")
         return "\n".join(self.lines) + "\n"
+
+    def _emit_cores(self, body, shared: list[str], outs: str) -> None:
+        """A kernel with sync ops (``nisa.sendrecv``, ``nisa.core_barrier``): the body is a generator per core,
+        pausing at each sync op, and ``run_cores`` runs the cores' generators around their meetings
+        (``ir/cores.py``). The kernel's HBM arguments and shared allocations are passed to each core."""
+        if len(self.kernel.grid) != 1:
+            raise NkiCodegenError(f"sync ops need a one-axis launch (kernel[2]), not grid {list(self.kernel.grid)}")
+        names = "".join(f", {n}" for n in shared)
+        self.line(f"def _core(pid0{names}):")
+        self.depth += 1
+        self.emit_body(body)
+        self.line(f"return {outs}")
+        self.line("yield  # (a generator even if no sync op is reached)")
+        self.depth -= 1
+        self.line(f"return run_cores([_core(_pid{names}) for _pid in range({py_int(self.kernel.grid[0])})])")
 
     def emit_body(self, body) -> None:
         if not body:

@@ -205,6 +205,9 @@ def tensor_tensor_scan(ctx: OpContext) -> Lowered:
 
 
 def tensor_copy(ctx: OpContext) -> Lowered:
+    if ctx.op.attrs.get("view_bytes"):  # a bit-cast (ir/bitcast.py); dtype names are checked IR values
+        src, dst = ctx.dtype("src"), ctx.result_dtype
+        return Lowered(f"BITCAST({ctx.read('src', axes=None)}, {ctx.e.const(src)}, {ctx.e.const(dst)})")
     return Lowered(ctx.read("src"), fresh=False)
 
 

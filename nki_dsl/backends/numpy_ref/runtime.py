@@ -88,3 +88,11 @@ class RandomState:
         d = dtypes.get(dtype_name)
         unsigned = np.dtype(f"u{d.itemsize}")
         return words.astype(unsigned).view(d.np_dtype)  # an unsigned narrowing cast keeps the low bits
+
+
+def bitcast(value, src: str, dst: str) -> np.ndarray:
+    """Held tile values of dtype ``src`` with their bits read as dtype ``dst`` (ir/bitcast.py): to ``src``'s
+    storage (exact), the bytes viewed as ``dst``'s storage along the last axis, held as ``dst`` tiles are."""
+    raw = np.ascontiguousarray(np.asarray(value).astype(dtypes.get(src).np_dtype))
+    return raw.view(dtypes.get(dst).np_dtype).astype(dtypes.compute_dtype(dst))
+

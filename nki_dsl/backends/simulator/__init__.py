@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 
 from nki_dsl.backends.simulator.addresses import PSUM_KEY, SBUF_KEY
+from nki_dsl.backends.simulator.cores import profile_cores as profile_cores_together
 from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.profile import Profile, build
 from nki_dsl.backends.simulator.scheduler import Scheduler
@@ -43,6 +44,8 @@ def simulate(kernel: Kernel, arrays: dict | None, target: Target, grid=None):
 
     ``grid``: None simulates every SPMD instance one after another on one core (NKI runs the instances of a
     launch grid serially on a NeuronCore, reference/nki.md §1.5); a tuple of program ids simulates only that one.
+    An LNC=2 kernel whose cores meet at sync ops cannot run its cores one after the other: its two cores are
+    simulated together (``cores.py``) and the Profile is the asked-for core's, else the slower one's.
     """
     prepared = prepare(kernel, target)
     outputs = prepared.run_numbers(arrays) if arrays is not None else None
@@ -57,9 +60,22 @@ def profile(kernel: Kernel, target: Target, grid=None, steady: bool = True) -> P
     return _profile(prepare(kernel, target), grid, steady)
 
 
+def profile_cores(kernel: Kernel, target: Target, steady: bool = True, trips=None) -> list[Profile]:
+    """Timing only, one Profile per core of an LNC launch (``kernel.grid == (cores,)``), each core on its own
+    NeuronCore model. Cores that meet at sync ops (``nisa.sendrecv``, ``nisa.core_barrier``) are simulated
+    together, each waiting for the other there (``cores.py``); cores that never meet, one after the other."""
+    prepared = prepare(kernel, target)
+    if prepared.stream((0,)).has_sync:
+        return profile_cores_together(prepared, _cells(target), steady, trips)
+    return [_profile(prepared, (core,), steady, trips) for core in range(kernel.grid[0])]
+
+
 def _profile(prepared, grid, steady: bool = True, trips=None) -> Profile:
     t = prepared.target
     stream = prepared.stream(grid)
+    if stream.has_sync:  # the cores wait for each other: simulated together; the asked-for core's, else the slower
+        cores = profile_cores_together(prepared, _cells(t), steady, trips)
+        return cores[grid[0]] if grid is not None else max(cores, key=lambda p: p.latency_ns)
     log = [] if steady and stream.steady else None
     sched = Scheduler(t, untracked=stream.untracked(), cells=_cells(t), log=log)
     # The run allocates many small records that live until it ends and form no cycles: the cyclic collector would
@@ -103,4 +119,4 @@ def compile_kernel(kernel: Kernel, target: Target) -> Executable:
     return Executable(kernel, target)
 
 
-__all__ = ["simulate", "profile", "Profile", "compile_kernel", "emit_source", "Scheduler"]
+__all__ = ["simulate", "profile", "profile_cores", "Profile", "compile_kernel", "emit_source", "Scheduler"]

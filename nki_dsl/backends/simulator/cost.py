@@ -197,12 +197,17 @@ COMPUTE: dict[str, CostRule] = {
     "nisa.tensor_partition_reduce": CostRule(_gpsimd, "§2.3 (no formula: GpSimd GPSIMD_START + N), §3.3"),
     "nisa.iota": CostRule(_gpsimd, "§2.3 iota: 150 + N"),
     "nisa.affine_select": CostRule(_gpsimd, "§2.3 affine_select: GPSIMD_START + N"),
+    # The barrier's issue; its wait for the peer core and the signal's latency are the two-core driver's
+    # (simulator/cores.py: §2.7 core_barrier, the semaphore cost of §3.4).
+    "nisa.core_barrier": CostRule(lambda t, s: _ii(t, 1), "§2.7 core_barrier (issue: one MIN_II; wait: cores.py)"),
 }
 
 # DMA instructions: fixed cost plus payload over the DMA engines (``dma_ns``), not an engine-cycle formula.
 DMA_RULES: dict[str, CostRule] = {
     "nisa.dma_copy": CostRule(None, "§3.4"),
     "nisa.dma_transpose": CostRule(None, "§3.4 DMA transpose throughput"),
+    # src into the peer core's dst: an SBUF-to-SBUF transfer, from when both cores are there (simulator/cores.py)
+    "nisa.sendrecv": CostRule(None, "§3.4, §2.7 sendrecv"),
 }
 
 

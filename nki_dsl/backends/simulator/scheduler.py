@@ -201,6 +201,43 @@ class Scheduler:
 
         return step
 
+    # -- sync ops (``cores.py``): the driver asks when an instruction could start, then holds it ----------------
+    def unit_of(self, tmpl) -> int:
+        """The timeline the next instruction of ``tmpl`` would go on (a DMA's: the next queue in turn)."""
+        st = self.state
+        if tmpl.engine == DMA:
+            return st.n_engines + st.rr[0] % st.dma_queues
+        return ENGINES.index(tmpl.engine)
+
+    def arrival(self, tmpl, reads, writes) -> float:
+        """When ``tmpl`` could start if it were scheduled now: its timeline free and its data ready (nothing is
+        recorded)."""
+        st = self.state
+        start = st.free[self.unit_of(tmpl)]
+        if reads or writes:
+            start = max(start, st.tracker.ready(reads, writes)[0])
+        return start
+
+    def not_before(self, tmpl, t: float) -> None:
+        """The next instruction of ``tmpl`` starts at ``t`` or later: its timeline waits (for the peer core)."""
+        free = self.state.free
+        u = self.unit_of(tmpl)
+        free[u] = max(free[u], t)
+
+    def hold_last(self, end: float, reads, writes) -> None:
+        """The last scheduled instruction ends at ``end`` instead (later): its timeline and what it read and
+        wrote are busy until then (a sync op waiting for the peer)."""
+        st = self.state
+        ident = len(self.arrays[3]) - 1
+        if end <= self.arrays[3][ident]:
+            return
+        self.arrays[3][ident] = end
+        u = self.arrays[1][ident]
+        st.free[u] = max(st.free[u], end)
+        if reads or writes:
+            st.tracker.ready(reads, writes)
+            st.tracker.commit(reads, writes, end, ident)
+
     def finish(self) -> Schedule:
         return Schedule(self.templates, *self.arrays, self.units, self.dma_busy[0],
                         dma_occupancy_ns=self.dma_busy[1])

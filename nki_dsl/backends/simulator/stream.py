@@ -28,6 +28,7 @@ from nki_dsl.backends.simulator.loop_facts import LoopFacts, eligible_loops, is_
 from nki_dsl.backends.simulator.templates import MaskShrink, OpTemplate, build_template
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.nodes import Kernel, Loop, Op
+from nki_dsl.ir.ops.collectives import SYNC_OPS
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.passes.engines import engine_of, fused_writes
 from nki_dsl.targets import Target
@@ -80,6 +81,7 @@ class Stream:
         # the regions the last instruction on each static-overhead engine wrote, while the stream runs
         self.namespace: dict[str, object] = {"_hits": _hits, "_LW": [()] * len(_LAST)}
         self.written_hbm: set[int] = set()
+        self.has_sync = False  # a sync op makes ``unroll`` a generator: run it with ``program`` (``cores.py``)
         grid_shape = kernel.grid or (1,)
         self.pids = [f"pid{k}" for k in range(len(grid_shape))]
         self.instances = list(product(*(range(g) for g in grid_shape))) if grid is None else [tuple(grid)]
@@ -91,7 +93,9 @@ class Stream:
         self._per_instance = self._body(kernel.body, 1)
         # loops whose iterations may be advanced whole once the schedule repeats (steady.py): their ``for`` takes
         # its values from ``_enter`` (plain ``range`` unless a run asks for it)
-        self.steady = eligible_loops(self, self.loops)
+        # (a loop holding a sync op cannot be advanced by arithmetic: each of its meetings waits for the peer core)
+        self.steady = {k: lf for k, lf in eligible_loops(self, self.loops).items()
+                       if not any(op.name in SYNC_OPS for op, _, _ in lf.instructions)}  # fmt: skip
         for k, lf in self.steady.items():
             outer = "".join(f"{py_var(v)}, " for v in lf.outer)
             self.lines[lf.line] = f"{lf.pad}for {py_var(lf.loop.var, 'loop')} in _enter({py_int(k)}, ({outer})):"
@@ -163,6 +167,10 @@ class Stream:
             r = f"({r0} if {py_var(first, 'loop')} == {py_int(lp.start)} else {r})"
         name = f"T{t.index}"
         self.namespace[name] = t
+        if op.name in SYNC_OPS:  # the core pauses here until its peer meets it (``cores.py``); never masked
+            self.has_sync = True
+            self.lines.append(f"{pad}yield ({name}, {r}, ({w}))")
+            return
         if op.mask is not None:
             shrink = MaskShrink(op, t, self.target)
             self.namespace[f"M{t.index}"] = shrink
@@ -189,13 +197,25 @@ class Stream:
         """``steady``: a ``steady.Steady`` that may advance whole loop iterations (None: every instruction).
         ``trips``: the runtime loops' trip counts a NumPy reference run recorded (``TripLog.counts``); None (a
         timing-only run, with no data) runs each to its declared bound, the slowest run it allows."""
+        if self.has_sync:
+            raise ValueError("a stream with sync ops runs per core, through Stream.program (simulator/cores.py)")
+        self._prepare(steady, trips)
+        for inst in self.instances:
+            self._unroll(step, *inst)
+
+    def program(self, step, steady=None, trips=None):
+        """The one grid instance of this stream as a generator: it calls ``step`` per instruction and yields
+        ``(template, reads, writes)`` at each sync op, for the driver to schedule when the peer core is there."""
+        (inst,) = self.instances
+        self._prepare(steady, trips)
+        return self._unroll(step, *inst)
+
+    def _prepare(self, steady, trips) -> None:
         self.namespace["_LW"][:] = [()] * len(_LAST)  # no previous instruction yet
         self.namespace["_trips"] = runtime_trips(self.runtime_loops, trips)
         loops = self.steady
         self.namespace["_enter"] = steady.enter if steady is not None else (
             lambda k, outer: range(loops[k].loop.start, loops[k].loop.stop, loops[k].loop.step))  # fmt: skip
-        for inst in self.instances:
-            self._unroll(step, *inst)
 
     def raw(self) -> Iterator[tuple]:
         """``(template, reads, writes)`` per instruction (materialised; for tests and small kernels)."""

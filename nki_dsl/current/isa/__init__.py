@@ -5,8 +5,8 @@ one IR, one verifier, one set of backends for both generations."""
 
 from nki_dsl.current import unmodelled as _unmodelled
 from nki_dsl.current.isa import constants
+from nki_dsl.current.isa.collectives import core_barrier, sendrecv
 from nki_dsl.current.isa.composed import (
-    core_barrier,
     dma_compute,
     exponential,
     max8,
@@ -14,7 +14,6 @@ from nki_dsl.current.isa.composed import (
     nc_stream_shuffle,
     range_select,
     select_reduce,
-    sendrecv,
     tensor_scalar_cumulative,
 )
 from nki_dsl.current.isa.compute import (
@@ -47,6 +46,9 @@ from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_
 from nki_dsl.current.isa.registers import register_alloc, register_load, register_move, register_store
 from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_matmul_mx, nc_transpose
 from nki_dsl.isa.enums import get_nc_version as _legacy_nc_version
+
+# Instructions only the current API has (no legacy nki_dsl.isa twin): name -> API function, as isa.INSTRUCTIONS.
+CURRENT_ONLY = {f.__name__: f for f in (sendrecv, core_barrier)}
 
 # Legacy spellings of the engines, still seen in kernels ported from neuronxcc.nki.
 tensor_engine, vector_engine, scalar_engine, gpsimd_engine, unknown_engine = (

@@ -13,8 +13,7 @@ Scalar engine here, on the Vector engine on trn3), so modelled timing of kernels
   matches (``tensor_tensor_scan``) to single out the first (or the n-th) occurrence, a predicated copy or a
   masked sum of positions; duplicates are taken once per round, as the instructions do.
 
-``sendrecv`` and ``core_barrier`` (LNC=2 communication) are refused: the backends run the cores of a launch one
-after the other, so data one core sends while the other waits cannot be modelled.
+(``sendrecv`` and ``core_barrier``, between the cores of an LNC=2 launch, are in ``collectives.py``.)
 """
 
 from __future__ import annotations
@@ -268,20 +267,6 @@ def nc_find_index8(dst, data, vals, name=None):
         missing = legacy_alu.tensor_scalar(found, "subtract", 1.0, reverse0=True, op1="multiply",
                                            operand1=NOT_FOUND, dtype="float32")  # fmt: skip
         write(api, dst[:, k:k + 1], legacy_alu.tensor_tensor(index, missing, "add", dtype=dst_dtype(api, dst)))
-
-
-def _lnc_refusal(api: str):
-    def refuse(*args, **kwargs):
-        raise NkiApiError(f"{api} moves data between the two cores of an LNC=2 launch while they run; the backends "
-                          f"run the cores one after the other, so it is not modelled (split the work so that each "
-                          f"core reads and writes its own part of shared HBM)", caller_loc(), api)  # fmt: skip
-
-    refuse.__name__ = api.split(".")[-1]
-    return refuse
-
-
-sendrecv = _lnc_refusal("nisa.sendrecv")
-core_barrier = _lnc_refusal("nisa.core_barrier")
 
 
 def shared_identity_matrix(n, dtype="uint8", dst=None):

@@ -26,6 +26,7 @@ Adding an op, in order (the completeness test names the table you missed):
 
 from __future__ import annotations
 
+from nki_dsl.ir.ops.collectives import COLLECTIVE_OPS
 from nki_dsl.ir.ops.isa import ISA_OPS
 from nki_dsl.ir.ops.language import LANGUAGE_OPS
 from nki_dsl.ir.ops.spec import (
@@ -48,7 +49,7 @@ from nki_dsl.ir.ops.spec import (
 )
 
 OPS: dict[str, OpSpec] = {}
-for _spec in (*LANGUAGE_OPS, *ISA_OPS):
+for _spec in (*LANGUAGE_OPS, *ISA_OPS, *COLLECTIVE_OPS):
     if _spec.name in OPS:
         raise RuntimeError(f"op {_spec.name} is listed twice in the op table")
     OPS[_spec.name] = _spec

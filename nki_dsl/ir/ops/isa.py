@@ -58,6 +58,21 @@ PE_COLUMNS = shared_fact("pe_cols")  # the PE array's columns; a smaller tile_si
 DOUBLE_ROWS = 2  # double_row: the first free axis of both operands, folded into the contraction (§1.2, §2.7)
 
 
+def _copy_shape(shapes, attrs):
+    """``tensor_copy``: src's shape; a bit-cast (``view_bytes = (a, b)``) scales the last axis by a / b."""
+    shape = tuple(shapes["src"])
+    view = tuple(attrs.get("view_bytes") or ())
+    if not view:
+        return shape
+    if len(view) != 2 or min(view) <= 0 or not shape:
+        raise rules.ShapeError(f"view_bytes {list(view)} must be (source bytes, result bytes) per element")
+    last = shape[-1] * view[0]
+    if last % view[1]:
+        raise rules.ShapeError(f"the last axis of 'src' {list(shape)} holds {last} bytes, not a whole number of "
+                               f"{view[1]}-byte elements")  # fmt: skip
+    return shape[:-1] + (last // view[1],)
+
+
 def _engine_attr(*engines: str) -> AttrSpec:
     return AttrSpec("engine", AttrKind.STR, engines[0], choices=engines)
 
@@ -333,8 +348,13 @@ ISA_OPS: list[OpSpec] = [
             AttrSpec("reverse1", AttrKind.BOOL, False)),
            shape=_scan_shape, engine="vector", promote=("data0", "data1"),
            doc="r[:, j] = (data0[:, j] op0 r[:, j-1]) op1 data1[:, j], r[:, -1] = initial, along the free axes"),
-    OpSpec("nisa.tensor_copy", INSTRUCTION, (OperandSpec("src"),), (_engine_attr("vector", "scalar", "gpsimd"),),
-           result_dtype=FIRST, shape=rules.same_as("src"), engine="vector", doc="a copy of src (SBUF/PSUM -> SBUF)"),
+    OpSpec("nisa.tensor_copy", INSTRUCTION, (OperandSpec("src"),),
+           (_engine_attr("vector", "scalar", "gpsimd"),
+            # a bit-cast (``t.view(dtype)``, ir/bitcast.py): (source, result) bytes per element; the last axis
+            # scales by their ratio and the bits are kept, not the values converted
+            AttrSpec("view_bytes", AttrKind.INTS, (), implicit=True)),
+           result_dtype=FIRST, shape=_copy_shape, engine="vector",
+           doc="a copy of src (SBUF/PSUM -> SBUF); with view_bytes, its bits reinterpreted in the result dtype"),
     OpSpec("nisa.tensor_copy_predicated", INSTRUCTION,
            (OperandSpec("dst", role=Role.INOUT), OperandSpec("src"), OperandSpec("predicate")),
            (AttrSpec("reverse_pred", AttrKind.BOOL, False),), result=None, shape=_predicated_shape, engine="vector",

@@ -8,6 +8,8 @@ rules are skipped, because their facts would be meaningless on such IR.
 
 from nki_dsl.verify.rules import (
     affine_dependence,
+    bitcast,
+    core_sync,
     direct_allocation,
     double_row,
     dtype,
@@ -52,6 +54,8 @@ _MODULES = [
     sbuf_capacity,
     direct_allocation,
     indirect_dma,
+    core_sync,
+    bitcast,
 ]
 
 WELL_FORMED = [structure.check, mask_vars.check]

@@ -1,0 +1,213 @@
+"""``t.view(dtype)``: an on-chip tile's bits reinterpreted (reference/nki.md §2.7 ``.view(dtype)``; ir/bitcast.py),
+against NumPy's ``ndarray.view`` and float64 formulas on the NumPy reference, the simulator and JAX; what the
+verifier's ``bitcast`` rule refuses."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nki_dsl
+import nki_dsl.current as nki
+import nki_dsl.current.isa as nisa
+import nki_dsl.current.language as nl
+from nki_dsl.errors import NkiApiError, NkiVerificationError
+
+BACKENDS = ["numpy", "simulator", "jax"]
+BF16, E4M3, E5M2 = (np.dtype(d) for d in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2))
+
+
+def _viewer(into):
+    @nki.jit
+    def k(x):
+        P, F = x.shape
+        t = nl.ndarray((P, F), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.view(into)
+        out = nl.ndarray(v.shape, into, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    return k
+
+
+def _run(kernel, backend, *args):
+    return np.asarray(kernel(*args, backend=backend))
+
+
+PAIRS = [  # (source dtype, view dtype): same sizes, narrowing and widening
+    (np.float32, np.int32), (np.float32, np.uint32), (np.int32, np.float32), (BF16, np.int16), (np.uint16, BF16),
+    (np.float16, np.uint16), (E4M3, np.uint8), (np.int8, E5M2), (np.float32, np.uint8), (BF16, np.float32),
+    (np.uint8, BF16), (np.float32, BF16),
+]  # fmt: skip
+
+
+def _bits(dtype, shape, seed=0):
+    """Random words of ``dtype`` (any bit pattern)."""
+    d = np.dtype(dtype)
+    raw = np.random.default_rng(seed).integers(0, 1 << (8 * d.itemsize), size=shape, dtype=np.uint64)
+    return raw.astype(f"u{d.itemsize}").view(d)
+
+
+def _is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f" or np.dtype(dtype) in (BF16, E4M3, E5M2)
+
+
+def _same_bits_or_both_nan(out, expected):
+    """Equal bit for bit, except that a NaN pattern of a float side comes back as some NaN: the backends hold
+    floats as fp32 values, which keep NaN but not its payload (ir/bitcast.py)."""
+    nan = np.isnan(expected.astype(np.float32)) if _is_float(expected.dtype) else np.zeros(expected.shape, bool)
+    width = f"u{expected.dtype.itemsize}"
+    np.testing.assert_array_equal(out.view(width)[~nan], expected.view(width)[~nan])
+    assert np.isnan(out[nan].astype(np.float32)).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("src, into", PAIRS, ids=lambda d: np.dtype(d).name)
+def test_view_keeps_the_bits(backend, src, into):
+    x = _bits(src, (128, 64))
+    if _is_float(src):  # a NaN source would reach the view as a canonical NaN: its bits are not the source's
+        x = np.where(np.isnan(x.astype(np.float32)), np.zeros((), x.dtype), x)
+    out = _run(_viewer(into), backend, x) if backend != "simulator" else nki.simulate(_viewer(into))(x)
+    _same_bits_or_both_nan(np.asarray(out).view(into) if out.dtype != np.dtype(into) else out, x.view(into))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_fp8_and_bf16_pattern_survives_a_round_trip(backend):
+    @nki.jit
+    def round_trip(x8, x16):
+        out8 = nl.ndarray(x8.shape, nl.uint8, buffer=nl.shared_hbm)
+        out16 = nl.ndarray(x16.shape, nl.uint16, buffer=nl.shared_hbm)
+        for x, out, dt in ((x8, out8, nl.float8_e4m3fn), (x16, out16, nl.bfloat16)):
+            t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            f = nl.ndarray(x.shape, dt, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=f, src=t.view(dt))  # held as values of dt, then back to the bits
+            nisa.dma_copy(dst=out, src=f.view(out.dtype))
+        return out8, out16
+
+    x8 = np.arange(256, dtype=np.uint8).reshape(128, 2)
+    x16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).reshape(128, 512)
+    keep8 = ~np.isnan(x8.view(E4M3).astype(np.float32))  # non-NaN patterns: all of them bit for bit
+    keep16 = ~np.isnan(x16.view(BF16).astype(np.float32))
+    o8, o16 = (np.asarray(o) for o in (round_trip(x8, x16, backend=backend) if backend != "simulator"
+                                       else nki.simulate(round_trip)(x8, x16)))  # fmt: skip
+    np.testing.assert_array_equal(o8[keep8], x8[keep8])
+    np.testing.assert_array_equal(o16[keep16], x16[keep16])
+    assert np.isnan(o16[~keep16].view(BF16).astype(np.float32)).all()  # NaNs stay NaN
+
+
+@nki.jit
+def exponent_of(x):
+    """floor(log2 |x|) of normal fp32 values from their bits: ((bits >> 23) & 0xff) - 127."""
+    P, F = x.shape
+    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    bits = t.view(nl.int32)
+    e = nl.ndarray((P, F), nl.int32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=e, data=bits, op0=nl.right_shift, operand0=23, op1=nl.bitwise_and, operand1=255)
+    out = nl.ndarray((P, F), nl.float32, buffer=nl.shared_hbm)
+    f = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=f, data=e, op0=nl.subtract, operand0=127.0)
+    nisa.dma_copy(dst=out, src=f)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bits_of_a_float_give_its_exponent(backend):
+    x = np.random.default_rng(2).uniform(-1e6, 1e6, (128, 64)).astype(np.float32)
+    out = _run(exponent_of, backend, x) if backend != "simulator" else nki.simulate(exponent_of)(x)
+    np.testing.assert_array_equal(out, np.floor(np.log2(np.abs(x.astype(np.float64)))))
+
+
+def test_a_widening_view_needs_a_whole_number_of_elements():
+    with pytest.raises(NkiApiError, match="not a whole number of 4-byte float32"):
+        _viewer(np.float32)(np.zeros((128, 3), BF16))
+
+
+def test_a_view_of_hbm_or_of_bool_is_refused_with_the_reason():
+    @nki.jit
+    def hbm_view(x):
+        return x.view(nl.int32)
+
+    with pytest.raises(NkiApiError, match="HBM tensor 'x' is not modelled"):
+        hbm_view(np.zeros((128, 4), np.float32))
+    with pytest.raises(NkiApiError, match="no defined bit layout"):
+        _viewer(np.bool_)(np.zeros((128, 4), np.uint8))
+
+
+def test_golden_writing_into_a_view_is_refused(golden_bitcast):
+    @nki.jit
+    def write_view(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.view(nl.int32)
+        nisa.memset(dst=v, value=0)  # would zero t on hardware; here only the copy
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    golden_bitcast(write_view, "write")
+
+
+def test_golden_reading_a_view_after_its_source_changed_is_refused(golden_bitcast):
+    @nki.jit
+    def stale(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.view(nl.int32)
+        nisa.memset(dst=t, value=1.0)
+        out = nl.ndarray(x.shape, nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    golden_bitcast(stale, "")
+
+
+def test_a_view_remade_in_each_iteration_after_the_write_is_accepted():
+    @nki.jit
+    def fresh_each_time(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        out = nl.ndarray((3, *x.shape), nl.int32, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(3):
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+            nisa.dma_copy(dst=out[i], src=t.view(nl.int32))
+        return out
+
+    x = np.random.default_rng(1).standard_normal((128, 8)).astype(np.float32)
+    out = fresh_each_time(x)
+    np.testing.assert_array_equal(out, np.stack([(x * 2**k).view(np.int32) for k in (1, 2, 3)]))
+
+
+def test_a_view_made_before_a_loop_that_writes_its_source_is_refused():
+    @nki.jit
+    def loop_stale(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t.view(nl.int32)
+        out = nl.ndarray((3, *x.shape), nl.int32, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(3):
+            nisa.dma_copy(dst=out[i], src=v)  # iterations 2 and 3 would read the bits line +1 wrote
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        return out
+
+    with pytest.raises(NkiVerificationError, match="reads this view after line"):
+        nki_dsl.trace(loop_stale, np.zeros((128, 8), np.float32))
+
+
+@pytest.fixture
+def golden_bitcast():
+    from pathlib import Path
+
+    def check(kernel, case):
+        with pytest.raises(NkiVerificationError) as info:
+            nki_dsl.trace(kernel, np.zeros((128, 8), np.float32))
+        assert {d.rule for d in info.value.diagnostics} == {"bitcast"}, str(info.value)
+        path = Path(__file__).parents[1] / "verify" / "golden" / (f"bitcast-{case}.txt" if case else "bitcast.txt")
+        import os
+
+        if os.environ.get("NKI_UPDATE_GOLDEN") == "1":
+            path.write_text(str(info.value) + "\n")
+        assert path.read_text() == str(info.value) + "\n"
+
+    return check
