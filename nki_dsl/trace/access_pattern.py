@@ -10,9 +10,9 @@
   partition striding); the other pairs address the free bytes of a 2-D ``[P, F]`` tensor. ``offset`` is an int.
   ``offset=None`` starts at the view's own origin (``t[:, 64:].ap(...)`` starts at column 64).
 
-``scalar_offset=`` (a start a register moves at run time) is ``trace/runtime_offset.py``'s. Not modelled (refused
-with the reason): ``vector_offset`` (per-partition offsets from an SBUF tile), ``indirect_dim`` without a
-scalar offset, and ``dtype=`` reinterpretation.
+``scalar_offset=`` (a start a register moves at run time) is ``trace/runtime_offset.py``'s; ``vector_offset=`` (rows
+picked by an SBUF tile: a gather or scatter) is ``trace/vector_offset.py``'s. Not modelled (refused with the
+reason): the two together, and ``dtype=`` reinterpretation.
 
 ``split_view(t, shape)`` is ``t.reshape(shape)`` of an on-chip tensor or view: the partition axis stays, and each
 free axis splits into consecutive axes whose sizes multiply to it (``[P, 512]`` -> ``[P, 4, 128]``), which keeps
@@ -56,10 +56,12 @@ def access_pattern(view: Access, flatten, pattern, offset=None, scalar_offset=No
                    indirect_dim=0, dtype=None) -> Access:
     """The access ``pattern`` makes of the storage under ``view``; ``flatten(tensor)`` is a 1-D view of an HBM
     tensor (an ``hbm.reshape``, which only the tensor layer builds)."""
-    if scalar_offset is not None or vector_offset is not None or indirect_dim not in (0, None):
-        raise NkiApiError("runtime offsets (scalar_offset=, vector_offset=, indirect_dim=) come from registers or "
-                          "SBUF tiles, which are not modelled; index with loop variables instead",
+    if scalar_offset is not None or vector_offset is not None:  # (NkiTensor.ap takes each alone elsewhere)
+        raise NkiApiError("scalar_offset= and vector_offset= do not combine (nor vector_offset= with dtype=)",
                           caller_loc(), API)  # fmt: skip
+    if indirect_dim not in (0, None):
+        raise NkiApiError(f"indirect_dim={indirect_dim!r} names the dimension a scalar_offset= or vector_offset= "
+                          f"indexes; there is none", caller_loc(), API)  # fmt: skip
     if dtype is not None:
         raise NkiApiError("ap(dtype=...) reinterprets bytes, which is not modelled", caller_loc(), API)
     pairs = _pairs(pattern)

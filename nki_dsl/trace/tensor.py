@@ -19,10 +19,11 @@ from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.trace import indirect, runtime_offset, semantics, views
 from nki_dsl.trace.access import compose, index_access
-from nki_dsl.trace.access_pattern import access_pattern, split_view
+from nki_dsl.trace.access_pattern import _pairs, access_pattern, split_view
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.handle import TileHandle
 from nki_dsl.trace.symbolic import Dim, InconclusiveDimensionError
+from nki_dsl.trace.vector_offset import indirect_pattern
 
 # A front end whose integer indexing differs from legacy's installs a function ``(tile, key) -> key`` here (the
 # current API keeps an on-chip tile at least 2-D: nki_dsl/current/indexing.py). Legacy kernels install none.
@@ -158,9 +159,13 @@ class _TileLike(TileHandle):
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py); with
-        ``scalar_offset``, one whose start a register moves at run time (trace/runtime_offset.py)."""
+        ``scalar_offset``, one whose start a register moves at run time (trace/runtime_offset.py); with a
+        ``vector_offset`` tile, the rows it picks: a gather or scatter DMA's side (trace/vector_offset.py)."""
         if scalar_offset is not None and vector_offset is None:
             return OffsetView.of(self, pattern, offset, scalar_offset, indirect_dim, dtype)
+        if vector_offset is not None and scalar_offset is None and dtype is None:
+            return IndirectView(*indirect_pattern(self.access(), _rows, pattern, offset, vector_offset, indirect_dim,
+                                                  _pairs))  # fmt: skip
         return TileView(access_pattern(self.access(), _flat, pattern, offset, scalar_offset, vector_offset,
                                        indirect_dim, dtype))  # fmt: skip
 
@@ -473,6 +478,11 @@ def _flat(tensor):
     for n in tensor.type.shape:
         total *= n
     return NkiTensor(tensor).reshape((total,)).tensor
+
+
+def _rows(tensor, rows: int, row: int):
+    """A ``[rows, row]`` view of a whole HBM tensor (for ``.ap`` with a vector offset)."""
+    return NkiTensor(tensor).reshape((rows, row)).tensor
 
 
 def is_tile(x) -> bool:

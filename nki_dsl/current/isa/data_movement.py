@@ -11,7 +11,7 @@ from nki_dsl.isa import dma as legacy_dma
 from nki_dsl.isa import vector_alu as legacy_alu
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.runtime_offset import takes_runtime_offsets
-from nki_dsl.trace.tensor import NkiTensor, is_tile
+from nki_dsl.trace.tensor import IndirectView, NkiTensor, is_tile
 
 
 def _count(shape) -> int:
@@ -29,6 +29,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     (0.3.0); ``priority`` (0-3) and ``engine`` (sync or scalar, hwdge only) are accepted for the cost model's
     sake and do not change the result."""
     api = "nisa.dma_copy"
+    if isinstance(dst, IndirectView) or isinstance(src, IndirectView):  # hbm.ap(..., vector_offset=idx)
+        _indirect_dma_copy(api, dst, src, oob_mode, dge_mode)
+        return
     target = dst_access(api, dst)
     if not is_tile(src):
         raise NkiApiError(f"'src' must be a tensor, got {type(src).__name__}", caller_loc(), api)
@@ -59,6 +62,27 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
                               f"one of them (t.reshape(...)) first", caller_loc(), api)  # fmt: skip
     legacy_dma.dma_copy(dst=dst, src=src, oob_mode=member(api, "oob_mode", oob_mode, globals()["oob_mode"]),
                         dge_mode=mode)  # fmt: skip
+
+
+def _indirect_dma_copy(api: str, dst, src, oob, dge) -> None:
+    """A gather (``src``) or scatter (``dst``) through ``hbm.ap(pattern, vector_offset=idx)``
+    (trace/vector_offset.py): the software DGE's job (§2.7 dma_copy: ``swdge`` is "only mode for vector_offset
+    gather/scatter"); every index is checked when it runs (``oob_mode.error``)."""
+    mode = member(api, "dge_mode", dge, dge_mode)
+    if mode not in ("swdge", "unknown"):
+        raise NkiApiError(f"dge_mode={mode}: a vector_offset gather or scatter needs the software DGE "
+                          f"(dge_mode=swdge or unknown)", caller_loc(), api)  # fmt: skip
+    if member(api, "oob_mode", oob, oob_mode) != "error":
+        raise NkiApiError("oob_mode=skip (dropping an out-of-range index's transfer) is not modelled: every index "
+                          "is checked and one out of range raises (oob_mode=error)", caller_loc(), api)  # fmt: skip
+    for name, side in (("dst", dst), ("src", src)):
+        if not is_tile(side):
+            raise NkiApiError(f"'{name}' must be a tensor, got {type(side).__name__}", caller_loc(), api)
+    if isinstance(dst, IndirectView) and isinstance(src, IndirectView):
+        raise NkiApiError("only one side of a DMA can pick its rows with a vector offset", caller_loc(), api)
+    if tuple(dst.shape) != tuple(src.shape):
+        raise NkiApiError(f"'dst' {list(dst.shape)} and 'src' {list(src.shape)} differ in shape", caller_loc(), api)
+    legacy_dma.dma_copy(dst=dst, src=src, oob_mode="error", dge_mode=mode)
 
 
 def _whole_hbm(t) -> bool:
