@@ -29,6 +29,8 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
   form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
   present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
+  ``core-race`` checks only kernels with sync ops, which ``check_form`` keeps out of families, so it finds nothing
+  in any instance;
   ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
   question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -66,6 +68,7 @@ from nki_dsl.ir.indirect import hbm_operand
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import DECLARED, OPS
+from nki_dsl.ir.ops.collectives import SYNC_OPS
 from nki_dsl.ir.symbols import SymbolError, affine_bounds, check_table, is_symbol, ranges, ties
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
@@ -86,7 +89,7 @@ RULE_ARGUMENTS = {
     "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
     "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
     "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,
-    "core-sync": BLIND, "bitcast": BLIND,
+    "core-sync": BLIND, "bitcast": BLIND, "core-race": BLIND,
     "affine-dependence": MONOTONE, "budget": MONOTONE,
     "out-of-bounds": PROVEN,
 }  # fmt: skip
@@ -178,6 +181,9 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
             for x in stmt.mask.vars():
                 if _is_sym(x) and x not in kernel.symbols:
                     found.append(_diag(stmt.loc, stmt.name, f"the mask uses {x}, which is not a declared symbol"))
+        if stmt.name in SYNC_OPS:  # core-race's phases follow trip counts: argued for concrete kernels only
+            found.append(_diag(stmt.loc, stmt.name, "a shape family cannot hold sync ops (nisa.sendrecv, "
+                                                    "nisa.core_barrier); publish concrete shapes"))  # fmt: skip
     return found
 
 

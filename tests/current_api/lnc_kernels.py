@@ -59,3 +59,22 @@ def barrier_swap(x, cores=(0, 1)):
     nisa.dma_copy(dst=back, src=scratch[1 - c])
     nisa.dma_copy(dst=out[c], src=back)
     return out
+
+
+@nki.jit
+def reuse_scratch(x):
+    """barrier_swap, then each core reuses its half of the scratch for a second result with no barrier between
+    its write and the peer's read of the first: the cores race on scratch[c] (refused by rule core-race)."""
+    _, P, F = x.shape
+    out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+    scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+    c = nl.program_id(0)
+    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x[c])
+    nisa.dma_copy(dst=scratch[c], src=t)
+    nisa.core_barrier(scratch, (0, 1))
+    back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=back, src=scratch[1 - c])
+    nisa.dma_copy(dst=scratch[c], src=back)
+    nisa.dma_copy(dst=out[c], src=back)
+    return out

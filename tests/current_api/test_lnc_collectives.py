@@ -4,6 +4,8 @@ whose two cores each attend over half of the KV cache and combine their partial 
 ``nisa.core_barrier``, and the simulator's cores waiting for each other. Against float64 NumPy on the NumPy
 reference, the simulator and JAX."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -201,11 +203,18 @@ def test_rounds_of_exchanges_through_shared_hbm_ordered_by_barriers(backend):
     np.testing.assert_allclose(_run(_iterated_swap(True), backend, x), _swap_expected(x), rtol=1e-6, atol=1e-6)
 
 
-def test_without_the_write_after_read_barrier_the_peer_reads_the_next_round():
-    # core 0 runs its phase first (ir/cores.py): it publishes round 2 before core 1 reads round 1
-    x = np.random.default_rng(8).standard_normal((2, 128, 32)).astype(np.float32)
-    out = _iterated_swap(False)[2](x)
-    assert not np.allclose(out, _swap_expected(x))
+def test_without_the_write_after_read_barrier_the_cores_race_and_the_kernel_is_refused():
+    # a core would publish round k + 1 while its peer still reads round k (rule core-race names both lines)
+    x = np.zeros((2, 128, 32), np.float32)
+    with pytest.raises(NkiVerificationError) as info:
+        _iterated_swap(False)[2](x)
+    (diag,) = info.value.diagnostics
+    assert diag.rule == "core-race" and diag.op == "nisa.dma_copy"
+    # the write that publishes the next round, and the peer's read of this round (the line after the barrier)
+    assert re.match(r"core \d writes %\w+\[128, 32\] in 'shared_hbm' and core \d reads %\w+\[128, 32\] in "
+                    r"'shared_hbm' at line (\d+) \(nisa.dma_copy\) in the same phase", diag.message)
+    read_line = int(re.search(r"at line (\d+)", diag.message).group(1))
+    assert read_line == diag.loc.line + 3
 
 
 # -- the simulator: a core waits for its peer --------------------------------------------------------------------
@@ -224,9 +233,10 @@ def _late_core_one(sync: str):
         if sync == "sendrecv":
             nisa.sendrecv(src=t, dst=got, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
         else:  # publish, wait (the barrier orders the accesses to scratch), read the peer's
-            nisa.dma_copy(dst=out[c], src=t)
-            nisa.core_barrier(out, (0, 1))
-            nisa.dma_copy(dst=got, src=out[1 - c])
+            scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+            nisa.dma_copy(dst=scratch[c], src=t)
+            nisa.core_barrier(scratch, (0, 1))
+            nisa.dma_copy(dst=got, src=scratch[1 - c])
         nisa.dma_copy(dst=out[c], src=got)
         return out
 

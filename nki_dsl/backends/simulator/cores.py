@@ -10,6 +10,7 @@ ready: the core's *arrival*) and schedules it on both cores from the later arriv
   DMA engines and queue; the reference gives no figure of its own for the transfer between cores). It starts when
   both cores have arrived (the data is there and the receiving tile is free on both), and both cores' ``dst``
   are written when the slower of the two transfers ends (each receives the other's), so both sendrecvs end then.
+  ``dma_engine=gpsimd_dma`` is priced the same: the reference gives its size limit, not its speed.
 * ``core_barrier``: each core's engine issues the barrier when it arrives and is blocked until the later core's
   signal has reached it. A signal is a semaphore write into the other core (§2.7: "each core signals the other's
   semaphore then waits"); the reference gives no barrier latency, so the signal is priced as the documented

@@ -9,6 +9,7 @@ rules are skipped, because their facts would be meaningless on such IR.
 from nki_dsl.verify.rules import (
     affine_dependence,
     bitcast,
+    core_race,
     core_sync,
     direct_allocation,
     double_row,
@@ -55,6 +56,7 @@ _MODULES = [
     direct_allocation,
     indirect_dma,
     core_sync,
+    core_race,
     bitcast,
 ]
 

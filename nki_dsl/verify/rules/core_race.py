@@ -1,0 +1,148 @@
+"""Rule ``core-race``: in a kernel whose two cores meet at sync ops (``nisa.sendrecv``, ``nisa.core_barrier``), no
+element of shared HBM is written by one core and read or written by the other in the same *phase*, the stretch
+between two consecutive sync points (reference/nki.md §2.7 "Multi-core": the barrier is how the cores order their
+accesses to shared HBM).
+
+On hardware the two cores run at once, so such a pair races; the backends run a phase on one core after the other
+(``ir/cores.py``), which gives one of the race's outcomes, not the kernel's. So the kernel is refused, with both
+lines, instead of silently computing that outcome.
+
+The question per pair of accesses (one a write) to a tensor both cores see (a kernel argument or an
+``nl.shared_hbm`` tensor, through any ``reshape`` view of it) and per assignment of the two accesses to the two
+cores is exact: is there an integer point of loop iterations and tile axes where both touch the same element
+(row-major flat index) and both are in the same phase? A phase is counted by the sync ops executed before an op:
+an affine function of the iteration numbers of the loops holding sync ops (a loop whose body executes ``s`` sync
+ops starts iteration ``k`` at ``k * s`` past its entry). ``verify/integer_sets.py`` answers; its "maybe" (search
+budget spent) counts as a race, the safe side. Masks are not read (an op under a mask counts as touching its whole
+tile), also the safe side; the rows of an indirect DMA are any row of its dimension (``ir/indirect.py``).
+
+Kernels without sync ops are not checked: their grid may be an SPMD grid, whose programs run one after another on
+one core (§1.5), and an LNC=2 kernel whose cores never meet cannot order anything (its cores must touch disjoint
+shared HBM, which nothing here can enforce without knowing which generation launched it).
+"""
+
+from __future__ import annotations
+
+from nki_dsl.errors import Diagnostic
+from nki_dsl.ir.affine import Affine
+from nki_dsl.ir.cores import has_sync_ops
+from nki_dsl.ir.indirect import widened
+from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
+from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops.collectives import SYNC_OPS
+from nki_dsl.ir.types import Buffer
+from nki_dsl.targets import Target
+from nki_dsl.verify import describe as d
+from nki_dsl.verify.integer_sets import equal, has_point
+from nki_dsl.verify.program import program
+
+RULE = "core-race"
+CORES = 2
+
+
+def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
+    if tuple(kernel.grid) != (CORES,) or not has_sync_ops(kernel):
+        return []
+    phases: dict[int, Affine] = {}
+    _phases(kernel.body, Affine(), phases)
+    roots = _roots(kernel)
+    shared = {t for t in roots.values() if t.kind == "param" or t.type.buffer == Buffer.SHARED_HBM}
+    sides: dict[object, list] = {}
+    for site in program(kernel).sites:
+        op = site.op
+        if op.name in SYNC_OPS or op.name == "hbm.reshape":
+            continue
+        for name, a in op.operands.items():
+            if not isinstance(a, Access) or a.tensor.type.buffer.on_chip or roots.get(a.tensor) not in shared:
+                continue
+            role = OPS[op.name].operand(name).role
+            sides.setdefault(roots[a.tensor], []).append((site, widened(op, name, a), role.writes))
+    found, seen = [], set()
+    for accesses in sides.values():
+        for sa, a, writes in accesses:
+            if not writes:
+                continue
+            for sb, b, b_writes in accesses:
+                key = (id(sa.op), id(sb.op))
+                if key in seen or (id(sb.op), id(sa.op)) in seen:
+                    continue
+                for ca in range(CORES):
+                    if _race(sa, a, ca, sb, b, 1 - ca, phases):
+                        seen.add(key)
+                        found.append(d.diagnostic(sa.op, RULE, _message(sa.op, a, ca, sb.op, b, b_writes)))
+                        break
+    return found
+
+
+def _message(op_a: Op, a: Access, ca: int, op_b: Op, b: Access, b_writes: bool) -> str:
+    other = "writes" if b_writes else "reads"
+    where = "this line" if op_a is op_b else f"line {op_b.loc.line} ({op_b.name})"
+    return (f"core {ca} writes {d.access(a)} and core {1 - ca} {other} {d.access(b)} at {where} in the same phase "
+            f"(no sync op between them): the two cores race on the same elements; order them with "
+            f"nisa.core_barrier(data=%{a.tensor.name}, cores=(0, 1)) between the two, or give each core its own "
+            f"part")  # fmt: skip
+
+
+def _roots(kernel: Kernel) -> dict:
+    """Every HBM tensor -> the tensor whose storage it is (a reshape view's root)."""
+    roots = {t: t for t in kernel.params}
+    for stmt, _ in kernel.walk():
+        if isinstance(stmt, Op) and stmt.result is not None:
+            src = stmt.operands.get("x") if stmt.name == "hbm.reshape" else None
+            roots[stmt.result] = roots.get(src.tensor, src.tensor) if isinstance(src, Access) else stmt.result
+    return roots
+
+
+def _sync_count(body) -> int:
+    n = 0
+    for s in body:
+        if isinstance(s, Loop):
+            n += s.trip_count * _sync_count(s.body)
+        elif s.name in SYNC_OPS:
+            n += 1
+    return n
+
+
+def _phases(body, base: Affine, out: dict) -> int:
+    """Record each op's phase (sync ops executed before it, in iteration numbers ``k_<loop var>``); return the
+    sync ops ``body`` executes."""
+    count = 0
+    for stmt in body:
+        if isinstance(stmt, Loop):
+            per = _sync_count(stmt.body)
+            start = base + count + (Affine.var(f"k_{stmt.var}", per) if per else Affine())
+            _phases(stmt.body, start, out)
+            count += per * stmt.trip_count
+        elif stmt.name in SYNC_OPS:
+            count += 1
+        else:
+            out[id(stmt)] = base + count
+    return count
+
+
+def _side(site, access: Access, core: int, phase: Affine, tag: str, ranges: dict) -> tuple[Affine, Affine]:
+    """(flat element index, phase) of one side, its variables renamed apart with ``tag`` into ``ranges``."""
+    env: dict[str, Affine | int] = {"pid0": core}
+    rename = {}
+    for lp in site.loops:
+        k = f"k_{lp.var}_{tag}"
+        ranges[k] = (0, max(0, lp.trip_count - 1))
+        env[lp.var] = Affine.var(k, lp.step) + lp.start
+        rename[f"k_{lp.var}"] = k
+    for j, n in enumerate(access.shape):
+        ranges[f"d{j}_{tag}"] = (0, max(0, n - 1))
+        env[f"d{j}"] = Affine.var(f"d{j}_{tag}")
+    flat, stride = Affine(), 1
+    for e, n in zip(reversed(access.index), reversed(access.tensor.type.shape)):
+        flat = flat + e.substitute(env) * stride
+        stride *= n
+    return flat, phase.rename(rename)
+
+
+def _race(sa, a: Access, ca: int, sb, b: Access, cb: int, phases: dict) -> bool:
+    ranges: dict[str, tuple[int, int]] = {}
+    fa, pa = _side(sa, a, ca, phases[id(sa.op)], "a", ranges)
+    fb, pb = _side(sb, b, cb, phases[id(sb.op)], "b", ranges)
+    if any(v not in ranges for e in (fa, fb, pa, pb) for v in e.vars()):
+        return True  # a variable this rule cannot bound: the safe side
+    return has_point([equal(fa - fb), equal(pa - pb)], ranges)
