@@ -11,8 +11,9 @@
   ``offset=None`` starts at the view's own origin (``t[:, 64:].ap(...)`` starts at column 64).
 
 ``scalar_offset=`` (a start a register moves at run time) is ``trace/runtime_offset.py``'s; ``vector_offset=`` (rows
-picked by an SBUF tile: a gather or scatter) is ``trace/vector_offset.py``'s. Not modelled (refused with the
-reason): the two together, and ``dtype=`` reinterpretation.
+picked by an SBUF tile: a gather or scatter) is ``trace/vector_offset.py``'s; the two together are refused.
+``dtype=`` on an on-chip tensor walks its bits as that dtype: the pattern runs over the tensor's bit-cast view
+(``trace/views.py``, made by ``NkiTensor.ap``); on HBM it is refused as views of HBM are.
 
 ``split_view(t, shape)`` is ``t.reshape(shape)`` of an on-chip tensor or view: the partition axis stays, and each
 free axis splits into consecutive axes whose sizes multiply to it (``[P, 512]`` -> ``[P, 4, 128]``), which keeps

@@ -166,6 +166,10 @@ class _TileLike(TileHandle):
         if vector_offset is not None and scalar_offset is None and dtype is None:
             return IndirectView(*indirect_pattern(self.access(), _rows, pattern, offset, vector_offset, indirect_dim,
                                                   _pairs))  # fmt: skip
+        if dtype is not None and vector_offset is None and scalar_offset is None:  # over the bits as dtype
+            base = self.access()
+            viewed, offset = views.pattern_base(base, NkiTensor(base.tensor), dtype, offset, build_op)
+            return TileView(access_pattern(viewed.access(), _flat, pattern, offset, None, None, indirect_dim))
         return TileView(access_pattern(self.access(), _flat, pattern, offset, scalar_offset, vector_offset,
                                        indirect_dim, dtype))  # fmt: skip
 

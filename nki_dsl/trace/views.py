@@ -39,3 +39,27 @@ def view(handle, dtype, build_op):
                           f"{dst} elements", caller_loc(), API)  # fmt: skip
     return build_op("nisa.tensor_copy", {"src": handle}, {"engine": "vector", "view_bytes": (a, b)}, dtype=dst,
                     hint="view")  # fmt: skip
+
+
+def pattern_base(access, whole, dtype, offset, build_op):
+    """``t.ap(pattern, dtype=...)`` of the view ``access``: its whole tensor (``whole``, a handle) viewed as
+    ``dtype`` (the pattern's units are its elements, §2.7 ``.ap``), and the pattern's start in those units
+    (``offset``, or the view's own origin)."""
+    src = access.tensor.type.dtype
+    viewed = view(whole, dtype, build_op)
+    if offset is None:
+        zero = {f"d{k}": 0 for k in range(len(access.shape))}
+        flat, stride = 0, 1
+        for k in reversed(range(len(access.tensor.type.shape))):
+            e = access.index[k].substitute(zero)
+            if not e.is_const:
+                raise NkiApiError("ap(dtype=...) of a view that starts at a loop index: pass offset=", caller_loc(),
+                                  "ap")  # fmt: skip
+            flat += e.const * stride
+            stride *= access.tensor.type.shape[k]
+        a, b = bitcast.view_bytes(src, dtypes.normalize(dtype))
+        if (flat * a) % b:
+            raise NkiApiError(f"the view starts {flat * a} bytes into its tensor, not on a {b}-byte element",
+                              caller_loc(), "ap")  # fmt: skip
+        offset = flat * a // b
+    return viewed, offset

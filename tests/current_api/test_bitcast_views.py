@@ -211,3 +211,40 @@ def golden_bitcast():
         assert path.read_text() == str(info.value) + "\n"
 
     return check
+
+
+@nki.jit
+def halves(x):
+    """x int32 [128, 256] read as bf16 through access patterns (§2.7 ``.ap``: "int32 (128,256) as bf16:
+    [[512,128],[1,512]]"): all of it, and the high half of every word (the odd bf16 elements, little-endian)."""
+    t = nl.ndarray((128, 256), nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    whole = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=whole, src=t.ap([[512, 128], [1, 512]], dtype=nl.bfloat16))
+    high = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=high, src=t.ap([[512, 128], [2, 256]], offset=1, dtype=nl.bfloat16))
+    out_whole = nl.ndarray((128, 512), nl.bfloat16, buffer=nl.shared_hbm)
+    out_high = nl.ndarray((128, 256), nl.bfloat16, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out_whole, src=whole)
+    nisa.dma_copy(dst=out_high, src=high)
+    return out_whole, out_high
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_access_pattern_with_dtype_walks_the_bits_in_that_dtype(backend):
+    x = _bits(np.int32, (128, 256), seed=5)
+    got = (halves(x, backend=backend) if backend != "simulator" else nki.simulate(halves)(x))
+    whole, high = (np.asarray(g) for g in got)
+    _same_bits_or_both_nan(whole, x.view(BF16))
+    _same_bits_or_both_nan(high, x.view(BF16)[:, 1::2])
+
+
+def test_an_access_pattern_with_dtype_over_hbm_is_refused():
+    @nki.jit
+    def over_hbm(x):
+        t = nl.ndarray((128, 128), nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x.ap([[128, 128], [1, 128]], dtype=nl.bfloat16))
+        return x
+
+    with pytest.raises(NkiApiError, match="HBM tensor 'x' is not modelled"):
+        over_hbm(np.zeros((128, 64), np.int32))
