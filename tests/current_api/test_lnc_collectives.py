@@ -287,3 +287,15 @@ def test_a_kernel_whose_cores_would_deadlock_is_refused_on_every_backend():
     for backend in BACKENDS:
         with pytest.raises(NkiVerificationError, match=r"lnc_kernels.py:\d+: nisa.sendrecv: on core 0"):
             _run(kernel, backend, x)
+
+
+def test_every_simulator_entry_runs_the_cores_together():
+    x = np.random.default_rng(9).standard_normal((2, 384, 96)).astype(np.float32)
+    sim = nki.simulate(ring_all_reduce)[2]
+    out_a = sim(x)
+    out_b, profile_b = nki.simulate(ring_all_reduce[2], x)  # the project's (outputs, Profile) form
+    out_c = ring_all_reduce[2](x, backend="simulator")
+    np.testing.assert_array_equal(out_a, out_b)
+    np.testing.assert_array_equal(out_a, out_c)
+    assert sim.profile.latency_ns == profile_b.latency_ns == max(p.latency_ns for p in sim.core_profiles)
+    assert len(sim.core_profiles) == 2
