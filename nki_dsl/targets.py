@@ -32,6 +32,9 @@ class Target:
     max_free_dims: int  # "up to four-dimensional tensorized access pattern": partition + 4 free axes (§1.2)
     bn_stats_fmax: int  # elements per partition one bn_stats reads: tile_size.bn_stats_fmax = 512 (§1.2, §2.3)
     vector_transpose_max: int  # the Vector engine transposes tiles of at most 32x32 (§2.3 nc_transpose)
+    # nisa.sendrecv with dma_engine=gpsimd_dma moves at most 1024 / 512 / 256 B per partition for 32 / 16 / 8-bit
+    # dtypes: this many elements, whatever the width (§2.7 sendrecv)
+    gpsimd_dma_elements: int
     # Byte alignment of free-dim addresses (tile_size.sbuf_min_align / psum_min_align): "values not documented"
     # (§1.2); 4 B (one fp32) is assumed. PSUM tiles are placed on whole 2 KiB banks anyway (§1.1).
     sbuf_min_align: int
@@ -210,7 +213,8 @@ class Target:
 # overheads (MM_INIT_LATENCY, 60-cycle access, 100-cycle static overhead) and are used for all generations.
 _COMMON = dict(
     partitions=128, psum_bytes_per_partition=16 * KIB, psum_banks=8, psum_bank_bytes=2 * KIB,
-    max_free_dims=4, bn_stats_fmax=512, vector_transpose_max=32, sbuf_min_align=4, psum_min_align=4,
+    max_free_dims=4, bn_stats_fmax=512, vector_transpose_max=32, gpsimd_dma_elements=256, sbuf_min_align=4,
+    psum_min_align=4,
     min_ii_cycles=64, pe_rows=128, pe_cols=128, mm_init_latency_cycles=64, fp32_matmul_slowdown=4,
     fast_load_stationary_factor=4, vector_static_overhead_cycles=100, sbuf_access_overhead_cycles=60,
     stride_penalty=2.0, stride_penalty_min_bytes=16, vector_lanes=128, act_read_accumulator_cycles=64,

@@ -33,7 +33,6 @@ from nki_dsl.verify.program import program
 RULE = "core-sync"
 CORES = 2  # an LNC=2 launch (§1.5, §2.7 kernel[N])
 FIRST_NC_VERSION = 3  # §2.7 sendrecv / core_barrier: "v3+ LNC2"
-GPSIMD_DMA_BYTES = {4: 1024, 2: 512, 1: 256}  # §2.7 sendrecv: gpsimd_dma bytes per partition by element size
 COUNTED_LOOPS = ("affine", "sequential")
 
 
@@ -52,7 +51,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         if odd:
             problems.append(f"it is inside {d.loop(odd[0])}, whose trip count may differ between the cores")
         if launch_ok:  # (the ranks and the pairing mean nothing without two cores)
-            problems += _sendrecv(op) if op.name == SENDRECV else _barrier(op)
+            problems += _sendrecv(op, target) if op.name == SENDRECV else _barrier(op)
         found += [d.diagnostic(op, RULE, p) for p in problems]
     return found
 
@@ -86,7 +85,7 @@ def _rank_problems(name: str, e: Affine) -> list[str]:
     return out
 
 
-def _sendrecv(op) -> list[str]:
+def _sendrecv(op, target: Target) -> list[str]:
     out = _rank_problems("send_to_rank", op.attrs.get("send_to_rank"))
     out += _rank_problems("recv_from_rank", op.attrs.get("recv_from_rank"))
     src, dst = op.operands.get("src"), op.operands.get("dst")
@@ -100,9 +99,9 @@ def _sendrecv(op) -> list[str]:
         per_partition = size
         for s in src.shape[1:]:
             per_partition *= s
-        limit = GPSIMD_DMA_BYTES.get(size)
-        if limit is None or per_partition > limit:
-            allowed = ", ".join(f"{b} B for {8 * k}-bit" for k, b in GPSIMD_DMA_BYTES.items())
+        limit = target.gpsimd_dma_elements * size  # 1024 / 512 / 256 B for 32 / 16 / 8-bit (§2.7 sendrecv)
+        if per_partition > limit:
+            allowed = ", ".join(f"{target.gpsimd_dma_elements * k} B for {8 * k}-bit" for k in (4, 2, 1))
             out.append(f"dma_engine=gpsimd_dma moves at most {allowed} dtypes per partition; {d.operand('src', src)} "
                        f"is {per_partition} B per partition: use dma_engine=nisa.dma_engine.dma")  # fmt: skip
     return out
