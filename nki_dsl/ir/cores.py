@@ -36,6 +36,10 @@ from nki_dsl.errors import NkiRuntimeError, SourceLoc
 from nki_dsl.ir.nodes import Kernel, Loop, Op
 from nki_dsl.ir.ops.collectives import SENDRECV, SYNC_OPS
 
+# The kind of a ``Meet`` at the entry of a loop that holds sync ops, for a backend that runs such a loop as one
+# computation for both cores (``run_cores``'s ``joint``); the loop and the core's state are its payload.
+LOOP = "loop"
+
 
 @dataclass
 class Meet:
@@ -93,9 +97,10 @@ def _mismatch(cores: list[Meet | None]) -> str | None:
     return None
 
 
-def run_cores(cores: list):
+def run_cores(cores: list, joint=None):
     """Run the cores' coroutines (generators yielding ``Meet``s and receiving their peer's payload) to the end;
-    returns the last core's return value (the kernel's outputs, as the last instance of a grid gives them)."""
+    returns the last core's return value (the kernel's outputs, as the last instance of a grid gives them).
+    ``joint(meets) -> replies`` handles the ``LOOP`` meets of a backend that yields them."""
     replies = [None] * len(cores)
     results = [None] * len(cores)
     while True:
@@ -113,4 +118,9 @@ def run_cores(cores: list):
         if why is not None:
             detail = "; ".join(f"core {c} {_where(m)}" for c, m in enumerate(waiting))
             raise NkiRuntimeError(f"the cores of the LNC=2 launch deadlock: {why} ({detail})", stuck.loc, stuck.op)
+        if waiting[0].op == LOOP:
+            if joint is None:
+                raise NkiRuntimeError("internal: a loop meet without a joint runner", stuck.loc, stuck.op)
+            replies = joint(waiting)
+            continue
         replies = [waiting[m.recv_from].payload if m.op == SENDRECV else None for m in waiting]

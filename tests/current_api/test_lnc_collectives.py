@@ -299,3 +299,47 @@ def test_every_simulator_entry_runs_the_cores_together():
     np.testing.assert_array_equal(out_a, out_c)
     assert sim.profile.latency_ns == profile_b.latency_ns == max(p.latency_ns for p in sim.core_profiles)
     assert len(sim.core_profiles) == 2
+
+
+@nki.jit
+def nested_rounds(x):
+    """Two nested loops, each level meeting: per outer round a barrier, per inner step an exchange of the running
+    sum: core c ends with x[c] + 6 x[1 - c]."""
+    _, P, F = x.shape
+    c = nl.program_id(0)
+    out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=acc, src=x[c])
+    mine = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=x[c])
+    for _ in nl.sequential_range(2):
+        nisa.core_barrier(out, (0, 1))
+        for _ in nl.sequential_range(3):
+            got = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+            nisa.sendrecv(src=mine, dst=got, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=got, op=nl.add)
+    nisa.dma_copy(dst=out[c], src=acc)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nested_loops_that_meet_at_both_levels(backend):
+    x = np.random.default_rng(12).standard_normal((2, 128, 16)).astype(np.float32)
+    out = _run(nested_rounds, backend, x)
+    a, b = x.astype(np.float64)
+    np.testing.assert_allclose(out, np.stack([a + 6 * b, b + 6 * a]), rtol=1e-6, atol=1e-6)
+
+
+def test_on_jax_a_loop_that_meets_is_one_loop_not_unrolled():
+    # both cores run it as one lax.fori_loop (backends/jax/collectives.py): the program does not grow with its trips
+    import jax
+
+    from nki_dsl.backends.jax.program import build
+
+    sizes = []
+    for tiles in (2, 16):
+        x = np.zeros((2, 128 * tiles, 64), np.float32)
+        ir = nki_dsl.trace(ring_all_reduce[2], x).ir
+        _, fn = build(ir)
+        sizes.append(len(jax.make_jaxpr(fn)(x).jaxpr.eqns))
+    assert sizes[0] == sizes[1]
