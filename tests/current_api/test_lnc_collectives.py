@@ -343,3 +343,55 @@ def test_on_jax_a_loop_that_meets_is_one_loop_not_unrolled():
         _, fn = build(ir)
         sizes.append(len(jax.make_jaxpr(fn)(x).jaxpr.eqns))
     assert sizes[0] == sizes[1]
+
+
+# -- register loops beside the meetings (nl.dynamic_range: each core's trip count its own) ------------------------
+@nki.jit
+def dynamic_then_exchange(x, n):
+    """x [2, 128, 512], n [2, 1] int32: core c sums the first n[c] 128-column tiles of x[c] in a register loop (the
+    cores' trip counts differ), then the cores exchange sums: out[c] = both cores' sums added."""
+    _, P, F = x.shape
+    c = nl.program_id(0)
+    acc = nl.ndarray((P, 128), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    count = nisa.register_alloc()
+    nisa.register_load(count, n[nl.ds(c, 1), :])
+    for i in nl.dynamic_range(count):
+        t = nl.ndarray((P, 128), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c, :, nl.ds(i * 128, 128)])
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+    got = nl.ndarray((P, 128), nl.float32, buffer=nl.sbuf)
+    nisa.sendrecv(src=acc, dst=got, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+    nisa.tensor_tensor(dst=acc, data1=acc, data2=got, op=nl.add)
+    out = nl.ndarray((2, P, 128), nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out[c], src=acc)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_register_loops_of_different_lengths_then_an_exchange(backend):
+    x = np.random.default_rng(13).standard_normal((2, 128, 512)).astype(np.float32)
+    n = np.array([[3], [1]], np.int32)
+    out = _run(dynamic_then_exchange, backend, x, n)
+    total = sum(x[c, :, :128 * int(n[c, 0])].astype(np.float64).reshape(128, -1, 128).sum(axis=1) for c in (0, 1))
+    np.testing.assert_allclose(out, np.stack([total, total]), rtol=1e-5, atol=1e-5)
+
+
+def test_a_sync_op_inside_a_register_loop_is_refused():
+    # its trip count may differ between the cores: one would wait at a meeting the other never reaches
+    @nki.jit
+    def exchange_per_iteration(x, n):
+        _, P, F = x.shape
+        c = nl.program_id(0)
+        count = nisa.register_alloc()
+        nisa.register_load(count, n[nl.ds(c, 1), :])
+        out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c])
+        for _ in nl.dynamic_range(count, max_trip=4):
+            nisa.sendrecv(src=t, dst=t, send_to_rank=1 - c, recv_from_rank=1 - c, pipe_id=0)
+        nisa.dma_copy(dst=out[c], src=t)
+        return out
+
+    with pytest.raises(NkiVerificationError, match="trip count may differ between the cores"):
+        exchange_per_iteration[2](np.zeros((2, 128, 8), np.float32), np.array([[1], [2]], np.int32))

@@ -74,8 +74,7 @@ def run_body(body, st: State) -> None:
 
 
 def _run_stmt_loop(stmt: Loop, st: State) -> None:
-    _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[id(stmt)],
-              st.info.read_after[id(stmt)], stmt.body, st)  # fmt: skip
+    run_body([stmt], st)  # (a runtime loop or a counted one, as run_body dispatches them)
 
 
 def _run_loop(var, start, step, trips, written, read_after, stmts, st: State, base=0, body=None) -> None:
