@@ -41,7 +41,7 @@ from nki_dsl.trace.tensor import is_tile
 
 # The bound of a runtime loop nothing else bounds: large for a loop of a decode step or a convergence test, small
 # enough that a body of tens of instructions stays inside the verifier's work budget (IRBudget.max_iterations).
-DEFAULT_MAX_TRIP = 4096
+DEFAULT_MAX_TRIP = 10_000
 
 
 def _is_register(a) -> bool:
