@@ -24,7 +24,8 @@ def lens(*n) -> np.ndarray:
     return np.array(n, np.int32).reshape(-1, 1)
 
 
-@pytest.mark.parametrize("backend", ["numpy", "jax", "simulator"])
+# JAX compiles the kernel in 2-4 s (the default run has JAX runtime loops in test_runtime_loops.py): slow here
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("jax", marks=pytest.mark.slow), "simulator"])
 @pytest.mark.parametrize("seq_lens", [(128, 512, 256), (512, 512, 512), (384, 128, 128)])
 def test_decode_attention_reads_each_sequence_length_at_run_time(backend, seq_lens):
     args = (Q, K, V, lens(*seq_lens))

@@ -18,7 +18,7 @@ def _runtime_loops(kernel) -> list[Loop]:
     return [s for s, _ in kernel.walk() if isinstance(s, Loop) and s.runtime]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)  # (lark's parse is most of the time; the general properties draw more)
 @given(kernels())
 def test_runtime_loops_round_trip_through_both_readers(kernel):
     assume(_runtime_loops(kernel))
