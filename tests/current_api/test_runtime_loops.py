@@ -334,3 +334,19 @@ def test_a_runtime_loop_is_timed_as_the_static_loop_of_its_trip_count():
         assert 0 < dynamic - static < 100, (static, dynamic)
         waits.append(dynamic - static)
     assert waits[0] == pytest.approx(waits[1])
+
+
+@pytest.mark.parametrize("kernel, n, want", [
+    pytest.param(scale_prefix, 2, lambda x: np.where(np.arange(512) < 256, 8 * x, 0.0),  # sum((2x)^2), prefix
+                 marks=pytest.mark.slow),  # (a 512-column kernel: 2-6 s of XLA compiling the twin)
+    (doubling, 3, lambda x: 128 * x),  # d/dx sum((8x)^2)
+])  # fmt: skip
+def test_reverse_mode_derivatives_through_runtime_loops_on_jax(kernel, n, want):
+    """jax.grad cannot transpose a loop with a traced trip count; the gradient twin runs the declared bound with
+    the iterations past the run's as no-ops (backends/jax/runtime_loops.py)."""
+    import jax
+    import jax.numpy as jnp
+
+    x = X if kernel is scale_prefix else X[:, :64]
+    grad = jax.grad(lambda a: jnp.sum(kernel(a, reg(n), backend="jax") ** 2))(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(grad), want(x.astype(np.float64)), rtol=1e-6)

@@ -183,3 +183,13 @@ def test_select_with_a_register_picks_the_index_at_run_time(backend):
         np.testing.assert_array_equal(run(head_of, backend, x, reg(h)), x[h])
     with pytest.raises(NkiRuntimeError, match="holds 4, which moves the access outside its tensor"):
         run(head_of, backend, x, reg(4))
+
+
+def test_reverse_mode_derivatives_through_a_runtime_offset_on_jax():
+    import jax
+    import jax.numpy as jnp
+
+    grad = np.asarray(jax.grad(lambda a: jnp.sum(rows_at(a, reg(7), backend="jax") ** 2))(jnp.asarray(X)))
+    want = np.zeros(X.shape)
+    want[7:135] = 2 * X[7:135].astype(np.float64)
+    np.testing.assert_allclose(grad, want, rtol=1e-6)

@@ -3,6 +3,11 @@ computed from the register's value when the program runs (XLA makes it a while l
 ``lax.while_loop`` whose condition re-reads the register from the carried state before each iteration; a
 scalar_offset loop runs its body in place with its index the register's (traced) value.
 
+Reverse-mode derivatives (``jax.grad``): JAX cannot transpose a loop whose trip count is traced, so the gradient
+twin (``program.differentiable``, ``State.zero_poison``) runs dynamic and while loops over their declared bound
+with each iteration past the run's last one a no-op (``lax.cond``): the same values, at the cost of the bound's
+iterations (the kernel's own values still come from the run-length loop).
+
 The declared bound is checked by a host callback, as indirect DMA rows are (``indirect.py``): a dynamic loop's
 stop past it, or a while loop's condition still non-zero after its declared number of iterations, raises
 ``NkiRuntimeError`` (re-raised by ``Executable.call``). The loop itself never runs past the bound either way (the
@@ -41,7 +46,8 @@ def run(lp: Loop, st, run_body) -> None:
     if lp.kind == "scalar_offset":  # the body once, its index the register's value (clipped into the range)
         value = _scalar(st, lp)
         outside = (value < lp.start) | (value >= lp.stop) | ((value - lp.start) % lp.step != 0)
-        jax.debug.callback(_check(lp), value, outside)
+        if not st.zero_poison:
+            jax.debug.callback(_check(lp), value, outside)
         st.ivars[lp.var] = jnp.clip(value, lp.start, lp.last)
         run_body(lp.body, st)
         return
@@ -59,18 +65,30 @@ def run(lp: Loop, st, run_body) -> None:
         inner.ivars[lp.var] = lp.start + i * lp.step
         return inner
 
-    if lp.kind == "dynamic":
-        value = _scalar(st, lp)
-        jax.debug.callback(_check(lp), value, value > lp.stop)
-        stop = jnp.minimum(value, lp.stop)
-        trips = jnp.maximum(0, (stop - lp.start + lp.step - 1) // lp.step)
-
-        def step_fn(i, carry):
+    def one(i):  # an iteration, as a function of the carried values
+        def go(carry):
             inner = inner_state(carry, i)
             run_body(lp.body, inner)
             return tuple(inner.value(n) for n in carried)
 
-        out = lax.fori_loop(0, trips, step_fn, init)
+        return go
+
+    if lp.kind == "dynamic":
+        value = _scalar(st, lp)
+        stop = jnp.minimum(value, lp.stop)
+        trips = jnp.maximum(0, (stop - lp.start + lp.step - 1) // lp.step)
+        if st.zero_poison:  # the gradient twin: static bounds, iterations past the run's a no-op
+            out = lax.fori_loop(0, lp.trip_count, lambda i, c: lax.cond(i < trips, one(i), lambda c: c, c), init)
+        else:
+            jax.debug.callback(_check(lp), value, value > lp.stop)
+            out = lax.fori_loop(0, trips, lambda i, c: one(i)(c), init)
+    elif st.zero_poison:
+        def step_fn(i, state):
+            running, carry = state
+            running = running & (_scalar(inner_state(carry, i), lp) != 0)
+            return running, lax.cond(running, one(i), lambda c: c, carry)
+
+        _, out = lax.fori_loop(0, lp.stop, step_fn, (jnp.bool_(True), init))
     else:
         def cond(c):
             i, carry = c
@@ -78,9 +96,7 @@ def run(lp: Loop, st, run_body) -> None:
 
         def body(c):
             i, carry = c
-            inner = inner_state(carry, i)
-            run_body(lp.body, inner)
-            return i + 1, tuple(inner.value(n) for n in carried)
+            return i + 1, one(i)(carry)
 
         i, out = lax.while_loop(cond, body, (jnp.int32(0), init))
         last = _scalar(inner_state(out, i), lp)
