@@ -165,3 +165,15 @@ def test_a_scalar_offset_loop_runs_once_at_the_register_value_and_its_range_is_c
     # one execution per entry: a range of a million offsets stays inside the work budget
     big = OFFSET.replace("f32[512, 64] hbm", "f32[1048704, 64] hbm").replace("range(0, 385, 1)", "range(0, 1048577, 1)")
     nki.parse_ir(big)
+
+
+def test_a_register_made_inside_an_ended_loop_is_out_of_scope(reverified):
+    """The loop's read is not an op, so the scope rule checks it apart: after the loop that made it, the register
+    holds one iteration's value (and the JAX backend keeps such a tile local to the iteration)."""
+    made = "  %r = alloc() : i32[1, 1] sbuf loc(4)\n  nisa.dma_copy(dst=%r, src=%n) loc(5)\n"
+    inside = ("  sequential i1 = range(0, 2, 1) loc(4) {\n    %r = alloc() : i32[1, 1] sbuf loc(4)\n"
+              "    nisa.dma_copy(dst=%r, src=%n) loc(5)\n  }\n")
+    (d,) = reverified(parse_kernel(DYNAMIC.replace(made, inside))).diagnostics
+    assert str(d) == ("k.py:6: dynamic_range: loop i0 reads its register %r i32[1, 1] in 'sbuf' after the "
+                      "sequential_range loop at line "
+                      "4 that made it (line 4); allocate the register before that loop")
