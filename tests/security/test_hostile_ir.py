@@ -138,3 +138,21 @@ def test_a_second_alu_op_without_its_operand_is_a_verifier_refusal():
     a = np.ones((128, 512), np.float32)
     for backend in nki.backend_names():
         assert np.array_equal(ok.compile(backend=backend).run({"a": a}), a)
+
+
+@pytest.mark.parametrize("loop", ["sequential i0 = range(3000000000, 3000000004, 1)",
+                                  "affine i0 = range(-2147483649, 0, 1000000000)",
+                                  "affine i0 = range(0, 4, 2147483648)"])  # fmt: skip
+def test_a_loop_bound_past_a_32_bit_index_is_refused_before_any_backend_runs(loop):
+    # found by the default fuzz run: NumPy ran such a loop (its index unused), XLA raised a raw OverflowError
+    text = BASE.replace("  %t = nl.load(src=%a)", f"  {loop} loc(3) {{\n  }}\n  %t = nl.load(src=%a)")
+    with pytest.raises(NkiVerificationError, match=r"k.py:3: .*must fit a signed 32-bit index"):
+        nki.parse_ir(text)
+
+
+def test_a_loop_bound_just_inside_a_32_bit_index_is_accepted():
+    text = BASE.replace("  %t = nl.load(src=%a)", "  sequential i0 = range(2147483646, 2147483647, 1) loc(3) {\n  }\n"
+                        "  %t = nl.load(src=%a)")  # fmt: skip
+    a = np.ones((128, 512), np.float32)
+    for backend in nki.backend_names():
+        assert np.array_equal(nki.parse_ir(text).compile(backend=backend).run({"a": a}), a)

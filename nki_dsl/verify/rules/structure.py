@@ -63,6 +63,12 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     return found
 
 
+# Loop indices are 32-bit integers: a runtime loop's register is an int32 tile (reference/nki.md §2.7 "Access
+# patterns"), and the JAX backend computes every index in int32 (64-bit integers are off by default in JAX). A
+# bound past that range would run on NumPy and fail inside XLA's argument parsing with a raw OverflowError.
+INDEX_LIMIT = 2**31
+
+
 def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
     if loop.kind not in ("affine", "sequential", *runtime_loops.KINDS):
         return f"loop kind {loop.kind!r} is not 'affine', 'sequential', 'dynamic', 'while' or 'scalar_offset'"
@@ -74,6 +80,9 @@ def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
         return f"loop {loop.var} bounds must be ints"
     if loop.step <= 0:
         return f"loop {loop.var} has step {loop.step}; the step must be positive"
+    if not all(-INDEX_LIMIT <= v < INDEX_LIMIT for v in (loop.start, loop.stop, loop.step)):
+        return (f"loop {loop.var} has range({loop.start}, {loop.stop}, {loop.step}); loop bounds must fit a signed "
+                f"32-bit index (|bound| < 2**31)")
     problem = runtime_loops.shape_problem(loop)
     return f"loop {loop.var}: {problem}" if problem else None
 
