@@ -42,7 +42,8 @@ def test_the_base_text_runs():
     [
         (kernel_text(f"  {LOAD}\n  {STORE}\n", grid="(1000000000, 1000000000)"), "max_iterations",
          "1,000,000,000,000,000,000"),
-        (kernel_text(f"  affine i0 = range(0, 1000000000000, 1) loc(3) {{\n    {LOAD}\n    {STORE}\n  }}\n"),
+        (kernel_text(f"  affine i0 = range(0, 1000000, 1) loc(3) {{\n    affine i1 = range(0, 1000000, 1) loc(3) {{\n"
+                     f"      {LOAD}\n      {STORE}\n    }}\n  }}\n"),
          "max_iterations", "1,000,000,000,001"),
         (kernel_text("  %big = alloc() : f32[1099511627776] hbm loc(3)\n  " + STORE.replace("%t", "%a") + "\n"),
          "max_tensor_bytes", "4,398,046,511,104"),
