@@ -1,20 +1,35 @@
 """How fast the JAX backend runs the five benchmark kernels, against the same math in plain ``jax.jit``-ed
 ``jax.numpy`` and against the NumPy reference backend, in one run.
 
-    python benchmarks/jax_speed.py [--repeat 20] [--cpu]
+    python benchmarks/jax_speed.py [--repeat 20] [--cpu] [--first 3] [--sample-ms 40]
 
-Prints, per kernel: steady-state time (median of --repeat calls, outputs ready) of the kernel on the JAX backend,
-of plain jax.jit, and of the kernel on the NumPy reference; the ratios kernel/plain-jit and kernel/NumPy-reference;
-and the first call on the JAX backend (trace + verify + lower + XLA compile + run, on a fresh kernel object, JAX
-itself already imported). Targets (issue 13): ratio to plain jit <= 1.5, first call < 0.5 s.
-Calls are interleaved so every contender sees the same machine state.
+Prints, per kernel: steady-state time of the kernel on the JAX backend, of plain jax.jit, and of the kernel on the
+NumPy reference; the ratios kernel/plain-jit and kernel/NumPy-reference with their spread; and the first call on the
+JAX backend (trace + verify + lower + XLA compile + run, on a fresh kernel object, JAX itself already imported).
+Targets (issue 13): ratio to plain jit <= 1.5, first call < 0.5 s.
+
+How the steady state is measured, and why (a single median of single calls moved the softmax and matmul ratios by
++-0.4 between runs on the shared 2-core machine):
+
+* A *sample* is ``n`` back-to-back calls, ``n`` chosen per contender at warm-up so that a sample lasts at least
+  ``--sample-ms`` (default 40 ms): a millisecond kernel timed call by call is dominated by scheduler noise and by
+  the other process that happened to run during it; over 40 ms that averages out, and the clock's resolution
+  (1 ns) and the loop's own cost are far below 1 %.
+* Samples are taken in ``--repeat`` *rounds*, one sample of every contender per round, the order rotating from round
+  to round (nobody always runs right after the same neighbour, whose caches or thread wake-ups it would inherit).
+* The ratio reported is the median over rounds of the ratio *within* a round: the two samples of a round are
+  seconds apart, so load that comes and goes over a run (the machine is shared) divides out instead of landing on
+  whichever contender it happened to hit. The spread printed after it (``+-``) is half the interquartile range of
+  those per-round ratios: a ratio whose spread straddles a bar is not yet a result.
+* Times printed are the medians of the samples.
+* The first call is the median of ``--first`` fresh kernel objects (each traces, verifies, lowers and compiles
+  again: the executable table is keyed per kernel object and JAX's caches per function).
 
 ``--memory N`` instead compiles N specialisations of the softmax kernel (N row counts) and prints how much the
 process's resident memory grew (after garbage collection and ``malloc_trim``): what a long session keeps.
 
-``--cpu`` measures this process's CPU time instead of wall-clock time (the fastest of --repeat rounds of 10 calls,
-and the first call's CPU time): on a machine shared with other work, wall-clock medians mostly measure the other
-work, CPU time what the calls cost.
+``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
+other work, wall-clock time partly measures the other work, CPU time what the calls cost.
 """
 
 from __future__ import annotations
@@ -69,19 +84,48 @@ def jnp_attention(q, k, v, scale):
 PLAIN = [jnp_matmul, jnp_softmax, jnp_rmsnorm, jnp_layernorm, jnp_attention]
 
 
-def median_times(fns, repeat: int, cpu: bool = False) -> list[float]:
+def _clock(cpu: bool):
+    return time.process_time if cpu else time.perf_counter
+
+
+def calls_per_sample(fn, sample_s: float, cpu: bool) -> int:
+    """How many back-to-back calls of ``fn`` last at least ``sample_s`` (``fn`` already warm)."""
+    clock, n = _clock(cpu), 1
+    while True:
+        start = clock()
+        for _ in range(n):
+            fn()
+        took = clock() - start
+        if took >= sample_s:
+            return n
+        n = max(n + 1, int(n * min(10.0, 1.2 * sample_s / max(took, 1e-6))))
+
+
+def sample_rounds(fns, repeat: int, cpu: bool = False, sample_s: float = 0.04) -> list[list[float]]:
+    """Per contender, ``repeat`` samples of the time per call (seconds), one sample of each contender per round,
+    the order within a round rotating (see the module docstring)."""
     for fn in fns:
         fn()
+    counts = [calls_per_sample(fn, sample_s, cpu) for fn in fns]
+    clock = _clock(cpu)
     times = [[] for _ in fns]
-    calls = 10 if cpu else 1
-    clock = time.process_time if cpu else time.perf_counter
-    for _ in range(repeat):
-        for fn, bucket in zip(fns, times):
+    for r in range(repeat):
+        for k in range(len(fns)):
+            j = (r + k) % len(fns)
             start = clock()
-            for _ in range(calls):
-                fn()
-            bucket.append((clock() - start) / calls)
-    return [min(b) if cpu else statistics.median(b) for b in times]
+            for _ in range(counts[j]):
+                fns[j]()
+            times[j].append((clock() - start) / counts[j])
+    return times
+
+
+def paired_ratio(num: list[float], den: list[float]) -> tuple[float, float]:
+    """The median over rounds of ``num / den`` within a round, and half its interquartile range."""
+    ratios = [a / b for a, b in zip(num, den)]
+    if len(ratios) < 2:
+        return ratios[0], 0.0
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return statistics.median(ratios), (q3 - q1) / 2
 
 
 def ready(fn):
@@ -89,12 +133,15 @@ def ready(fn):
     return lambda: jax.block_until_ready(fn())
 
 
-def first_call_time(kernel, args, cpu: bool = False) -> float:
-    fresh = nki.jit(kernel.fn)  # a new kernel object: empty trace and compile caches
-    clock = time.process_time if cpu else time.perf_counter
-    start = clock()
-    jax.block_until_ready(fresh(*args, backend="jax"))
-    return clock() - start
+def first_call_time(kernel, args, cpu: bool = False, times: int = 3) -> float:
+    """The median over ``times`` fresh kernel objects of the first call (trace, verify, lower, compile, run)."""
+    clock, took = _clock(cpu), []
+    for _ in range(max(times, 1)):
+        fresh = nki.jit(kernel.fn)  # a new kernel object: empty trace and compile caches
+        start = clock()
+        jax.block_until_ready(fresh(*args, backend="jax"))
+        took.append(clock() - start)
+    return statistics.median(took)
 
 
 def memory_growth(n: int) -> float:
@@ -102,7 +149,7 @@ def memory_growth(n: int) -> float:
     import ctypes
     import gc
 
-    from benchmarks.reference_kernels import softmax_rows
+    from kernels.softmax import softmax_rows
 
     def rss() -> float:
         with open("/proc/self/statm") as f:
@@ -122,6 +169,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--cpu", action="store_true", help="CPU time of this process instead of wall-clock time")
+    parser.add_argument("--first", type=int, default=3, help="fresh kernel objects whose first call is timed")
+    parser.add_argument("--sample-ms", type=float, default=40.0, help="least duration of one timed sample")
+    parser.add_argument("--only", help="run only the kernels whose name contains this word")
     parser.add_argument("--memory", type=int, metavar="N", help="memory kept by N compiled specialisations")
     args = parser.parse_args()
     if args.memory:
@@ -129,26 +179,30 @@ def main() -> int:
         return 0
     rng = np.random.default_rng(0)
     print(f"jax {jax.__version__} on {jax.devices()[0].platform}; {'CPU' if args.cpu else 'wall-clock'} time")
-    print(f"{'kernel':26} {'jax bk (ms)':>11} {'jax.jit (ms)':>12} {'numpy bk (ms)':>13} {'vs jit':>7} "
+    print(f"{'kernel':26} {'jax bk (ms)':>11} {'jax.jit (ms)':>12} {'numpy bk (ms)':>13} {'vs jit':>12} "
           f"{'vs numpy':>8} {'first call (ms)':>16}")  # fmt: skip
     worst, slowest_first = 0.0, 0.0
     jax.block_until_ready(jnp.ones(1) + 1)  # JAX's own start-up is not the kernel's first call
     for (name, kernel, _np_fn, kargs), plain in zip(cases(rng), PLAIN):
+        if args.only and args.only not in name:
+            continue
         dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
         arrays = tuple(a for a in dev_args if isinstance(a, jax.Array))
         consts = tuple(a for a in dev_args if not isinstance(a, jax.Array))
         plain_jit = jax.jit(lambda *arr, _f=plain, _c=consts: _f(*arr, *_c))
-        first = first_call_time(kernel, dev_args, args.cpu)
+        first = first_call_time(kernel, dev_args, args.cpu, args.first)
         got, want, ref = kernel(*dev_args, backend="jax"), plain_jit(*arrays), kernel(*kargs)
         if not (np.allclose(got, want, rtol=1e-4, atol=1e-4) and np.allclose(got, ref, rtol=1e-5, atol=1e-5)):
             print(f"{name}: WRONG RESULT (max |err| {np.max(np.abs(np.asarray(got) - np.asarray(want))):.3g})")
             return 1
-        t_jax, t_jit, t_np = median_times([ready(partial(kernel, *dev_args, backend="jax")),
-                                           ready(partial(plain_jit, *arrays)), partial(kernel, *kargs)],
-                                          args.repeat, args.cpu)  # fmt: skip
-        worst, slowest_first = max(worst, t_jax / t_jit), max(slowest_first, first)
-        print(f"{name:26} {t_jax * 1e3:11.2f} {t_jit * 1e3:12.2f} {t_np * 1e3:13.2f} {t_jax / t_jit:7.2f} "
-              f"{t_jax / t_np:8.2f} {first * 1e3:16.1f}")  # fmt: skip
+        s_jax, s_jit, s_np = sample_rounds([ready(partial(kernel, *dev_args, backend="jax")),
+                                            ready(partial(plain_jit, *arrays)), partial(kernel, *kargs)],
+                                           args.repeat, args.cpu, args.sample_ms / 1e3)  # fmt: skip
+        (r_jit, spread), (r_np, _) = paired_ratio(s_jax, s_jit), paired_ratio(s_jax, s_np)
+        t_jax, t_jit, t_np = (statistics.median(s) for s in (s_jax, s_jit, s_np))
+        worst, slowest_first = max(worst, r_jit), max(slowest_first, first)
+        print(f"{name:26} {t_jax * 1e3:11.2f} {t_jit * 1e3:12.2f} {t_np * 1e3:13.2f} {r_jit:6.2f} +-{spread:4.2f} "
+              f"{r_np:8.2f} {first * 1e3:16.1f}")  # fmt: skip
     print(f"worst steady-state ratio: {worst:.2f}x plain jax.jit; slowest first call: {slowest_first * 1e3:.0f} ms")
     return 0
 
