@@ -180,3 +180,43 @@ def test_a_kernel_writing_its_parameter_updates_the_callers_numpy_array_like_the
     assert _doubles_in_place(ref) is None and _doubles_in_place(got, backend="jax") is None
     np.testing.assert_array_equal(got, ref)
     assert ref[1, 0] == 8.0
+
+
+@nki.jit
+def _row_extrema(x):
+    out = nl.ndarray((x.shape[0], x.shape[1], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    for b in nl.affine_range(x.shape[0]):
+        t = nl.load(x[b])
+        nl.store(out[b, :, 0:1], value=nl.max(t, axis=1, keepdims=True))
+        nl.store(out[b, :, 1:2], value=nl.min(t, axis=1, keepdims=True))
+    return out
+
+
+def test_max_and_min_reductions_propagate_nan_as_the_reference_does():
+    # [2, 128, 512] is the layout in which XLA's CPU max-reduce turned all-NaN rows into -inf (functions.py)
+    x = np.full((2, 128, 512), np.nan, np.float32)
+    x[0, :, 3] = 1.0  # one finite element in a NaN row: still NaN
+    x[1, 5] = np.linspace(-3, 3, 512, dtype=np.float32)
+    x[1, 5, 0], x[1, 5, 7] = np.inf, -np.inf  # infinities but no NaN: +inf and -inf
+    x[1, 6] = 2.0
+    ref, got = both(_row_extrema, x)
+    np.testing.assert_array_equal(got, ref)
+    assert np.isnan(got[0]).all() and np.isnan(got[1, 7:]).all()
+    assert list(got[1, 5]) == [np.inf, -np.inf] and list(got[1, 6]) == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+@pytest.mark.parametrize("axis, keepdims", [((1,), True), ((0, 1), False), ((-1,), False)])
+def test_the_nan_propagating_extrema_differentiate_and_batch_like_the_plain_ones(name, axis, keepdims):
+    import jax
+    import jax.numpy as jnp
+
+    from nki_dsl.backends.jax.functions import REDUCTIONS
+
+    ours, plain = REDUCTIONS[name], {"maximum": jnp.max, "minimum": jnp.min}[name]
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((4, 16)).astype(np.float32))
+    got = jax.grad(lambda v: (ours(v, axis, keepdims) ** 2).sum())(x)
+    want = jax.grad(lambda v: (plain(v, axis=axis, keepdims=keepdims) ** 2).sum())(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    batched = jax.vmap(lambda v: ours(v, axis, keepdims))(jnp.stack([x, -x]))
+    np.testing.assert_array_equal(np.asarray(batched[1]), np.asarray(plain(-x, axis=axis, keepdims=keepdims)))
