@@ -393,18 +393,38 @@ def _linear(x, w, b, residual, out, epilogue, src):
                            k_tiles, epilogue, store=False)  # fmt: skip
             _store_rows(out, y, m0, ok)
         return
+    if static_rest is None:
+        _family_tail(x, w_sb, bias, residual, out, epilogue, src, first, n_tiles, k_tiles, n_blocks)
+        return
     # The other tiles in groups of GROUP_TILES (an affine loop over full groups, then the static rest).
-    # whole tiles unless the last group holds a ragged last tile (a family's symbolic row count: not known, masked)
-    all_full = static_rest is not None and (static_rest > 0 or _static(m_rows % PMAX) == 0)
+    # whole tiles unless the last group holds a ragged last tile
+    all_full = static_rest > 0 or _static(m_rows % PMAX) == 0
     for g in nl.affine_range(full):
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks,
                all_full=all_full)  # fmt: skip
-    if static_rest is None:  # a symbolic number of tail tiles: not pipelined, one tile per iteration
-        for r in nl.affine_range(rest):
-            _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES + r, 1, k_tiles, n_blocks)
-    elif static_rest:
+    if static_rest:
         _tiles(x, w_sb, bias, residual, out, epilogue, src, first + full * GROUP_TILES, rest, k_tiles, n_blocks,
                ready)  # fmt: skip
+
+
+def _family_tail(x, w_sb, bias, residual, out, epilogue, src, first, n_tiles, k_tiles, n_blocks):
+    """The tiles after the prologue of a shape family, whose tile count is symbolic (``nki.spec(dims=)``): full groups
+    of GROUP_TILES whole tiles, then a tail of 1..GROUP_TILES tiles that keeps the last (possibly ragged) one, as
+    loops, since no count is static: pairs of whole tiles (one residual load and one store per pair, pipelined
+    within the pair), the one whole tile left over if the count is even, and the last tile alone, masked. A concrete
+    trace pipelines its static rest as one group instead."""
+    full = (n_tiles - first - 1) // GROUP_TILES
+    tail = n_tiles - first - full * GROUP_TILES  # 1..GROUP_TILES
+    for g in nl.affine_range(full):
+        _tiles(x, w_sb, bias, residual, out, epilogue, src, first + g * GROUP_TILES, GROUP_TILES, k_tiles, n_blocks,
+               all_full=True)  # fmt: skip
+    base = first + full * GROUP_TILES
+    pairs = (tail - 1) // 2
+    for p in nl.affine_range(pairs):
+        _tiles(x, w_sb, bias, residual, out, epilogue, src, base + 2 * p, 2, k_tiles, n_blocks, all_full=True)
+    for s in nl.affine_range(tail - 1 - 2 * pairs):  # 0 or 1 whole tile
+        _tiles(x, w_sb, bias, residual, out, epilogue, src, base + 2 * pairs + s, 1, k_tiles, n_blocks, all_full=True)
+    _tiles(x, w_sb, bias, residual, out, epilogue, src, n_tiles - 1, 1, k_tiles, n_blocks)
 
 
 class _DmaTransposed:

@@ -120,20 +120,25 @@ def test_stepped_and_split_families_equal_concrete_traces(name):
         assert family.instantiate(*concrete, target="trn2").text == _concrete(plan, concrete, dtype, **constants).text
 
 
-@pytest.mark.parametrize("shapes, dims, dtype, rows", [
-    ([("M", 256), (256, 192), (192,)], (385, 65536), "float32", (385, 700, 2433)),
-    ([("M", 768), (768, 2304), (2304,)], (385, 65536), "bfloat16", (1576,)),
+@pytest.mark.parametrize("shapes, dtype, epilogue, rows", [
+    ([("M", 256), (256, 192), (192,)], "float32", "bias", (385, 700, 2433)),
+    ([("M", 768), (768, 2304), (2304,)], "bfloat16", "bias", (1576,)),
+    # whole result rows, two tiles per residual load and store: pairs in the family's tail too
+    ([("M", 768), (768, 768), (768,), ("M", 768)], "bfloat16", "residual", (1000,)),  # 5 tail tiles: 2 pairs, the last
+    pytest.param([("M", 768), (768, 768), (768,), ("M", 768)], "bfloat16", "residual", (1600, 2432, 2560),
+                 marks=pytest.mark.slow),  # ragged; a whole tile left over; a full group of 16 and a 1-tile tail
 ])  # fmt: skip
-def test_linear_families_past_the_prologue_compute_the_concrete_result(shapes, dims, dtype, rows):
+def test_linear_families_past_the_prologue_compute_the_concrete_result(shapes, dtype, epilogue, rows):
     """Where a concrete trace pipelines a static group of tail tiles (after the last full group of 16), linear's
-    family runs them one per loop iteration: their count is symbolic. Other IR, the same numbers."""
-    family = _stepped_family(plan_linear, shapes, {"M": dims}, dtype, {"epilogue": "bias"})
+    family runs loops (their count is symbolic): pairs of whole tiles, a whole tile left over, the last tile masked.
+    Other IR, the same numbers."""
+    family = _stepped_family(plan_linear, shapes, {"M": (385, 65536)}, dtype, {"epilogue": epilogue})
     rng = np.random.default_rng(2)
     np_dtype = nl.bfloat16 if dtype == "bfloat16" else np.float32
     for m in rows:
         concrete_shapes = [tuple(m if s == "M" else s for s in shape) for shape in shapes]
-        x, w, b = (rng.standard_normal(s).astype(np.float32).astype(np_dtype) for s in concrete_shapes)
-        arrays = {"x": x, "w": w, "b": b}
-        out = family.instantiate(x, w, b, target="trn2").compile("numpy").run(arrays)
-        concrete = _concrete(plan_linear, concrete_shapes, dtype, epilogue="bias")
+        args = [rng.standard_normal(s).astype(np.float32).astype(np_dtype) for s in concrete_shapes]
+        arrays = dict(zip(["x", "w", "b", "residual"], args))
+        out = family.instantiate(*args, target="trn2").compile("numpy").run(arrays)
+        concrete = _concrete(plan_linear, concrete_shapes, dtype, epilogue=epilogue)
         np.testing.assert_array_equal(out, concrete.compile("numpy").run(arrays))
