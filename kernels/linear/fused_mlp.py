@@ -51,7 +51,8 @@ def _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles):
     for jh, (h0, hs) in enumerate(h_tiles):
         i_h = nl.arange(hs)[:, None]
         for j, (_, ks) in enumerate(k1_tiles):
-            prod = nisa.nc_matmul(w1_sb[j, nl.arange(ks)[:, None], h0 + nl.arange(hs)[None, :]],
+            c = h0 // W1_CHUNK  # the chunk tensor holding this hidden tile (see _weights)
+            prod = nisa.nc_matmul(w1_sb[c][j, nl.arange(ks)[:, None], h0 - c * W1_CHUNK + nl.arange(hs)[None, :]],
                                   xT[j, nl.arange(ks)[:, None], i_t])  # fmt: skip
             if j == 0:
                 ring1[jh % 2, i_h, i_t] = prod
@@ -132,12 +133,16 @@ def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     first in DMA order (fc1's first PSUM copy needs it), then w1 in column chunks of ``W1_CHUNK`` (hidden units),
     all K rows of a chunk before the next chunk: fc1's first hidden tiles start when the first chunk is in, not
     the whole of w1 (a transfer takes a chunk's rows of several K tiles, >= 4 KiB per partition, so its ~1.3 us
-    fixed cost hides behind its streaming, §3.4); w2 likewise, several hidden tiles per transfer."""
+    fixed cost hides behind its streaming, §3.4); w2 likewise, several hidden tiles per transfer. Each chunk of
+    w1 is an SBUF tensor of its own: in one [K tiles, 128, hidden] tensor, a chunk's transfer (K tiles j..j+1,
+    columns c0..) spans bytes of tile j's later columns too, so fc1's first hidden tile would wait for the last
+    chunk to arrive."""
     hidden = w1.shape[1]
     b1T = norm_columns((b1,), h_tiles)  # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]
-    w1_sb = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), hidden), dtype=w1.dtype)
+    w1_sb = []
     for c0, cs in _chunks(hidden, W1_CHUNK):  # several K tiles per transfer (>= 4 KiB per partition)
-        _load_weight(w1, w1_sb, k1_tiles, c0, cs)
+        w1_sb.append(nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), cs), dtype=w1.dtype))
+        _load_weight(w1, w1_sb[-1], k1_tiles, c0, cs, dst0=0)
     first = between(w1_sb, b1T)
     w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
     _load_weight(w2, w2_sb, h_tiles, 0, n_dim)

@@ -158,23 +158,25 @@ def _weight_runs(n_blocks, itemsize):
     return {n_blocks[a][0]: n_blocks[b - 1][0] + n_blocks[b - 1][1] - n_blocks[a][0] for a, b in zip(firsts, ends)}
 
 
-def _load_weight(w, w_sb, k_tiles, c0, cs, tiles=None):
+def _load_weight(w, w_sb, k_tiles, c0, cs, tiles=None, dst0=None):
     """Columns ``c0 .. c0 + cs`` of K tiles ``tiles`` (default: all) of the weight into ``w_sb``, several whole
     K tiles per transfer (a 3-D access [128, tiles, cs]) so that each moves >= 4 KiB per partition
-    (reference/nki.md §3.4); a ragged last K tile alone."""
+    (reference/nki.md §3.4); a ragged last K tile alone. They land in columns ``dst0 ..`` of ``w_sb`` (default
+    ``c0``: ``w_sb`` holds every column; 0: a tensor of the chunk alone)."""
     tiles = range(len(k_tiles)) if tiles is None else tiles
+    d0 = c0 if dst0 is None else dst0
     full = [j for j in tiles if k_tiles[j][1] == PMAX]
     per = max(1, math.ceil(WEIGHT_RUN_BYTES / (cs * np.dtype(w.dtype).itemsize)))
     i_p, i_c = nl.arange(PMAX)[:, None, None], nl.arange(cs)[None, None, :]
     for a in range(0, len(full), per):
         j0, n = full[a], len(full[a:a + per])
         i_j = nl.arange(n)[None, :, None]
-        nisa.dma_copy(dst=w_sb[j0 + i_j, i_p, c0 + i_c], src=w[(j0 + i_j) * PMAX + i_p, c0 + i_c])
+        nisa.dma_copy(dst=w_sb[j0 + i_j, i_p, d0 + i_c], src=w[(j0 + i_j) * PMAX + i_p, c0 + i_c])
     for j in tiles:
         k0, ks = k_tiles[j]
         if ks != PMAX:
             i_k, i_c2 = nl.arange(ks)[:, None], nl.arange(cs)[None, :]
-            w_sb[j, i_k, c0 + i_c2] = nl.load(w[k0 + i_k, c0 + i_c2])
+            w_sb[j, i_k, d0 + i_c2] = nl.load(w[k0 + i_k, c0 + i_c2])
 
 
 def _row_rings(out, residual, m0, ok, epilogue):
