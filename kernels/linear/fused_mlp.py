@@ -19,7 +19,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
-from .kernel import _load_weight
+from .kernel import ChunkedWeight, _load_weight
 from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
@@ -51,9 +51,7 @@ def _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles):
     for jh, (h0, hs) in enumerate(h_tiles):
         i_h = nl.arange(hs)[:, None]
         for j, (_, ks) in enumerate(k1_tiles):
-            c = h0 // W1_CHUNK  # the chunk tensor holding this hidden tile (see _weights)
-            prod = nisa.nc_matmul(w1_sb[c][j, nl.arange(ks)[:, None], h0 - c * W1_CHUNK + nl.arange(hs)[None, :]],
-                                  xT[j, nl.arange(ks)[:, None], i_t])  # fmt: skip
+            prod = nisa.nc_matmul(w1_sb.tile(j, ks, h0, hs), xT[j, nl.arange(ks)[:, None], i_t])
             if j == 0:
                 ring1[jh % 2, i_h, i_t] = prod
             else:
@@ -134,15 +132,13 @@ def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     all K rows of a chunk before the next chunk: fc1's first hidden tiles start when the first chunk is in, not
     the whole of w1 (a transfer takes a chunk's rows of several K tiles, >= 4 KiB per partition, so its ~1.3 us
     fixed cost hides behind its streaming, §3.4); w2 likewise, several hidden tiles per transfer. Each chunk of
-    w1 is an SBUF tensor of its own: in one [K tiles, 128, hidden] tensor, a chunk's transfer (K tiles j..j+1,
-    columns c0..) spans bytes of tile j's later columns too, so fc1's first hidden tile would wait for the last
-    chunk to arrive."""
+    w1 is an SBUF tensor of its own (``ChunkedWeight``), so fc1's first hidden tiles do not wait for the last
+    chunk."""
     hidden = w1.shape[1]
     b1T = norm_columns((b1,), h_tiles)  # fc1's bias as columns: b1T[p, jh] = b1[jh * 128 + p]
-    w1_sb = []
+    w1_sb = ChunkedWeight(w1, k1_tiles)
     for c0, cs in _chunks(hidden, W1_CHUNK):  # several K tiles per transfer (>= 4 KiB per partition)
-        w1_sb.append(nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), cs), dtype=w1.dtype))
-        _load_weight(w1, w1_sb[-1], k1_tiles, c0, cs, dst0=0)
+        w1_sb.load(c0, cs)
     first = between(w1_sb, b1T)
     w2_sb = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), n_dim), dtype=w2.dtype)
     _load_weight(w2, w2_sb, h_tiles, 0, n_dim)

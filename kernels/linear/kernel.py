@@ -106,7 +106,7 @@ def _accumulate(ring, slot, w_sb, xT, ok, j, n0, ns, k_tiles):
     ks = k_tiles[j][1]
     i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(ns)[None, :]
     product = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], nl.arange(PMAX)[None, :]],
-                             w_sb[j, nl.arange(ks)[:, None], n0 + i_c], mask=ok)  # fmt: skip
+                             w_sb.tile(j, ks, n0, ns), mask=ok)  # fmt: skip
     if j == 0:
         ring[slot, i_p, i_c] = product
     else:
@@ -179,6 +179,30 @@ def _load_weight(w, w_sb, k_tiles, c0, cs, tiles=None, dst0=None):
             w_sb[j, i_k, d0 + i_c2] = nl.load(w[k0 + i_k, c0 + i_c2])
 
 
+class ChunkedWeight:
+    """A weight [K, N] kept in SBUF as column chunks, each an SBUF tensor of its own ([K tiles, 128, columns]),
+    loaded chunk by chunk (``load``: ``_load_weight``, several K tiles per transfer). In one [K tiles, 128, N]
+    tensor a partition's bytes run K tile by K tile, so a transfer of K tiles j.. and columns c0.. spans bytes of
+    tile j's later columns too, and the matmuls of an early chunk would wait for a later chunk's transfer (the
+    Tensor engine idle until the whole weight is in). Every matmul reads inside one chunk (``tile``)."""
+
+    def __init__(self, w, k_tiles):
+        self.w, self.k_tiles, self.chunks = w, k_tiles, []
+
+    def load(self, c0, cs):
+        """Columns ``c0 .. c0 + cs - 1`` as the next chunk."""
+        sb = nl.ndarray((len(self.k_tiles), nl.par_dim(PMAX), cs), dtype=self.w.dtype)
+        _load_weight(self.w, sb, self.k_tiles, c0, cs, dst0=0)
+        self.chunks.append((c0, cs, sb))
+
+    def tile(self, j, ks, col0, width):
+        """Rows of K tile ``j`` (``ks`` of them), columns ``col0 .. col0 + width - 1`` (within one chunk)."""
+        c0, cs, sb = max((c for c in self.chunks if c[0] <= col0), key=lambda c: c[0])
+        if col0 + width > c0 + cs:
+            raise ValueError(f"weight columns {col0}..{col0 + width - 1} straddle the chunk {c0}..{c0 + cs - 1}")
+        return sb[j, nl.arange(ks)[:, None], col0 - c0 + nl.arange(width)[None, :]]
+
+
 def _row_rings(out, residual, m0, ok, epilogue):
     """A row tile's two [128, N] result tiles (``_epilogue`` with slot None), the residual rows loaded into the
     second in one transfer: the whole row in and out at once, one fixed cost each instead of one per 512-column
@@ -213,9 +237,9 @@ def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_
     # the weight: the first group's columns, then the rest of every row (several K tiles per transfer, so each
     # moves >= 4 KiB per partition): the Tensor engine starts on the first group while the rest streams in
     first_cols = groups[0][-1][0] + groups[0][-1][1]
-    _load_weight(w, w_sb, k_tiles, 0, first_cols)
+    w_sb.load(0, first_cols)
     if first_cols < w.shape[1]:
-        _load_weight(w, w_sb, k_tiles, first_cols, w.shape[1] - first_cols)
+        w_sb.load(first_cols, w.shape[1] - first_cols)
     for g, blocks in enumerate(groups):
         acc = sets[g % len(sets)]
         for j in range(len(k_tiles)):
@@ -333,7 +357,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     n_dim = w.shape[1]
     k_tiles, n_blocks = _chunks(k_dim, PMAX), _chunks(n_dim, BLOCK_N)
     n_tiles = math.ceil(m_rows / PMAX)
-    w_sb = nl.ndarray((len(k_tiles), nl.par_dim(PMAX), n_dim), dtype=w.dtype)  # the whole weight, kept in SBUF
+    w_sb = ChunkedWeight(w, k_tiles)  # the whole weight, kept in SBUF
     # Accumulators rotate over two PSUM banks, so block n+1 accumulates while block n is read out (a fresh tensor
     # per block would share one bank with the last and wait for its copy).
     # Prologue: the first PROLOGUE_TILES row tiles, block by block, each weight block loaded just before its
@@ -378,7 +402,7 @@ def _linear(x, w, b, residual, out, epilogue, src):
     runs = _weight_runs(n_blocks, np.dtype(w.dtype).itemsize)
     for n0, ns in n_blocks:
         if n0 in runs:  # the weight's next run of blocks, just before its first block's matmuls
-            _load_weight(w, w_sb, k_tiles, n0, runs[n0])
+            w_sb.load(n0, runs[n0])
         for (m0, ok), xT in zip(heads, xTs):
             _block(x, w_sb, bias, residual, out, xT, ok, m0, (ring, turn % 2), (ya, yb, turn), n0, ns, k_tiles,
                    epilogue)  # fmt: skip

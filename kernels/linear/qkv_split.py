@@ -22,7 +22,7 @@ import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
 from .fused_mlp import _ln_stage1, _ln_stage2, _ln_tiles
-from .kernel import _load_weight
+from .kernel import ChunkedWeight
 from .norm_prologue import LayerNormPrologue, norm_columns
 
 PMAX = 128
@@ -47,15 +47,13 @@ class _Projection:
         row = nl.ndarray((nl.par_dim(1), self.hd), dtype=b.dtype)  # before the weight in DMA order, which is FIFO
         nisa.dma_copy(dst=row[0, nl.arange(self.hd)[None, :]], src=b.reshape((1, n_dim))[0, 2 * self.hd + nl.arange(
             self.hd)[None, :]])  # fmt: skip
-        # the weight in column chunks, each an SBUF tensor of its own (in one [K tiles, 128, N] tensor a chunk's
-        # transfer spans bytes of its first K tile's later columns too, so the first matmuls would wait for the
-        # last chunk); q/k's and V's chunks apart, so that no 128-feature tile or 512-column V block straddles two
-        self.w_chunks = [(c0, cs) for c0, cs in _chunks(2 * self.hd, W_CHUNK)]
-        self.w_chunks += [(2 * self.hd + c0, cs) for c0, cs in _chunks(self.hd, W_CHUNK)]
-        self.w_sb = []
-        for c0, cs in self.w_chunks:  # several K tiles per transfer (>= 4 KiB per partition)
-            self.w_sb.append(nl.ndarray((len(self.k_tiles), nl.par_dim(PMAX), cs), dtype=w.dtype))
-            _load_weight(w, self.w_sb[-1], self.k_tiles, c0, cs, dst0=0)
+        # the weight in column chunks, each an SBUF tensor of its own (``ChunkedWeight``: the first matmuls do not
+        # wait for the last chunk); q/k's and V's chunks apart, so that no 128-feature tile or 512-column V block
+        # straddles two
+        self.w_sb = ChunkedWeight(w, self.k_tiles)
+        chunks = _chunks(2 * self.hd, W_CHUNK) + [(2 * self.hd + c0, cs) for c0, cs in _chunks(self.hd, W_CHUNK)]
+        for c0, cs in chunks:  # several K tiles per transfer (>= 4 KiB per partition)
+            self.w_sb.load(c0, cs)
         kt_cols = nl.ndarray((nl.par_dim(PMAX), len(self.f_tiles)), dtype=nl.float32)
         half = len(self.f_tiles) // 2
         i_p = nl.arange(PMAX)[:, None]
@@ -66,11 +64,6 @@ class _Projection:
         self.qk_bias = kt_cols
         self.row, self.v_bias = row, None
         self.ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=b.dtype)  # made early: the Vector queue fills up
-
-    def _w(self, j, ks, col0, width):
-        """Columns ``col0 .. col0 + width - 1`` of the weight's K tile ``j`` (inside one chunk tensor)."""
-        c = max(i for i, (c0, _) in enumerate(self.w_chunks) if c0 <= col0)
-        return self.w_sb[c][j, nl.arange(ks)[:, None], col0 - self.w_chunks[c][0] + nl.arange(width)[None, :]]
 
     def ring(self):
         """The PSUM accumulators of one token block, q/k and V alike rotating over two banks."""
@@ -88,7 +81,7 @@ class _Projection:
             slot = self.turn % 2
             self.turn += 1
             for j, (_, ks) in enumerate(self.k_tiles):
-                prod = nisa.nc_matmul(self._w(j, ks, f0, fs), xT[j, nl.arange(ks)[:, None], i_t])
+                prod = nisa.nc_matmul(self.w_sb.tile(j, ks, f0, fs), xT[j, nl.arange(ks)[:, None], i_t])
                 if j == 0:
                     ring[slot, i_f, i_t] = prod
                 else:
@@ -138,7 +131,7 @@ class _Projection:
             self.turn += 1
             for j, (_, ks) in enumerate(self.k_tiles):
                 prod = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], s0 + nl.arange(ss)[None, :]],
-                                      self._w(j, ks, 2 * self.hd + n0, ns))  # fmt: skip
+                                      self.w_sb.tile(j, ks, 2 * self.hd + n0, ns))  # fmt: skip
                 if j == 0:
                     ring[slot, i_s, i_c] = prod
                 else:
