@@ -36,6 +36,8 @@ ACC_BANKS = 3  # PSUM banks per accumulator set of the streamed prologue (two se
 WEIGHT_RUN_BYTES = 4096  # per partition per weight load after the first block (the DMA curve's amortised size, §3.4)
 ROW_SLOTS = 4  # SBUF row tiles of a pipelined group's results, rotating (a tile's row is rewritten 4 tiles later;
 # even, so that two tiles sharing a transfer are in adjacent slots)
+ROW_RUN = 4  # full row tiles sharing one residual load and one store where the rows are narrow (two runs of them
+# in flight, ``2 * ROW_RUN`` slots, within ROW_SBUF_BUDGET); else pairs
 ROW_SBUF_BUDGET = 48 * 1024  # bytes per partition those rows may take (two rings)
 Y_SLOTS = 6  # SBUF result slots of a group, rotating: a slot is rewritten 6 blocks after its store was issued
 
@@ -303,8 +305,10 @@ def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_bl
     # whole result rows in SBUF (a ring of ROW_SLOTS row tiles: one store, and one residual load, per tile) where
     # they fit ROW_SBUF_BUDGET; otherwise 512-column slots, one store per block
     by_row = len(n_blocks) > 1 and 2 * ROW_SLOTS * n_dim * np.dtype(x.dtype).itemsize <= ROW_SBUF_BUDGET
+    row_bytes = n_dim * np.dtype(x.dtype).itemsize
+    run = ROW_RUN if 2 * 2 * ROW_RUN * row_bytes <= ROW_SBUF_BUDGET else 2
     if by_row:
-        slots = min(ROW_SLOTS, count + count % 2)  # even: a pair of tiles takes adjacent slots
+        slots = min(2 * run, -(-count // run) * run)  # a multiple of the run: a run's tiles take adjacent slots
         ya, yb = (nl.ndarray((slots, nl.par_dim(PMAX), n_dim), dtype=x.dtype) for _ in range(2))
         i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(n_dim)[None, :]
     else:
@@ -312,37 +316,46 @@ def _tiles(x, w, bias, residual, out, epilogue, src, first, count, k_tiles, n_bl
         ya, yb = _y_rings(slots, x.dtype)
     bufs = src.ring(2)
     tiles = [((first + u) * PMAX, _ok(x, (first + u) * PMAX)) for u in range(count)]
-    # Two full row tiles share one residual load and one store ([128, 2, N]: one fixed cost for both, reference/
-    # nki.md §3.4), in adjacent ring slots; ``full(u)``: tile u is known to be a whole 128 rows.
+    # Runs of up to ``run`` full row tiles share one residual load and one store ([128, tiles, N]: one fixed cost
+    # for all, reference/nki.md §3.4; a 128-row tile of 768 bf16 columns is 1.5 KiB per partition, which would
+    # stream for well under the fixed cost), in adjacent ring slots; ``full(u)``: tile u is known to be a whole
+    # 128 rows. ``runs``: a run's first tile -> its tiles (at least 2); ``lead``: each tile of a run -> its first.
     def full(u):
         return all_full or (isinstance(first, int) and (first + u + 1) * PMAX <= x.shape[0])
 
-    paired = {u for u in range(0, count - 1, 2) if by_row and slots % 2 == 0 and full(u) and full(u + 1)}
+    runs = {}
+    for u in range(0, count, run) if by_row else ():
+        n = 0
+        while n < min(run, count - u) and full(u + n):
+            n += 1
+        if n >= 2:
+            runs[u] = n
+    lead = {u + i: u for u, n in runs.items() for i in range(n)}
     xT = src.stage2(src.stage1(bufs, 0, *tiles[0]) if ready is None else ready)
     turn = 0
     for u, (m0, ok) in enumerate(tiles):
         ahead = src.stage1(bufs, (u + 1) % 2, *tiles[u + 1]) if u + 1 < count else None
-        if by_row and epilogue == "residual" and u in paired:
-            _pair_rows(yb, u % slots, residual, m0, load=True)
-        elif by_row and epilogue == "residual" and u - 1 not in paired:
+        if by_row and epilogue == "residual" and u in runs:
+            _run_rows(yb, u % slots, residual, m0, runs[u], load=True)
+        elif by_row and epilogue == "residual" and u not in lead:
             nisa.dma_copy(dst=yb[u % slots, i_p, i_n], src=residual[m0 + i_p, i_n], mask=ok)
         for n0, ns in n_blocks:
             ys = (ya, yb, ("row", u % slots) if by_row else turn % slots)
             y = _block(x, w, bias, residual, out, xT, ok, m0, (ring, turn % 2), ys, n0, ns, k_tiles, epilogue,
                        store=not by_row)  # fmt: skip
             turn += 1
-        if by_row and u - 1 in paired:
-            _pair_rows(y, (u - 1) % slots, out, tiles[u - 1][0], load=False)
-        elif by_row and u not in paired:
+        if by_row and u in lead and u == lead[u] + runs[lead[u]] - 1:  # a run's last tile: the run's rows out
+            _run_rows(y, lead[u] % slots, out, tiles[lead[u]][0], runs[lead[u]], load=False)
+        elif by_row and u not in lead:
             nl.store(out[m0 + i_p, i_n], value=y[u % slots, i_p, i_n], mask=ok)
         if ahead is not None:
             xT = src.stage2(ahead)
 
 
-def _pair_rows(ring, slot, hbm, m0, load):
-    """Rows ``m0 .. m0 + 255`` of ``hbm`` to (``load``) or from slots ``slot``, ``slot + 1`` of ``ring`` [slots,
-    128, N] in one transfer (partition p holds rows m0 + p and m0 + 128 + p). Both tiles must be full."""
-    i_p, i_t, i_n = nl.arange(PMAX)[:, None, None], nl.arange(2)[None, :, None], nl.arange(hbm.shape[1])[None, None, :]
+def _run_rows(ring, slot, hbm, m0, n, load):
+    """Rows ``m0 .. m0 + 128 n - 1`` of ``hbm`` to (``load``) or from slots ``slot .. slot + n - 1`` of ``ring``
+    [slots, 128, N] in one transfer (partition p holds rows m0 + p, m0 + 128 + p, ..). Every tile must be full."""
+    i_p, i_t, i_n = nl.arange(PMAX)[:, None, None], nl.arange(n)[None, :, None], nl.arange(hbm.shape[1])[None, None, :]
     if load:
         nisa.dma_copy(dst=ring[slot + i_t, i_p, i_n], src=hbm[m0 + i_t * PMAX + i_p, i_n])
     else:
@@ -372,9 +385,21 @@ def _linear(x, w, b, residual, out, epilogue, src):
         # loaded first, broadcast after the first tile's row work (program order places the buffers so that
         # neither waits for the other)
         row = _bias_row(b)
+    # A residual with narrow rows (several column blocks, but a row tile under the 4 KiB per partition at which a
+    # transfer streams for longer than its ~1.3 us fixed cost, reference/nki.md §3.4): the prologue tiles' results
+    # are whole rows ([first, 128, N], the same bytes as a slot per block). They are full tiles (more follow), so
+    # their residual rows come in one transfer and their results go out in one after the last block, instead of
+    # one of each per tile and block. (Without a residual to load, the store per block is as fast or faster:
+    # measured on the ViT-B/16 matmuls at batch 8, trn2, one store at the end made QKV 94.0 -> 98.9 us, fc2
+    # 131.1 -> 132.7 us.)
+    row_bytes = n_dim * np.dtype(x.dtype).itemsize
+    head_rows = epilogue == "residual" and len(n_blocks) > 1 and row_bytes < WEIGHT_RUN_BYTES
     if first < n_tiles:
         ring = nl.ndarray((2, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
-        ya, yb = _y_rings(first * len(n_blocks), x.dtype)
+        if head_rows:
+            ya, yb = (nl.ndarray((first, nl.par_dim(PMAX), n_dim), dtype=x.dtype) for _ in range(2))
+        else:
+            ya, yb = _y_rings(first * len(n_blocks), x.dtype)
     heads = [(u * PMAX, _ok(x, u * PMAX)) for u in range(first)]
     full, rest = divmod(n_tiles - first, GROUP_TILES)
     if not src.pipelined:
@@ -400,13 +425,18 @@ def _linear(x, w, b, residual, out, epilogue, src):
         return
     turn = 0
     runs = _weight_runs(n_blocks, np.dtype(w.dtype).itemsize)
+    if head_rows and epilogue == "residual":
+        _run_rows(yb, 0, residual, 0, first, load=True)
     for n0, ns in n_blocks:
         if n0 in runs:  # the weight's next run of blocks, just before its first block's matmuls
             w_sb.load(n0, runs[n0])
-        for (m0, ok), xT in zip(heads, xTs):
-            _block(x, w_sb, bias, residual, out, xT, ok, m0, (ring, turn % 2), (ya, yb, turn), n0, ns, k_tiles,
-                   epilogue)  # fmt: skip
+        for u, ((m0, ok), xT) in enumerate(zip(heads, xTs)):
+            ys = (ya, yb, ("row", u) if head_rows else turn)
+            y = _block(x, w_sb, bias, residual, out, xT, ok, m0, (ring, turn % 2), ys, n0, ns, k_tiles, epilogue,
+                       store=not head_rows)  # fmt: skip
             turn += 1
+    if head_rows:
+        _run_rows(y, 0, out, 0, first, load=False)
     if not src.pipelined:  # x^T by DMA: nothing to prepare ahead; one tile per iteration of an affine loop
         for m in nl.affine_range(n_tiles - first):
             m0 = (m + first) * PMAX
