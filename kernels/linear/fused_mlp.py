@@ -179,9 +179,11 @@ def _ln_stage1(norm, bufs, base, t0, size, loaded=False):
     return norm.normalise_many(bufs, _ln_tiles(base, t0, size), loaded=loaded)
 
 
-def _ln_stage2(norm, x, tiles, size, k1_tiles):
-    """x^T [K tiles, 128, 512] of one token block from its normalised row tiles (Tensor-engine transposes)."""
-    xT = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
+def _ln_stage2(norm, x, tiles, size, k1_tiles, xT=None):
+    """x^T [K tiles, 128, 512] of one token block from its normalised row tiles (Tensor-engine transposes), into
+    ``xT`` if given (else a new tensor)."""
+    if xT is None:
+        xT = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
     for (s0, ss), (_, z) in zip(_chunks(size, PMAX), tiles):
         norm.transpose(z, ss, xT, s0)
     return xT

@@ -38,6 +38,7 @@ def _chunks(n, size):
 class _Projection:
     def __init__(self, x, w, b, qkT, v, scale):
         self.x, self.qkT, self.v, self.scale = x, qkT, v, float(scale)
+        self.bufs = {}  # _slot's result buffers
         k_dim, n_dim = w.shape
         self.hd = n_dim // 3
         self.k_tiles, self.f_tiles = _chunks(k_dim, PMAX), _chunks(2 * self.hd, PMAX)
@@ -65,6 +66,16 @@ class _Projection:
         self.row, self.v_bias = row, None
         self.ones = nl.full((nl.par_dim(1), PMAX), 1.0, dtype=b.dtype)  # made early: the Vector queue fills up
 
+    def _slot(self, name, shape):
+        """An SBUF result buffer of one token block, alternating between two made on first use (a tensor allocated
+        per block may be placed on the bytes of the previous block's other results, and its writes then wait for
+        their store)."""
+        if name not in self.bufs:
+            self.bufs[name] = ([nl.ndarray(shape, dtype=self.x.dtype) for _ in range(2)], [0])
+        pair, used = self.bufs[name]
+        used[0] += 1
+        return pair[(used[0] - 1) % 2]
+
     def ring(self):
         """The PSUM accumulators of one token block, q/k and V alike rotating over two banks."""
         self.turn = 0
@@ -74,7 +85,7 @@ class _Projection:
         """q^T and (scale * k)^T of one token block: per 128 features, K / 128 matmuls into a PSUM bank, then one
         activation (bias, and the scale for k) into SBUF, and the store."""
         i_t = nl.arange(size)[None, :]
-        out = nl.ndarray((len(self.f_tiles), nl.par_dim(PMAX), BLOCK), dtype=self.x.dtype)
+        out = self._slot("qk", (len(self.f_tiles), nl.par_dim(PMAX), BLOCK))
         half = len(self.f_tiles) // 2
         for jf, (f0, fs) in enumerate(self.f_tiles):
             i_f = nl.arange(fs)[:, None]
@@ -124,7 +135,7 @@ class _Projection:
             self._broadcast_v_bias()
         subs = _chunks(size, PMAX)
         outs = [(u, s0, ss, n0, ns) for u, (s0, ss) in enumerate(subs) for n0, ns in self.v_blocks]
-        y = nl.ndarray((len(subs), nl.par_dim(PMAX), self.hd), dtype=self.x.dtype)  # whole rows per 128 tokens
+        y = self._slot("v", (BLOCK // PMAX, nl.par_dim(PMAX), self.hd))  # whole rows per 128 tokens
         for u, s0, ss, n0, ns in outs:
             i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
             slot = self.turn % 2
@@ -162,7 +173,10 @@ def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
     bufs = norm.ring(2 * per, PMAX)
     tiles = _ln_stage1(norm, bufs, 0, *blocks[0])  # the first block's rows before the weight, in DMA order too
     proj = _Projection(x, w, b, qkT, v, scale)
-    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k_tiles)
+    # x^T of two blocks in flight, in tensors of their own: a tensor allocated per block may be placed on bytes
+    # the previous block's V rows used, and its transposes then wait for that block's V store
+    xTs = [nl.ndarray((len(k_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype) for _ in range(min(2, len(blocks)))]
+    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k_tiles, xTs[0])
     for t, (t0, size) in enumerate(blocks):  # static: one block ahead (see the module docstring)
         nxt = (t + 1) % 2 * per
         if t + 1 < len(blocks):  # block t+1's rows before block t's stores in DMA order (booked in issue order)
@@ -172,5 +186,5 @@ def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
         ahead = _ln_stage1(norm, bufs, nxt, *blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
         proj.values(ring, xT, t0, size)
         if ahead is not None:
-            xT = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k_tiles)
+            xT = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k_tiles, xTs[(t + 1) % 2])
     return qkT, v
