@@ -235,13 +235,17 @@ def _streamed(x, w, w_sb, bias, residual, out, epilogue, heads, xTs, k_tiles, n_
     groups = [n_blocks[g:g + per] for g in range(0, len(n_blocks), per)]
     sets = [nl.ndarray((len(heads) * per, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
             for _ in range(min(2, len(groups)))]  # fmt: skip
-    rows = [_row_rings(out, residual, m0, ok, epilogue) for m0, ok in heads]
+    rows = [_row_rings(out, residual, m0, ok, "none") for m0, ok in heads]
     # the weight: the first group's columns, then the rest of every row (several K tiles per transfer, so each
     # moves >= 4 KiB per partition): the Tensor engine starts on the first group while the rest streams in
     first_cols = groups[0][-1][0] + groups[0][-1][1]
     w_sb.load(0, first_cols)
     if first_cols < w.shape[1]:
         w_sb.load(first_cols, w.shape[1] - first_cols)
+    if epilogue == "residual":  # the residual rows after the weight in DMA order (only the epilogue needs them)
+        i_p, i_n = nl.arange(PMAX)[:, None], nl.arange(out.shape[1])[None, :]
+        for (m0, ok), (_, yb) in zip(heads, rows):
+            nisa.dma_copy(dst=yb[i_p, i_n], src=residual[m0 + i_p, i_n], mask=ok)
     for g, blocks in enumerate(groups):
         acc = sets[g % len(sets)]
         for j in range(len(k_tiles)):
