@@ -66,3 +66,22 @@ def test_the_digests_file_is_sorted_json_indented_by_two_with_a_final_newline(tm
         "  }\n"
         "}\n"
     )
+
+
+@pytest.mark.parametrize("tag", [1, ["v1.0.0"], {"v": 1}])
+def test_a_tag_that_is_not_a_string_is_read_as_no_tag(tmp_path, tag):
+    """A hand-edited lock or digests file with a non-string tag pins by commit and digest only: the tag would
+    otherwise reach the release record (``versions.parse_tag``) as a number or a list."""
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1}, {"commit": A, "tag": tag, "digest": f"sha256:{DA}"})
+    assert read_lock(path) == {"acme/a": Locked("acme/a", 1, A, None, DA)}
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1})
+    digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1",
+                                              "locks": {"acme/a": {"commit": A, "tag": tag, "manifest-sha256": DA}}}))
+    assert read_lock(path) == {"acme/a": Locked("acme/a", 1, A, None, DA)}
+
+
+def test_a_digests_file_without_a_tag_keeps_the_tag_the_lock_names(tmp_path):
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1}, {"commit": A, "tag": "v1.0.0"})
+    digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1",
+                                              "locks": {"acme/a": {"commit": A, "manifest-sha256": DA}}}))
+    assert read_lock(path) == {"acme/a": Locked("acme/a", 1, A, "v1.0.0", DA)}
