@@ -17,6 +17,8 @@
 #                        new tests (the first run maps the whole suite, the longest step). The mutants named on
 #                        the command line (every one of a package, or its sample) are run again each time.
 #                        Do not edit the source while it generates.
+#   MUTATION_RESUME=1    run only the selected mutants that have no result yet (after an interrupted or timed-out
+#                        run: the same command with this set carries on where it stopped)
 #   MUTATION_SAMPLE=N    run N mutants per package drawn at random with a fixed seed: an estimate for a machine
 #                        without hours to spare (a surviving mutant runs every test that reaches its function,
 #                        which for the verifier is most of the suite). The figures count every mutant run so far.
@@ -52,12 +54,19 @@ if [[ $report_only -eq 0 ]]; then
             mapfile -t -O "${#globs[@]}" globs < <(.venv/bin/python scripts/mutation_report.py --sample "$n" "$p")
         fi
     done
+    if [[ "${MUTATION_RESUME:-0}" == "1" ]]; then
+        # mutmut re-runs every mutant named on its command line: name only those without a result yet.
+        mapfile -t globs < <(.venv/bin/python scripts/mutation_report.py --pending "${globs[@]}")
+        if [[ ${#globs[@]} -eq 0 ]]; then
+            echo "MUTATION_RESUME=1: every selected mutant has a result already"
+        fi
+    fi
     timeout_cmd=()
     if [[ -n "${MUTATION_TIMEOUT:-}" ]]; then
         timeout_cmd=(timeout "$MUTATION_TIMEOUT")
     fi
     # mutmut exits non-zero when interrupted by the timeout; the figures of what ran are still worth printing.
-    "${timeout_cmd[@]}" .venv/bin/mutmut run --max-children "${MUTATION_JOBS:-2}" "${globs[@]}" || true
+    [[ ${#globs[@]} -eq 0 ]] || "${timeout_cmd[@]}" .venv/bin/mutmut run --max-children "${MUTATION_JOBS:-2}" "${globs[@]}" || true
 fi
 
 .venv/bin/python scripts/mutation_report.py "${packages[@]%%=*}"

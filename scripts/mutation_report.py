@@ -3,6 +3,8 @@
 Usage: python scripts/mutation_report.py [PACKAGE ...]   (paths such as nki_dsl/verify or hub_client)
        python scripts/mutation_report.py --sample N [PACKAGE ...]   print N mutant names per package, drawn at
        random (fixed seed) from the mutants mutmut generated, generating them first when there are none yet
+       python scripts/mutation_report.py --pending PATTERN ...   print the mutants matching these names or globs
+       that have no result yet (scripts/mutation.sh uses it for MUTATION_RESUME=1)
 
 "Killed" counts mutants a test failed on, timed out on, or crashed on; "survived" those every test passed with;
 "no tests" those no test reaches (also bugs that ship unnoticed, so they count against the rate). Mutants not run
@@ -81,9 +83,22 @@ def _generate() -> None:
         sys.stdout = out
 
 
+def pending(patterns: list[str]) -> list[str]:
+    """The mutants matching ``patterns`` (names or mutmut's globs) that have no result yet: what an interrupted
+    run left, so that a resumed run does not re-run the others."""
+    from fnmatch import fnmatchcase
+
+    found = results(Path("mutants"))
+    return [n for n, (_, status) in sorted(found.items())
+            if status == "not run" and any(fnmatchcase(n, p) for p in patterns)]  # fmt: skip
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--sample"]:
         print("\n".join(sample(int(argv[1]), _packages(argv[2:]))))
+        return 0
+    if argv[:1] == ["--pending"]:
+        print("\n".join(pending(argv[1:])))
         return 0
     root = Path("mutants")
     if not root.is_dir():
