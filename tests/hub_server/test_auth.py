@@ -175,7 +175,9 @@ def test_the_scheme_is_case_insensitive_and_the_token_exact():
 
 
 def test_write_needs_a_write_token():
-    assert _status(lambda: require_write(ANONYMOUS))[:2] == (401, "Unauthorized")
+    # The whole message, as the client shows it: it names what is missing (a token with write access).
+    assert _status(lambda: require_write(ANONYMOUS)) == (
+        401, "Unauthorized", "Authorization required: writing needs a bearer token with write access")
     reader = TokenTable({"r": "read"}).identify("Bearer r")
     assert _status(lambda: require_write(reader)) == (
         403, "Forbidden", "This token has read access only; writing needs a write token")
