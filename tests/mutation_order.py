@@ -3,10 +3,11 @@
 mutmut 3 runs the tests that reach a mutated function with ``-x``, in the order of a Python set (random per run).
 A trust-path mutant of hub_client reaches ~300 registry tests (~3 minutes on the shared machine) while the test
 that kills it is usually a millisecond unit test of that module: in random order a killed mutant cost ~20 s. Here
-the test files named after the mutated module come first (``hub_client.server.names`` -> ``test_names.py``), then
-the other files by their total time in mutmut's stats, each file's tests kept together and in their own order
-(module fixtures are built once). Outside a mutation run (no mutant named in MUTANT_UNDER_TEST) nothing changes.
-Which tests run is unchanged, so a mutant's result is too; only how soon a failing one is reached."""
+the tests of the files named after the mutated module come first, fastest first (``hub_client.server.names`` ->
+``test_names.py``, ``verify.rules.out_of_bounds`` -> ``test_rule_out_of_bounds.py``), then the other files by their
+total time in mutmut's stats, each file's tests kept together and in their order (module fixtures built once).
+Outside a mutation run (no mutant named in MUTANT_UNDER_TEST) nothing changes. Which tests run is unchanged, so a
+mutant's result is too; only how soon a failing one is reached."""
 
 from __future__ import annotations
 
@@ -37,10 +38,11 @@ def reorder(items, mutant: str, stats_path: Path) -> None:
 
     def key(item):
         path = item.nodeid.split("::")[0]
-        named = bool(module) and Path(path).stem.removeprefix("test_").startswith(module)
-        return (not named, per_file[path], path)
+        if module and module in Path(path).stem:
+            return (0, 0.0, "", durations.get(item.nodeid, 0.0))  # the module's own tests, fastest first
+        return (1, per_file[path], path, 0.0)
 
-    items.sort(key=key)  # stable: a file's tests stay in their order
+    items.sort(key=key)  # stable: another file's tests stay together and in their order
 
 
 def pytest_collection_modifyitems(config, items):
