@@ -206,16 +206,22 @@ def test_fetch_refuses_an_unsafe_path_whoever_selects_it(loaded, tmp_path):
 def test_a_first_fetch_into_a_cache_that_does_not_exist_yet_creates_it(registry, softmax_bundle, tmp_path,
                                                                        monkeypatch):  # fmt: skip
     """A fresh machine: the cache directory, the repo's folder in it and the download lock's folder are all made
-    by the fetch. The repo folder then holds huggingface_hub's layout, this project's receipts and the lock folder
-    hidden (``.locks``, as huggingface_hub names its own), nothing else a cache scan would trip on."""
+    by the fetch; its lock is per commit in the repo's folder. The repo folder then holds huggingface_hub's layout,
+    this project's receipts and the lock folder hidden (``.locks``, as huggingface_hub names its own), nothing else
+    a cache scan would trip on."""
     from hub_client.settings import HubSettings
 
     p = publish(softmax_bundle, "acme/softmax", settings())
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "fresh" / "hub"))
     fresh = HubSettings.from_env()
     assert not fresh.cache_dir.exists()
+    elsewhere = tmp_path / "cwd"  # the lock, like every file of a fetch, lives in the cache, not where we run
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     fetched = fetch(fresh, "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=False)
     assert fetched.manifest.digest == p.digest
+    assert list(elsewhere.iterdir()) == []
+    assert (fresh.repo_cache("acme/softmax") / ".locks" / f"kernel-{p.commit}.lock").is_file()
     entries = sorted(e.name for e in fresh.repo_cache("acme/softmax").iterdir())
     assert ".locks" in entries and "kernel-receipts" in entries and "snapshots" in entries
     assert [e for e in entries if not e.startswith(".")] == sorted({"blobs", "kernel-receipts", "refs", "snapshots"}
