@@ -226,3 +226,16 @@ def test_a_first_fetch_into_a_cache_that_does_not_exist_yet_creates_it(registry,
     assert ".locks" in entries and "kernel-receipts" in entries and "snapshots" in entries
     assert [e for e in entries if not e.startswith(".")] == sorted({"blobs", "kernel-receipts", "refs", "snapshots"}
                                                                    & set(entries))  # fmt: skip
+
+
+def test_a_manifest_that_is_not_the_one_the_lock_pins_is_refused_naming_both_digests(registry, softmax_bundle):
+    from hub_client.errors import DigestMismatchError
+
+    p = publish(softmax_bundle, "acme/softmax", settings())
+    pinned = "0" * 64
+    with pytest.raises(DigestMismatchError) as e:
+        fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=False, manifest_digest=pinned)
+    assert (e.value.path, e.value.expected, e.value.actual) == (MANIFEST, pinned, p.digest)
+    assert f"has sha256 {p.digest} but the manifest records {pinned}" in str(e.value)
+    assert "(pinned by the lock file)" in str(e.value)
+    assert not (settings().snapshot_dir("acme/softmax", p.commit) / MANIFEST).exists()
