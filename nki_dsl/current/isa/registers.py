@@ -76,15 +76,20 @@ def register_move(dst, imm):
     memset(dst=dst, value=_int(api, "imm", imm))
 
 
+def _copy(dst, src, memory):
+    """A register moves to or from ``memory`` by an on-chip copy, or by a DMA when ``memory`` is in HBM."""
+    if memory.access().tensor.type.buffer.on_chip:
+        tensor_copy(dst=dst, src=src)
+    else:
+        dma_copy(dst=dst, src=src)
+
+
 def register_load(dst, src):
     """Register ``dst`` = the one element of ``src`` (SBUF, or HBM through a DMA), converted to int32."""
     api = "nisa.register_load"
     check_register(api, "dst", dst)
     _one_element(api, "src", src)
-    if src.access().tensor.type.buffer.on_chip:
-        tensor_copy(dst=dst, src=src)
-    else:
-        dma_copy(dst=dst, src=src)
+    _copy(dst, src, memory=src)
 
 
 def register_store(dst, src):
@@ -92,7 +97,4 @@ def register_store(dst, src):
     api = "nisa.register_store"
     check_register(api, "src", src)
     _one_element(api, "dst", dst)
-    if dst.access().tensor.type.buffer.on_chip:
-        tensor_copy(dst=dst, src=src)
-    else:
-        dma_copy(dst=dst, src=src)
+    _copy(dst, src, memory=dst)
