@@ -24,6 +24,7 @@ from nki_dsl.language.composite import rms_norm, softmax
 from nki_dsl.language.constants import shared_constant
 from nki_dsl.language.math import dropout, matmul, random_seed, where
 from nki_dsl.language.memory import broadcast_to, copy, expand_dims, load, load_transpose2d, store, transpose
+from nki_dsl.trace.handle import TileHandle as NkiTensor  # every tensor and view of a kernel (§2.7 "Access patterns")
 from nki_dsl.trace.index import ds
 
 _MATH = [
@@ -50,7 +51,7 @@ __all__ = [
     "where", "dropout", "random_seed", "softmax", "rms_norm",
     "affine_range", "sequential_range", "static_range", "dynamic_range", "fori_loop", "while_loop",
     "sbuf", "psum", "hbm", "private_hbm", "shared_hbm", "is_sbuf", "is_psum", "is_hbm", "is_on_chip",
-    "program_id", "num_programs", "program_ndim", "tile_size", "NKIObject", "shared_identity_matrix",
+    "program_id", "num_programs", "program_ndim", "tile_size", "NKIObject", "NkiTensor", "shared_identity_matrix",
     "device_print", "no_reorder", "bypass",
     *[_n for _n in _MATH if hasattr(_legacy, _n)], *_DTYPE_NAMES,
 ]  # fmt: skip
