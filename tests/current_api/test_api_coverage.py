@@ -232,6 +232,20 @@ def test_two_cores_writing_the_same_shared_hbm_without_a_sync_op_are_not_checked
     assert np.array_equal(got, X) or np.array_equal(got, -X)
 
 
+def test_kernels_the_0_3_restrictions_reject_run_here():
+    @nki.jit
+    def lax(x, sizes, *, scale=None):  # a keyword-only parameter and a list argument
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.private_hbm)  # an output outside shared HBM
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if scale is not None:
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=scale)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    np.testing.assert_array_equal(lax(X, [1, 2], scale=2.0), 2 * X)
+
+
 # Kernels whose features are refused (the feature table cites each by name; each raises NkiApiError).
 
 

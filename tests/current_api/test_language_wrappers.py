@@ -120,6 +120,22 @@ def test_creation_wrappers():
     np.testing.assert_array_equal(c, np.arange(8, dtype=np.float32).reshape(1, 8))
 
 
+@pytest.mark.parametrize("make", [
+    lambda x: nl.ndarray(x.shape, x.dtype, buffer="sbuf"), lambda x: nl.zeros((128, 8), nl.float32, buffer="psum"),
+    lambda x: nl.full((128, 8), 1.0, nl.float32, buffer="sbuf"), lambda x: nl.zeros_like(x, buffer="shared_hbm"),
+    lambda x: nl.ones((128, 8), nl.float32, buffer="sbuf"), lambda x: nl.empty_like(x, buffer="sbuf"),
+], ids=["ndarray", "zeros", "full", "zeros_like", "ones", "empty_like"])  # fmt: skip
+def test_a_string_buffer_name_is_refused(make):
+    @nki.jit
+    def k(x):
+        make(x)
+        return x
+
+    with pytest.raises(nki.NkiApiError, match=r"buffer='\w+': the current API takes a buffer object \(nl\.\w+\), "
+                                              r"not a name \(NKI 0.3.0 rejects string buffer names\)"):  # fmt: skip
+        k(np.ones((128, 8), np.float32))
+
+
 def test_movement_and_matmul_wrappers():
     shapes = {}
     rng = np.random.default_rng(8)

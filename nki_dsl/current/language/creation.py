@@ -6,7 +6,11 @@ dimensions are gone).
 and honoured by the allocator (passes/allocate.py), which also checks it against the target (capacity, and no
 two placed tensors overlapping while both are live: reported when the kernel is compiled for the simulator).
 What needs no target is checked here, at the kernel line: the form, the partition range, a PSUM tensor starting
-on a 2 KiB bank boundary, the start partition the partition count allows (reference/nki.md §1.2)."""
+on a 2 KiB bank boundary, the start partition the partition count allows (reference/nki.md §1.2).
+
+``buffer=`` is a buffer object (``nl.sbuf``, ``nl.psum``, ``nl.hbm``, ``nl.private_hbm``, ``nl.shared_hbm``): NKI 0.3.0
+rejects string buffer names (reference/nki.md §2.6 "Language restrictions"), so a kernel that runs here also
+compiles there. The legacy front end keeps accepting them."""
 
 from __future__ import annotations
 
@@ -17,8 +21,19 @@ from nki_dsl.language.buffers import par_dim, to_buffer
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.tensor import build_op
 
+BUFFER_NAMES = ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm")
+
+
+def _buffer(api: str, buffer):
+    if isinstance(buffer, str):
+        meant = f" (nl.{buffer})" if buffer in BUFFER_NAMES else ""
+        raise NkiApiError(f"buffer={buffer!r}: the current API takes a buffer object{meant}, not a name (NKI 0.3.0 "
+                          f"rejects string buffer names)", caller_loc(), api)  # fmt: skip
+    return buffer
+
 
 def ndarray(shape, dtype, buffer=None, name="", address=None):
+    buffer = _buffer("nl.ndarray", buffer)
     if isinstance(shape, int):
         shape = (shape,)
     if any(isinstance(s, par_dim) for s in shape):
@@ -59,20 +74,20 @@ def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
 
 
 def zeros(shape, dtype, buffer=None, name=""):
-    return legacy.zeros(shape, dtype, buffer=buffer, name=name)
+    return legacy.zeros(shape, dtype, buffer=_buffer("nl.zeros", buffer), name=name)
 
 
 def ones(shape, dtype, buffer=None, name=""):
-    return legacy.ones(shape, dtype, buffer=buffer, name=name)
+    return legacy.ones(shape, dtype, buffer=_buffer("nl.ones", buffer), name=name)
 
 
 def full(shape, fill_value, dtype, buffer=None, name=""):
-    return legacy.full(shape, fill_value, dtype, buffer=buffer, name=name)
+    return legacy.full(shape, fill_value, dtype, buffer=_buffer("nl.full", buffer), name=name)
 
 
 def zeros_like(a, dtype=None, buffer=None, name=""):
-    return legacy.zeros_like(a, dtype, buffer=buffer, name=name)
+    return legacy.zeros_like(a, dtype, buffer=_buffer("nl.zeros_like", buffer), name=name)
 
 
 def empty_like(a, dtype=None, buffer=None, name=""):
-    return legacy.empty_like(a, dtype, buffer=buffer, name=name)
+    return legacy.empty_like(a, dtype, buffer=_buffer("nl.empty_like", buffer), name=name)
