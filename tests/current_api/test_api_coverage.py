@@ -38,6 +38,7 @@ ROW = re.compile(r"^\| (?P<what>[^|]+?) \| (?P<status>\w+) \| (?P<evidence>.+) \
 ENUM_ROW = re.compile(r"^\| `(?P<what>nisa\.\w+)` \| (?P<members>[^|]+) \| (?P<status>\w+) \| (?P<evidence>.+) \|$")
 NAME = re.compile(r"`((?:nki|nl|nisa)(?:\.\w+)+|t\.\w+)`")
 REF = re.compile(r"tests/[\w/]+\.py::\w+")
+SUMMARY = re.compile(r"^\| (?P<kind>names|enums|features) \| (?P<counts>\d+ \| \d+ \| \d+ \| \d+) \|$")
 REFUSAL = re.compile(r'"(?P<reason>[^"]+)" \((?P<kernel>refuses_\w+)\)')
 MODULES = {"nki": nki, "nl": nl, "nisa": nisa}
 X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
@@ -46,6 +47,8 @@ X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
 def _rows():
     names, features, enums = [], [], []
     for line in DOC.read_text().splitlines():
+        if SUMMARY.match(line) or line.startswith("| rows |"):
+            continue
         if m := ENUM_ROW.match(line):
             enums.append((m["what"], m["members"].strip(), m["status"], m["evidence"].strip()))
         elif (m := ROW.match(line)) and m["status"] not in ("status", "members") and not set(m["what"]) <= {"-"}:
@@ -93,6 +96,14 @@ def test_the_page_has_its_tables():
     assert {r[1] for r in NAMES + FEATURES} | {r[2] for r in ENUMS} <= set(STATUSES)
     listed = [r[0].strip("`") for r in NAMES] + [r[0] for r in ENUMS]
     assert len(listed) == len(set(listed)), "a name is listed twice"
+
+
+def test_the_summary_counts_the_rows():
+    counts = {m["kind"]: [int(c) for c in m["counts"].split(" | ")]
+              for m in map(SUMMARY.match, DOC.read_text().splitlines()) if m}  # fmt: skip
+    tally = {kind: [sum(r[s] == status for r in rows) for status in STATUSES]
+             for kind, rows, s in (("names", NAMES, 1), ("enums", ENUMS, 2), ("features", FEATURES, 1))}  # fmt: skip
+    assert counts == tally
 
 
 def test_every_public_and_every_refused_name_has_a_row():
