@@ -1,8 +1,9 @@
 """The convenience wrappers of the current ``nki.language`` (reference/nki.md §2.6: math, activations, reductions,
 comparisons, logical and bitwise ops, creation, movement, composites, buffers, dtypes, ``tile_size``) called inside
-current-API kernels (``nl.ndarray`` tiles written by ``nisa`` instructions), against the float64 formulas of the
-legacy tests of the same functions. The wrappers are the legacy front end's functions; what these tests add is
-that they work on the current API's tensors, in its specialisation."""
+current-API kernels (``nl.ndarray`` tiles written by ``nisa`` instructions), on the NumPy reference and the
+simulator, against the float64 formulas of the legacy tests of the same functions. The wrappers are the legacy
+front end's functions; what these tests add is that they work on the current API's tensors, in its
+specialisation."""
 
 import ml_dtypes
 import numpy as np
@@ -48,60 +49,88 @@ def apply(x, y=None, fn=None):
     return _out(fn(_sbuf(x)) if y is None else fn(_sbuf(x), _sbuf(y)))
 
 
+def run(kernel, backend, *args, **kwargs):
+    return kernel(*args, **kwargs) if backend == "numpy" else nki.simulate(kernel)(*args, **kwargs)
+
+
+BACKENDS = pytest.mark.parametrize("backend", ["numpy", "simulator"])
+
+
 def _ids(ops):
     return [op.__name__ for op in ops]
 
 
+def _shifted(x):
+    """``x + pi/2`` as the engine program adds it, in fp32 (passes/lower_math.py: cos and tan go through sin)."""
+    return exact(x.astype(np.float32) + np.float32(np.pi / 2))
+
+
+# On the simulator, which runs the engine program, cos x is sin(x + pi/2) and tan x is sin x / sin(x + pi/2), with
+# x + pi/2 rounded to fp32 first: the formula is that program's, in float64.
+ENGINE_FORMULAS = {"cos": lambda x: np.sin(_shifted(x)), "tan": lambda x: np.sin(exact(x)) / np.sin(_shifted(x))}
+
+
 @pytest.mark.parametrize("op", UNARY_OPS, ids=_ids(UNARY_OPS))
-def test_unary_wrapper(op):
+@BACKENDS
+def test_unary_wrapper(op, backend):
     formula, (lo, hi, signed), ulps, eps = UNARY[op.__name__]
+    if backend == "simulator" and op.__name__ in ENGINE_FORMULAS:
+        formula = lambda x: ENGINE_FORMULAS[op.__name__](x.astype(np.float32))  # noqa: E731
     x = rand((128, 48), F32, lo, hi, seed=len(op.__name__), signed=signed)
-    assert_ulps(apply(x, fn=op), formula(exact(x)), F32, ulps=ulps, atol=eps * 2.0**-23, what=f"nl.{op.__name__}")
+    got = run(apply, backend, x, fn=op)
+    assert_ulps(got, formula(exact(x)), F32, ulps=ulps, atol=eps * 2.0**-23, what=f"nl.{op.__name__}")
 
 
 @pytest.mark.parametrize("op", BINARY_OPS, ids=_ids(BINARY_OPS))
-def test_binary_wrapper(op):
+@BACKENDS
+def test_binary_wrapper(op, backend):
     formula, x_dom, y_dom = BINARY[op.__name__]
     x, y = (rand((128, 40), F32, lo, hi, seed=s, signed=sg) for (lo, hi, sg), s in ((x_dom, 1), (y_dom, 2)))
     ulps = 4 if op is nl.power else 1
-    assert_ulps(apply(x, y, fn=op), formula(exact(x), exact(y)), F32, ulps=ulps, what=f"nl.{op.__name__}")
+    got = run(apply, backend, x, y, fn=op)
+    assert_ulps(got, formula(exact(x), exact(y)), F32, ulps=ulps, what=f"nl.{op.__name__}")
 
 
 @pytest.mark.parametrize("op", REDUCTION_OPS, ids=_ids(REDUCTION_OPS))
-def test_reduction_wrapper(op):
+@BACKENDS
+def test_reduction_wrapper(op, backend):
     formula, (lo, hi) = REDUCTIONS[op.__name__]
     x = rand((128, 64), F32, lo, hi, seed=3)
-    got = apply(x, fn=lambda t: op(t, axis=1, keepdims=True))
+    got = run(apply, backend, x, fn=lambda t: op(t, axis=1, keepdims=True))
     want = formula(exact(x), axis=1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=2e-5 if op is nl.prod else 1e-5, atol=1e-5)
 
 
-def test_all_reduces_a_boolean_tile():
+@BACKENDS
+def test_all_reduces_a_boolean_tile(backend):
     x = np.ones((128, 16), np.bool_)
     x[5, 3] = False
-    got = apply(x, fn=lambda t: nl.all(t, axis=1, keepdims=True))
+    got = run(apply, backend, x, fn=lambda t: nl.all(t, axis=1, keepdims=True))
     np.testing.assert_array_equal(got[:, 0], x.all(axis=1))
 
 
 @pytest.mark.parametrize("op", COMPARISON_OPS + LOGICAL_OPS, ids=_ids(COMPARISON_OPS + LOGICAL_OPS))
-def test_comparison_and_logical_wrapper(op):
+@BACKENDS
+def test_comparison_and_logical_wrapper(op, backend):
     rng = np.random.default_rng(5)
     x, y = (rng.integers(0, 3, (128, 32)).astype(np.float32) for _ in range(2))
     formula = (COMPARISONS | LOGICAL)[op.__name__]
-    np.testing.assert_array_equal(apply(x, y, fn=op), formula(x, y))
-    np.testing.assert_array_equal(apply(x, fn=nl.logical_not), np.logical_not(x))
+    np.testing.assert_array_equal(run(apply, backend, x, y, fn=op), formula(x, y))
+    np.testing.assert_array_equal(run(apply, backend, x, fn=nl.logical_not), np.logical_not(x))
 
 
 @pytest.mark.parametrize("op", BITWISE_OPS, ids=_ids(BITWISE_OPS))
-def test_bitwise_wrapper(op):
+@BACKENDS
+def test_bitwise_wrapper(op, backend):
     rng = np.random.default_rng(6)
     x, y = rng.integers(0, 64, (128, 32)).astype(np.int32), rng.integers(0, 5, (128, 32)).astype(np.int32)
     want = np.vectorize(BITWISE[op.__name__])(x.astype(object), y.astype(object)).astype(np.int32)
-    np.testing.assert_array_equal(apply(x, y, fn=op), want)
-    np.testing.assert_array_equal(apply(x, fn=nl.invert), ~x)
+    np.testing.assert_array_equal(run(apply, backend, x, y, fn=op), want)
+    np.testing.assert_array_equal(run(apply, backend, x, fn=nl.invert), ~x)
 
 
-def test_creation_wrappers():
+@BACKENDS
+def test_creation_wrappers(backend):
     @nki.jit
     def k(x):
         t = _sbuf(x)
@@ -112,7 +141,7 @@ def test_creation_wrappers():
         c = nl.shared_constant(np.arange(8, dtype=np.float32).reshape(1, 8))
         return _out(z), _out(o), _out(f), _out(zl), _out(nl.load(c))
 
-    z, o, f, zl, c = k(np.ones((128, 8), np.float32))
+    z, o, f, zl, c = run(k, backend, np.ones((128, 8), np.float32))
     np.testing.assert_array_equal(z, 0.0)
     np.testing.assert_array_equal(o, 1.0)
     np.testing.assert_array_equal(f, 2.5)
@@ -136,7 +165,8 @@ def test_a_string_buffer_name_is_refused(make):
         k(np.ones((128, 8), np.float32))
 
 
-def test_movement_and_matmul_wrappers():
+@BACKENDS
+def test_movement_and_matmul_wrappers(backend):
     shapes = {}
     rng = np.random.default_rng(8)
     x, w = rng.uniform(-1, 1, (128, 64)).astype(np.float32), rng.uniform(-1, 1, (128, 32)).astype(np.float32)
@@ -154,7 +184,7 @@ def test_movement_and_matmul_wrappers():
         shapes["expanded"] = nl.expand_dims(t, 1).shape
         return _out(mm), _out(tr), _out(lt), _out(wide), _out(picked)
 
-    mm, tr, lt, wide, picked = k(x, w)
+    mm, tr, lt, wide, picked = run(k, backend, x, w)
     np.testing.assert_allclose(mm, x.T.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(tr, x.T)
     np.testing.assert_array_equal(lt, x.T)
@@ -163,7 +193,8 @@ def test_movement_and_matmul_wrappers():
     assert shapes == {"expanded": (128, 1, 64)}
 
 
-def test_softmax_rms_norm_and_dropout_wrappers():
+@BACKENDS
+def test_softmax_rms_norm_and_dropout_wrappers(backend):
     rng = np.random.default_rng(9)
     x, w = rng.uniform(-2, 2, (128, 64)).astype(np.float32), rng.uniform(0.5, 1.5, (1, 64)).astype(np.float32)
 
@@ -174,7 +205,7 @@ def test_softmax_rms_norm_and_dropout_wrappers():
         kept, dropped = nl.dropout(t, rate=0.0), nl.dropout(t, rate=1.0)
         return _out(nl.softmax(t, axis=1)), _out(nl.rms_norm(t, _sbuf(w), axis=1, n=64)), _out(kept), _out(dropped)
 
-    sm, rms, kept, dropped = k(x, w)
+    sm, rms, kept, dropped = run(k, backend, x, w)
     e = np.exp(exact(x) - exact(x).max(axis=1, keepdims=True))
     np.testing.assert_allclose(sm, e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
     want = exact(x) / np.sqrt(np.mean(exact(x) ** 2, axis=1, keepdims=True) + 1e-6) * w
@@ -183,7 +214,8 @@ def test_softmax_rms_norm_and_dropout_wrappers():
     np.testing.assert_array_equal(dropped, 0.0)
 
 
-def test_buffers_and_their_predicates():
+@BACKENDS
+def test_buffers_and_their_predicates(backend):
     seen = {}
 
     @nki.jit
@@ -200,7 +232,7 @@ def test_buffers_and_their_predicates():
         return _out(_sbuf(ph))
 
     x = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
-    np.testing.assert_array_equal(k(x), x)
+    np.testing.assert_array_equal(run(k, backend, x), x)
     assert seen == {"sbuf": (True, False, False, True), "psum": (False, True, False, True),
                     "hbm": (False, False, True, False), "arg": (True, False), "buffers": (True, True)}
 
@@ -218,14 +250,15 @@ DTYPES = {
 
 
 @pytest.mark.parametrize("name", list(DTYPES))
-def test_a_dtype_round_trips_through_sbuf_bit_for_bit(name):
+@BACKENDS
+def test_a_dtype_round_trips_through_sbuf_bit_for_bit(name, backend):
     dtype, storage = DTYPES[name]
     bits = np.random.default_rng(len(name)).integers(0, 256, (128, 16 * np.dtype(storage).itemsize), np.uint8)
     x = bits.view(storage) if storage is not np.bool_ else bits.astype(np.bool_)
     if np.dtype(storage).kind not in "iub":  # numbers only: the backends do not keep a NaN's payload bits
         x = np.where(np.isnan(x.astype(np.float32)), storage(1), x)
     assert np.dtype(dtype) == np.dtype(storage)
-    got = apply(x, fn=lambda t: t)
+    got = run(apply, backend, x, fn=lambda t: t)
     assert got.dtype == np.dtype(storage)
     np.testing.assert_array_equal(got.view(np.uint8), x.view(np.uint8))
 
@@ -259,7 +292,8 @@ def test_tile_size_fields_follow_the_target():
     assert usable == sorted(usable) and usable[0] < usable[-1]  # the SBUF grows with the generation
 
 
-def test_nkitensor_is_every_tensor_handle():
+@BACKENDS
+def test_nkitensor_is_every_tensor_handle(backend):
     kinds = {}
 
     @nki.jit
@@ -270,5 +304,5 @@ def test_nkitensor_is_every_tensor_handle():
         return _out(t)
 
     x = np.ones((128, 4), np.float32)
-    np.testing.assert_array_equal(k(x), x)
+    np.testing.assert_array_equal(run(k, backend, x), x)
     assert kinds == {"arg": True, "tile": True, "view": True, "number": False}
