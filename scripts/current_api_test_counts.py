@@ -54,7 +54,8 @@ FAMILIES = {
         "tests/current_api/test_token_gen_attention.py"],
     "one IR: the op table of both front ends": ["tests/ir/test_op_table.py"],
     "tutorial 07 (both generations side by side)": ["tests/tutorials/test_tutorials.py"],
-    "the coverage table (docs/current_api_coverage.md)": ["tests/current_api/test_api_coverage.py"],
+    "the coverage table (docs/current_api_coverage.md)": ["tests/current_api/test_api_coverage.py",
+                                                          "tests/current_api/test_api_usage.py"],
 }  # fmt: skip
 COVERAGE = "the coverage table (docs/current_api_coverage.md)"
 EXPLICIT = {"tests/verify/test_runtime_loops.py"}  # runtime-loop IR of the current API, read without its front end

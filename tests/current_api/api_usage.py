@@ -7,7 +7,8 @@ the attribute
 ``import nki.language as nl`` under ``nki_dsl.compat``), or names ``exp`` imported from it. Uses are dotted
 strings in the table's spelling: ``nl.exp``, ``nisa.engine.vector``, ``nl.tile_size.pmax``,
 ``nisa.constants.oob_mode``, ``nki.simulate``; any other attribute is a method use, ``.reshape``. An alias bound to
-two different modules in one file is not trusted (it is dropped)."""
+two different modules in one file (``nl`` for the current API at the top, for the legacy one in a test) is not
+trusted: it is dropped."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ NAMESPACES = {
     "nki_dsl.current.isa.constants": "nisa.constants",
     "nki": "nki", "nki.language": "nl", "nki.isa": "nisa", "nki.isa.constants": "nisa.constants",
 }  # fmt: skip
+OTHER = "<not the current API>"  # a name also bound to another module
 
 
 class FileIndex:
@@ -42,9 +44,10 @@ class FileIndex:
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.name in NAMESPACES and (a.asname or "." not in a.name):
-                        aliases.setdefault(a.asname or a.name, set()).add(NAMESPACES[a.name])
-                    elif a.asname and _repo_file(a.name) is not None:
+                    local = a.asname or a.name.split(".")[0]
+                    bound = a.name if a.asname else local  # ``import a.b`` binds ``a``
+                    aliases.setdefault(local, set()).add(NAMESPACES.get(bound, OTHER))
+                    if a.asname and _repo_file(a.name) is not None:
                         self.modules[a.asname] = _repo_file(a.name)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
@@ -53,11 +56,15 @@ class FileIndex:
                         aliases.setdefault(local, set()).add(NAMESPACES[full])
                     elif node.module in NAMESPACES:
                         aliases.setdefault(local, set()).add(f"{NAMESPACES[node.module]}.{a.name}")
-                    elif _repo_file(full) is not None:
+                    else:
+                        aliases.setdefault(local, set()).add(OTHER)
+                    if full in NAMESPACES or node.module in NAMESPACES:
+                        continue
+                    if _repo_file(full) is not None:
                         self.modules[local] = _repo_file(full)
                     elif _repo_file(node.module) is not None:
                         self.imported[local] = (_repo_file(node.module), a.name)
-        self.aliases = {k: next(iter(v)) for k, v in aliases.items() if len(v) == 1}
+        self.aliases = {k: next(iter(v)) for k, v in aliases.items() if len(v) == 1 and OTHER not in v}
 
     def uses(self, name: str) -> frozenset[str]:
         """The API uses of the module-level definition ``name`` and of everything it names (transitively)."""
