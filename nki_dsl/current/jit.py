@@ -64,12 +64,14 @@ class CurrentKernel(JitKernel):
         decisions = self.__dict__.setdefault("_decisions", Decisions())
         self.trace_count += 1
         try:
-            return trace_specialized(self.fn, bound, grid, target, decisions)
+            kernel, facts = trace_specialized(self.fn, bound, grid, target, decisions)
         except TypeError as e:  # a kernel line called an nl/nisa function with arguments it does not take
             error = api_call_error(e)
             if error is None:
                 raise
             raise error from None
+        kernel.lnc = grid[0] if grid else 1  # kernel[2]: two cores at once, not an SPMD grid (ir/nodes.Kernel.lnc)
+        return kernel, facts
 
     def __getitem__(self, lnc) -> CurrentLaunch:
         return CurrentLaunch(self, lnc_grid(lnc))

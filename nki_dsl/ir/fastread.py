@@ -91,7 +91,7 @@ _P = {
 _SPACE = re.compile(_WS)
 _LIT = {lit: re.compile(_WS + "(" + re.escape(lit) + ")") for lit in (
     "kernel", "grid", "source", "const", "range", "loc", "mask", "->", "{", "}", "(", ")", "[", "]", ",", ":", ";",
-    "=", "-", "*", "%", '"', "symbol", "in", "//", "$", "reads", "step")}  # fmt: skip
+    "=", "-", "*", "%", '"', "symbol", "in", "//", "$", "reads", "step", "lnc")}  # fmt: skip
 _WORD_CHAR = re.compile(r"\w")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:e[+-]?[0-9]+)?|[0-9]+e[+-]?[0-9]+")
 _VALUE_WORDS = {"true": "TRUE", "false": "FALSE", "inf": "INF", "nan": "NAN"}
@@ -161,7 +161,10 @@ class Reader:
         while self.peek_keyword("symbol"):
             symbols.append(self.symbol())
         p = self.keyword("grid")
-        grid = self.node("grid", [self.tuple()], p)
+        grid = [self.node("grid", [self.tuple()], p)]
+        if self.peek_keyword("lnc"):
+            p = self.keyword("lnc")
+            grid.append(self.node("lnc", [self.tok("INT")], p))
         p = self.keyword("source")
         source = self.node("source", [self.tok("STRING")], p)
         consts = []
@@ -174,7 +177,7 @@ class Reader:
         self.lit("}")
         if self._skip() != len(self.text):
             raise FallbackError
-        return self.node("start", [name, params, outputs, *symbols, grid, source, *consts, body], pos)
+        return self.node("start", [name, params, outputs, *symbols, *grid, source, *consts, body], pos)
 
     def symbol(self) -> Node:
         """``symbol $N in [1, 65536]``, ``symbol $M in [128, 65536] step 128``, ``symbol $_0 = ($N + 127) // 128``

@@ -79,4 +79,4 @@ class _Instance:
         params = [self.tensor(p) for p in k.params]
         body = self.body(k.body)
         outputs = [self.tensor(t) for t in k.outputs]
-        return Kernel(k.name, params, body, outputs, k.grid, k.source_file, dict(k.constants))
+        return Kernel(k.name, params, body, outputs, k.grid, k.source_file, dict(k.constants), lnc=k.lnc)

@@ -121,6 +121,10 @@ class Kernel:
     source_file: str = "<unknown>"
     constants: dict[str, object] = field(default_factory=dict)
     symbols: dict[str, SymbolDef] = field(default_factory=dict)  # a shape family's symbols, in definition order
+    # NeuronCores the grid's programs run on at once: 2 for a current-API ``kernel[2]`` (its grid axis is the two
+    # cores of an LNC=2 launch, which race on shared HBM: verify/rules/core_race.py), 1 for every other launch (a
+    # legacy SPMD grid's programs run one after another, reference/nki.md §1.5). IR text: ``lnc 2`` after the grid.
+    lnc: int = 1
 
     def walk(self):
         """Yield ``(stmt, enclosing_loops)`` for every statement in program order."""

@@ -168,7 +168,9 @@ class _Builder:
     def kernel(self, tree) -> Kernel:
         name, params, outputs, *rest = tree.children
         symbols = [n for n in rest if n.data.startswith("symbol_")]
-        grid, source, *consts, body = rest[len(symbols):]
+        grid, *rest = rest[len(symbols):]
+        lnc = rest.pop(0) if rest[0].data == "lnc" else None
+        source, *consts, body = rest
         for node in symbols:  # first: parameter types use them
             self._symbol(node)
         with self._at(source):
@@ -179,6 +181,12 @@ class _Builder:
             kernel.grid = _ints(self._value(grid.children[0]), "the grid")
             if len(kernel.grid) > self.budget.max_grid_rank:
                 raise _BudgetError("max_grid_rank", len(kernel.grid), self.budget.max_grid_rank, "the grid's rank")
+        if lnc is not None:
+            with self._at(lnc):
+                kernel.lnc = _int(lnc.children[0])
+                if kernel.lnc != 2 or tuple(kernel.grid) != (2,):
+                    raise _MeaningError(f"lnc {kernel.lnc} with grid {kernel.grid}: an LNC launch runs on 2 "
+                                        f"NeuronCores, its grid (2,) (a kernel on one core has no lnc line)")
         for const in consts:
             with self._at(const):
                 key, value = const.children

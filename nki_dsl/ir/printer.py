@@ -89,6 +89,7 @@ def _kernel_lines(kernel: Kernel):
             f"kernel {kernel.name}({params}) -> ({outputs}) {{",
             *(f"{INDENT}{_symbol(s)}" for s in kernel.symbols.values()),
             f"{INDENT}grid {_tuple([str(_int(g)) for g in kernel.grid])}",
+            *([f"{INDENT}lnc {_int(kernel.lnc)}"] if kernel.lnc != 1 else []),
             f"{INDENT}source {_string(kernel.source_file)}",
             *(f"{INDENT}const {_string(k)} = {_constant(v)}" for k, v in kernel.constants.items()),
         ]

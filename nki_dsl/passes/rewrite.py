@@ -81,7 +81,7 @@ def rewrite(kernel: Kernel, rules_pass: Pass, target: Target) -> Kernel:
     ctx = RewriteContext(kernel, target, uses=_uses(kernel), _names=_names(kernel))
     body = _rewrite_body(kernel.body, rules_pass.rules, ctx)
     return Kernel(kernel.name, kernel.params, body, kernel.outputs, kernel.grid, kernel.source_file,
-                  dict(kernel.constants))  # fmt: skip
+                  dict(kernel.constants), lnc=kernel.lnc)  # fmt: skip
 
 
 def private_copy(kernel: Kernel) -> Kernel:
@@ -116,7 +116,7 @@ def private_copy(kernel: Kernel) -> Kernel:
     params = [tensor(t) for t in kernel.params]
     new_body = body(kernel.body)
     return Kernel(kernel.name, params, new_body, [tensor(t) for t in kernel.outputs], kernel.grid, kernel.source_file,
-                  copy.deepcopy(kernel.constants))  # fmt: skip
+                  copy.deepcopy(kernel.constants), lnc=kernel.lnc)  # fmt: skip
 
 
 def _rewrite_body(body: list[Stmt], rules: dict[str, Rule], ctx: RewriteContext) -> list[Stmt]:

@@ -29,8 +29,8 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
   form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
   present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
-  ``core-race`` checks only kernels with sync ops, which ``check_form`` keeps out of families, so it finds nothing
-  in any instance;
+  ``core-race`` checks only LNC=2 kernels and kernels with sync ops, both of which ``check_form`` keeps out of
+  families, so it finds nothing in any instance;
   ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
   question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -123,6 +123,9 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
         return [_diag(top, "kernel", "a shape family declares at least one symbol")]
     intervals = ranges(kernel.symbols)
     found: list[Diagnostic] = []
+    if kernel.lnc != 1:  # core-race's question reads index expressions and trip counts: concrete kernels only
+        found.append(_diag(top, "kernel", f"a shape family cannot be an LNC={kernel.lnc} launch (its cores are "
+                                          f"race-checked per concrete shape); publish concrete shapes"))  # fmt: skip
     bound = {s for p in kernel.params for s in p.type.shape if is_symbol(s)}
     for name, s in kernel.symbols.items():
         if s.is_base and name not in bound:

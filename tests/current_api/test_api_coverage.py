@@ -27,7 +27,7 @@ import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 from nki_dsl.current import unmodelled
-from nki_dsl.errors import NkiApiError
+from nki_dsl.errors import NkiApiError, NkiVerificationError
 from nki_dsl.trace.tensor import NkiTensor as TensorClass
 from tests.current_api import api_usage
 
@@ -229,7 +229,7 @@ def test_instructions_return_nothing_and_name_is_only_accepted():
     assert not hasattr(k, "with_schedule")
 
 
-def test_two_cores_writing_the_same_shared_hbm_without_a_sync_op_are_not_checked():
+def test_two_cores_writing_the_same_shared_hbm_without_a_sync_op_are_refused():
     @nki.jit
     def both(x):
         out = nl.ndarray(x.shape[1:], x.dtype, buffer=nl.shared_hbm)
@@ -239,8 +239,10 @@ def test_two_cores_writing_the_same_shared_hbm_without_a_sync_op_are_not_checked
         return out
 
     pair = np.stack([X, -X])
-    got = both[2](pair)  # accepted: one core's values win
-    assert np.array_equal(got, X) or np.array_equal(got, -X)
+    with pytest.raises(NkiVerificationError) as e:
+        both[2](pair)
+    assert [d.rule for d in e.value.diagnostics] == ["core-race"]
+    np.testing.assert_array_equal(both(pair), X)  # on one core (no kernel[2]) nothing races
 
 
 def test_kernels_the_0_3_restrictions_reject_run_here():

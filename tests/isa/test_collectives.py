@@ -54,10 +54,15 @@ def _no_barrier(x):
 
 
 def test_the_barrier_is_what_orders_the_shared_writes():
-    # the same exchange through shared HBM without the barrier runs in one phase per core, core 0 first
-    # (ir/cores.py): core 0 reads memory nobody has written yet, which reads as NaN
-    out = _no_barrier[2](X)
-    assert np.isnan(out[0]).all() and np.array_equal(out[1], X[0])
+    # the same exchange through shared HBM without the barrier: the two cores run at once, so core 0 may read core
+    # 1's half before core 1 has written it; the verifier's core-race rule refuses the kernel, naming both lines
+    with pytest.raises(nki_dsl.NkiVerificationError) as e:
+        _no_barrier[2](X)
+    (d,) = e.value.diagnostics
+    first = _no_barrier.fn.__code__.co_firstlineno
+    assert (d.rule, d.op, d.loc.line) == ("core-race", "nisa.dma_copy", first + 9)  # scratch[c] = t
+    assert (f"core 0 writes %1[128, 64] in 'shared_hbm' and core 1 reads %1[128, 64] in 'shared_hbm' at line "
+            f"{first + 11} (nisa.dma_copy) in the same phase") in d.message  # back = scratch[1 - c]
 
 
 @nki.jit

@@ -1,7 +1,9 @@
-"""Rule ``core-race``: in a kernel whose two cores meet at sync ops (``nisa.sendrecv``, ``nisa.core_barrier``), no
-element of shared HBM is written by one core and read or written by the other in the same *phase*, the stretch
-between two consecutive sync points (reference/nki.md §2.7 "Multi-core": the barrier is how the cores order their
-accesses to shared HBM).
+"""Rule ``core-race``: in a kernel whose two cores run at once (an LNC=2 launch, ``Kernel.lnc``, or a kernel whose
+cores meet at sync ops, ``nisa.sendrecv``, ``nisa.core_barrier``), no element of shared HBM is written by one core
+and read or written by the other in the same *phase*, the stretch between two consecutive sync points
+(reference/nki.md §2.7 "Multi-core": the barrier is how the cores order their accesses to shared HBM). An LNC=2
+kernel without sync ops is one phase: its cores must touch disjoint parts, as a kernel split by
+``nl.program_id(0)`` does.
 
 On hardware the two cores run at once, so such a pair races; the backends run a phase on one core after the other
 (``ir/cores.py``), which gives one of the race's outcomes, not the kernel's. So the kernel is refused, with both
@@ -16,9 +18,8 @@ ops starts iteration ``k`` at ``k * s`` past its entry). ``verify/integer_sets.p
 budget spent) counts as a race, the safe side. Masks are not read (an op under a mask counts as touching its whole
 tile), also the safe side; the rows of an indirect DMA are any row of its dimension (``ir/indirect.py``).
 
-Kernels without sync ops are not checked: their grid may be an SPMD grid, whose programs run one after another on
-one core (§1.5), and an LNC=2 kernel whose cores never meet cannot order anything (its cores must touch disjoint
-shared HBM, which nothing here can enforce without knowing which generation launched it).
+A legacy SPMD grid ``kernel[2]`` (``lnc`` 1) without sync ops is not checked: its programs run one after another on
+one core (§1.5), so what one writes the next may read.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ CORES = 2
 
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
-    if tuple(kernel.grid) != (CORES,) or not has_sync_ops(kernel):
+    if tuple(kernel.grid) != (CORES,) or not (kernel.lnc == CORES or has_sync_ops(kernel)):
         return []
     phases: dict[int, Affine] = {}
     _phases(kernel.body, Affine(), phases)
@@ -59,28 +60,63 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
             sides.setdefault(roots[a.tensor], []).append((site, widened(op, name, a), role.writes))
     found, seen = [], set()
     for accesses in sides.values():
-        for sa, a, writes in accesses:
+        overlapping = _overlapping(accesses)
+        for i, (sa, a, writes) in enumerate(accesses):
             if not writes:
                 continue
-            for sb, b, b_writes in accesses:
+            for j in sorted(overlapping.get(i, {})):
+                sb, b, b_writes = accesses[j]
                 key = (id(sa.op), id(sb.op))
                 if key in seen or (id(sb.op), id(sa.op)) in seen:
                     continue
                 for ca in range(CORES):
-                    if _race(sa, a, ca, sb, b, 1 - ca, phases):
+                    if ca in overlapping[i][j] and _race(sa, a, ca, sb, b, 1 - ca, phases):
                         seen.add(key)
                         found.append(d.diagnostic(sa.op, RULE, _message(sa.op, a, ca, sb.op, b, b_writes)))
                         break
     return found
 
 
+def _overlapping(accesses: list) -> dict[int, dict[int, set[int]]]:
+    """``[i][j]``: the cores ``c`` for which access ``i`` on core ``c`` and access ``j`` on the other core span
+    overlapping ranges of flat elements, one of them a write. Only those pairs can race, so only they get the exact
+    question; a sweep over the ranges sorted by their start finds them without comparing every pair (a kernel
+    unrolled into hundreds of tiles per core would otherwise spend seconds proving its tiles disjoint)."""
+    extents = []
+    for n, (site, access, _) in enumerate(accesses):
+        for core in range(CORES):
+            lo, hi = _extent(site, access, core)
+            extents.append((lo, hi, n, core))
+    extents.sort(key=lambda e: (e[0], e[1]))
+    out: dict[int, dict[int, set[int]]] = {}
+    active: list[tuple] = []
+    for lo, hi, n, core in extents:
+        active = [e for e in active if e[1] >= lo]
+        for _, _, m, other in active:
+            if other != core and (accesses[n][2] or accesses[m][2]):
+                out.setdefault(n, {}).setdefault(m, set()).add(core)
+                out.setdefault(m, {}).setdefault(n, set()).add(other)
+        active.append((lo, hi, n, core))
+    return out
+
+
+def _extent(site, access: Access, core: int) -> tuple[float, float]:
+    """The smallest and largest flat element ``access`` touches on ``core`` over its loops and tile axes (the whole
+    line when it depends on a variable with no known range)."""
+    ranges: dict[str, tuple[int, int]] = {}
+    flat, _ = _side(site, access, core, Affine(), "x", ranges)
+    if any(v not in ranges for v in flat.vars()):
+        return float("-inf"), float("inf")
+    return flat.bounds(ranges)
+
+
 def _message(op_a: Op, a: Access, ca: int, op_b: Op, b: Access, b_writes: bool) -> str:
     other = "writes" if b_writes else "reads"
     where = "this line" if op_a is op_b else f"line {op_b.loc.line} ({op_b.name})"
     return (f"core {ca} writes {d.access(a)} and core {1 - ca} {other} {d.access(b)} at {where} in the same phase "
-            f"(no sync op between them): the two cores race on the same elements; order them with "
-            f"nisa.core_barrier(data=%{a.tensor.name}, cores=(0, 1)) between the two, or give each core its own "
-            f"part")  # fmt: skip
+            f"(no sync op between them): the two cores of the LNC=2 launch run at once and race on the same "
+            f"elements; order them with nisa.core_barrier(data=%{a.tensor.name}, cores=(0, 1)) between the two, or "
+            f"give each core its own part (index by nl.program_id(0))")  # fmt: skip
 
 
 def _roots(kernel: Kernel) -> dict:
