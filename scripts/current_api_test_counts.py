@@ -32,6 +32,8 @@ FAMILIES = {
         "tests/current_api/test_isa_ops.py", "tests/current_api/test_isa_ops_more.py",
         "tests/current_api/test_composed_ops.py", "tests/current_api/test_random.py"],
     "nl convenience wrappers, dtypes, tile_size": ["tests/current_api/test_language_wrappers.py"],
+    "accumulator registers across instructions (reduce_cmd, reduce_res read-out)": [
+        "tests/current_api/test_accumulators.py"],
     "MX matmul and packed x4 dtypes (trn3)": ["tests/current_api/test_mx_matmul.py"],
     "tensors: views, .view(dtype), .ap access patterns, address=": [
         "tests/current_api/test_views.py", "tests/current_api/test_bitcast_views.py",

@@ -33,6 +33,7 @@ import sys
 from dataclasses import dataclass, field
 
 from nki_dsl.current.indexing import keep_on_chip_axes
+from nki_dsl.current.isa import accumulators
 from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.instantiate import substitute
 from nki_dsl.ir.nodes import Kernel, Loop, Op
@@ -125,6 +126,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target, decisions: Decis
             index_key_hook.reset(keys)
             concrete_index_hook.reset(hook)
             _active.reset(token)
+        accumulators.finish(kernel)  # the checks of register commands in loops that only the end of a trace closes
         more = (spec.found | _read_after_loop(kernel, spec)) - decisions.unroll
         if more:
             decisions.unroll |= more

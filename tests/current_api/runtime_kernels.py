@@ -65,7 +65,8 @@ def _decode_one(q_t, k_cache_t, v_cache, seq_len, out):
         nisa.tensor_scalar(dst=neg, data=m_new, op0=nl.multiply, operand0=-1.0)
         p = nl.ndarray((H, TOKENS), nl.float32, buffer=nl.sbuf)
         row = nl.ndarray((H, 1), nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=p, op=nl.exp, data=s, bias=neg, reduce_op=nl.add, reduce_res=row)
+        nisa.activation(dst=p, op=nl.exp, data=s, bias=neg, reduce_op=nl.add, reduce_res=row,
+                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
         corr = nl.ndarray((H, 1), nl.float32, buffer=nl.sbuf)  # exp(m_old - m_new)
         nisa.activation(dst=corr, op=nl.exp, data=m, bias=neg)
         nisa.tensor_tensor(dst=total, data1=total, data2=corr, op=nl.multiply)

@@ -287,12 +287,6 @@ def refuses_ap_dtype_of_hbm(x):
     return x
 
 
-def refuses_activation_accumulating_without_reduce_res(x):
-    t = _sbuf(x)
-    nisa.activation(dst=t, op=nl.exp, data=t, reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-    return x
-
-
 def refuses_activation_load_reduce(x):
     t, r = _sbuf(x), nl.ndarray((128, 1), nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=t, op=nl.exp, data=t, reduce_op=nl.add, reduce_res=r, reduce_cmd=nisa.reduce_cmd.load_reduce)
@@ -306,8 +300,10 @@ def refuses_tensor_scalar_reduce_continuing(x):
     return x
 
 
-def refuses_tensor_scalar_cumulative_continuing(x):
+def refuses_tensor_scalar_cumulative_continuing_after_idle(x):
     t = _sbuf(x)
+    nisa.tensor_scalar_cumulative(dst=t, src=t, op0=nl.add, op1=nl.add, imm0=0.0)  # sets the Vector registers
+    nisa.exponential(dst=t, src=t)  # reduce_cmd=idle: may clobber them
     nisa.tensor_scalar_cumulative(dst=t, src=t, op0=nl.add, op1=nl.add, imm0=0.0, reduce_cmd=nisa.reduce_cmd.reduce)
     return x
 

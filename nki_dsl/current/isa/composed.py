@@ -3,9 +3,11 @@ instructions that compute exactly the documented values (reference/nki.md §2.7)
 instruction's; the engine program is not: the simulator prices the composition (e.g. ``exponential`` runs on the
 Scalar engine here, on the Vector engine on trn3), so modelled timing of kernels using these is approximate.
 
-* ``tensor_scalar_cumulative``: ``tensor_scalar`` then a ``tensor_tensor_scan`` carrying the register;
-* ``exponential``: ``activation(exp)`` with the max as a bias, its sum into ``reduce_res``;
-* ``select_reduce``: the ``on_false`` fill, a ``tensor_copy_predicated``, an optional row reduction;
+* ``tensor_scalar_cumulative``: ``tensor_scalar`` then a ``tensor_tensor_scan`` carrying the register, then a
+  copy of the last element into the Vector accumulator (``accumulators.py``);
+* ``exponential``: ``activation(exp)`` with the max as a bias, its sum into the Vector accumulator;
+* ``select_reduce``: the ``on_false`` fill, a ``tensor_copy_predicated``, an optional row reduction into (or
+  combined with) the Vector accumulator;
 * ``range_select``: ``iota`` of the free index, two comparisons, a predicated copy, an optional row max;
 * ``dma_compute`` (static addresses): loads, fp32 adds, one write;
 * ``nc_stream_shuffle``: one partition-to-partition DMA per moved partition (SBUF);
@@ -13,11 +15,16 @@ Scalar engine here, on the Vector engine on trn3), so modelled timing of kernels
   matches (``tensor_tensor_scan``) to single out the first (or the n-th) occurrence, a predicated copy or a
   masked sum of positions; duplicates are taken once per round, as the instructions do.
 
+Where an instruction's legacy form writes its reduction elsewhere, ``reduce`` adds one Vector instruction that
+combines it into the accumulator; ``reduce_res`` is a read-out instruction in every case (``accumulators.py``).
+
 (``sendrecv`` and ``core_barrier``, between the cores of an LNC=2 launch, are in ``collectives.py``.)
 """
 
 from __future__ import annotations
 
+from nki_dsl.current.isa import accumulators
+from nki_dsl.current.isa.accumulators import IDENTITY
 from nki_dsl.current.isa.destination import dst_access, dst_dtype, write
 from nki_dsl.current.isa.enums import member, reduce_cmd
 from nki_dsl.errors import NkiApiError
@@ -36,8 +43,6 @@ from nki_dsl.trace.index import IndexValue
 from nki_dsl.trace.tensor import is_tile
 
 FP32_MIN = -3.4028234663852886e38  # range_select's fill, the most negative fp32 (§2.7 range_select)
-# The identity each accumulating operator starts from (§2.7 tensor_scalar_cumulative, reset_reduce).
-IDENTITY = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": float("-inf"), "minimum": float("inf")}
 
 
 def _fn(api: str, arg: str, value, allowed) -> str:
@@ -59,31 +64,37 @@ def _column(shape, value, api: str):
 
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
-    """Per partition, ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free axes; ``reg`` starts at
-    ``op1``'s identity (``reset_reduce``) or at ``imm1`` (``load_reduce``)."""
+    """Per partition, ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` along the free axes, ``reg`` being the
+    Vector engine's accumulator register of the lane (``accumulators.py``). It starts at ``op1``'s identity
+    (``reset_reduce``), at ``imm1`` (``load_reduce``) or where an earlier instruction left it (``reduce``), and
+    ends holding the last element, so a later call with ``reduce`` carries on."""
     api = "nisa.tensor_scalar_cumulative"
     shape = tuple(dst_access(api, dst).shape)
     acc = _fn(api, "op1", op1, IDENTITY)
     cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
-    if cmd == "reset_reduce":
-        start = IDENTITY[acc]
-    elif cmd == "load_reduce":
-        if imm1 is None:
-            raise NkiApiError("reduce_cmd=load_reduce starts from imm1, which is missing", caller_loc(), api)
-        start = imm1
-    else:
-        raise NkiApiError(f"reduce_cmd={cmd} continues a register left by an earlier instruction, which is not "
-                          f"modelled; use reset_reduce or load_reduce", caller_loc(), api)  # fmt: skip
+    if cmd not in ("reset_reduce", "reduce", "load_reduce"):
+        raise NkiApiError(f"reduce_cmd={cmd}: the instruction runs its register through every element, so it "
+                          f"starts it (reset_reduce, load_reduce) or continues it (reduce)", caller_loc(),
+                          api)  # fmt: skip
+    if (cmd == "load_reduce") != (imm1 is not None):
+        raise NkiApiError("imm1= is given with reduce_cmd=load_reduce, which starts the register from it, and only "
+                          "then", caller_loc(), api)  # fmt: skip
+    registers = accumulators.use(api, "vector", src, cmd, reads_out=False)
+    initial = {"reset_reduce": IDENTITY[acc], "reduce": registers, "load_reduce": imm1}[cmd]
+    if not is_tile(initial):
+        initial = float(initial)
     t = legacy_alu.tensor_scalar(src, op0, imm0, dtype="float32")
     zeros = legacy_alu.memset(shape, 0.0, "float32")
-    initial = start if is_tile(start) else float(start)
-    write(api, dst, legacy_alu.tensor_tensor_scan(t, zeros, initial, acc, "add", dtype=dst_dtype(api, dst)))
+    scan = legacy_alu.tensor_tensor_scan(t, zeros, initial, acc, "add", dtype="float32")
+    write(api, dst, scan)
+    last = scan[(slice(None),) + tuple(slice(n - 1, n) for n in shape[1:])]
+    write(api, registers, legacy_alu.tensor_copy(last, dtype="float32"))
 
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
-    """``dst = exp(src - max_value)`` (``max_value`` a number or ``[P, 1]``); with ``reduce_res`` the row sums of
-    ``dst`` (``reset_reduce``: written; ``reduce``: added to ``reduce_res``; ``load_reduce``: added to
-    ``reduce_init``)."""
+    """``dst = exp(src - max_value)`` (``max_value`` a number or ``[P, 1]``), and the row sums of ``dst`` into
+    the Vector engine's accumulator registers as ``reduce_cmd`` says (``accumulators.py``; ``load_reduce`` starts
+    from ``reduce_init``); ``reduce_res`` reads them out."""
     api = "nisa.exponential"
     shape = tuple(dst_access(api, dst).shape)
     cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
@@ -91,43 +102,62 @@ def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.
         bias = legacy_alu.tensor_scalar(max_value, "multiply", -1.0, dtype="float32")
     else:
         bias = _column(shape, -float(max_value), api)
-    if reduce_res is None or cmd == "idle":
+    registers = accumulators.use(api, "vector", src, cmd, reads_out=reduce_res is not None)
+    if cmd == "idle":
         write(api, dst, legacy_act.activation("exp", src, bias=bias, dtype=dst_dtype(api, dst)))
-        return
+    else:
+        if cmd == "load_reduce":
+            accumulators.load(api, registers, reduce_init)
+        tile = legacy_act.activation("exp", src, bias=bias, reduce_op="add", reduce_res=registers,
+                                     reduce_cmd="reduce" if cmd == "load_reduce" else cmd,
+                                     dtype=dst_dtype(api, dst))  # fmt: skip
+        write(api, dst, tile)
+    if reduce_res is not None:
+        accumulators.read_out(api, "vector", registers, reduce_res)
+
+
+def _reduce_into(api: str, registers, data, op: str, cmd: str) -> None:
+    """The registers after an instruction whose legacy form has no reduction: ``data``'s ``op``-reduction over
+    its free axes written (``reset_reduce``) or combined in (``reduce``), or ``op``'s identity (``reset``)."""
+    if cmd == "reset":
+        accumulators.load(api, registers, IDENTITY[op])
+    elif cmd in ("reset_reduce", "reduce"):
+        row = legacy_red.tensor_reduce(op, data, _free_axes(data.shape), keepdims=True, dtype="float32")
+        if cmd == "reduce":
+            accumulators.combine(api, registers, row, op)
+        else:
+            write(api, registers, row)
+
+
+NO_INIT = ": load_reduce starts from reduce_init, which it does not take"
+
+
+def _command(api: str, value) -> str:
+    cmd = member(api, "reduce_cmd", value, reduce_cmd)
     if cmd == "load_reduce":
-        write(api, reduce_res, legacy_alu.memset(tuple(reduce_res.shape), float(reduce_init), dst_dtype(api,
-                                                                                                       reduce_res)))
-        cmd = "reduce"
-    tile = legacy_act.activation("exp", src, bias=bias, reduce_op="add", reduce_res=reduce_res,
-                                 reduce_cmd="reset_reduce" if cmd == "reset" else cmd, dtype=dst_dtype(api, dst))
-    write(api, dst, tile)
-
-
-def _reduce_into(api: str, reduce_res, data, op: str, cmd: str) -> None:
-    """``reduce_res [P, 1]`` = the ``op``-reduction of ``data`` over its free axes (``reduce``: combined with
-    what ``reduce_res`` holds)."""
-    row = legacy_red.tensor_reduce(op, data, _free_axes(data.shape), keepdims=True, dtype="float32")
-    if cmd == "reduce":
-        row = legacy_alu.tensor_tensor(reduce_res, row, op, dtype=dst_dtype(api, reduce_res))
-    elif cmd not in ("reset_reduce", "reset"):
-        raise NkiApiError(f"reduce_cmd={cmd} with reduce_res is not modelled", caller_loc(), api)
-    write(api, reduce_res, row)
+        raise NkiApiError(f"reduce_cmd=load_reduce is not one of idle, reset, reduce, reset_reduce for this "
+                          f"instruction{NO_INIT}", caller_loc(), api)  # fmt: skip
+    return cmd
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op="maximum", reverse_pred=False, name=None):  # fmt: skip
     """``dst = on_true`` where ``predicate`` is nonzero (zero with ``reverse_pred``), else ``on_false`` (a number
-    or ``[P, 1]``); with ``reduce_res``, the row reduction of ``dst``."""
+    or ``[P, 1]``); the row reduction of ``dst`` into the Vector engine's accumulator registers as ``reduce_cmd``
+    says (``accumulators.py``); ``reduce_res`` reads them out."""
     api = "nisa.select_reduce"
     shape = tuple(dst_access(api, dst).shape)
+    cmd = _command(api, reduce_cmd)
+    op = _fn(api, "reduce_op", reduce_op, ("maximum", "minimum", "add"))
+    registers = accumulators.use(api, "vector", dst, cmd, reads_out=reduce_res is not None)
     if is_tile(on_false):
         write(api, dst, broadcast_to(on_false, shape=shape))
     else:
         write(api, dst, legacy_alu.memset(shape, float(on_false), dst_dtype(api, dst)))
     legacy_alu.tensor_copy_predicated(src=on_true, dst=dst, predicate=predicate, reverse_pred=reverse_pred)
-    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
-    if reduce_res is not None and cmd != "idle":
-        _reduce_into(api, reduce_res, dst, _fn(api, "reduce_op", reduce_op, ("maximum", "minimum", "add")), cmd)
+    _reduce_into(api, registers, dst, op, cmd)
+    if reduce_res is not None:
+        accumulators.read_out(api, "vector", registers, reduce_res)
 
 
 _COMPARE = ("equal", "less", "less_equal", "greater", "greater_equal")
@@ -143,6 +173,9 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
         raise NkiApiError(f"'dst' {list(shape)}: range_select is modelled for [P, F] tiles", caller_loc(), api)
     if isinstance(range_start, IndexValue) or not isinstance(range_start, int):
         raise NkiApiError("range_start must be a Python int here", caller_loc(), api)
+    cmd = _command(api, reduce_cmd)
+    op = _fn(api, "reduce_op", reduce_op, ("maximum",))
+    registers = accumulators.use(api, "vector", dst, cmd, reads_out=reduce_res is not None)
     j_int = legacy_index.iota(IndexValue(_free_index(range_start), shape), "int32")
     j = legacy_alu.tensor_copy(j_int, dtype="float32")
     c0, c1 = _fn(api, "comp_op0", comp_op0, _COMPARE), _fn(api, "comp_op1", comp_op1, _COMPARE)
@@ -151,9 +184,9 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
                                     "multiply", dtype="uint8")  # fmt: skip
     write(api, dst, legacy_alu.memset(shape, float(on_false_value), dst_dtype(api, dst)))
     legacy_alu.tensor_copy_predicated(src=on_true_tile, dst=dst, predicate=keep)
-    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
-    if reduce_res is not None and cmd != "idle":
-        _reduce_into(api, reduce_res, dst, _fn(api, "reduce_op", reduce_op, ("maximum",)), cmd)
+    _reduce_into(api, registers, dst, op, cmd)
+    if reduce_res is not None:
+        accumulators.read_out(api, "vector", registers, reduce_res)
 
 
 def _free_index(start: int):

@@ -1,9 +1,11 @@
 """Scalar-, Vector- and GpSimd-engine instructions of the current API in destination-passing form (reference/nki.md
 §2.7 "ScalarE", "VectorE", "GpSimd"). Each computes through the legacy instruction of the same name with the
-result dtype of ``dst`` (engines compute in fp32 and round once on the write), then writes ``dst``."""
+result dtype of ``dst`` (engines compute in fp32 and round once on the write), then writes ``dst``. The
+accumulator registers that ``reduce_cmd`` drives are modelled in ``accumulators.py``."""
 
 from __future__ import annotations
 
+from nki_dsl.current.isa import accumulators
 from nki_dsl.current.isa.destination import dst_access, dst_dtype, engine_arg, write
 from nki_dsl.current.isa.enums import engine, member, reduce_cmd
 from nki_dsl.errors import NkiApiError
@@ -15,6 +17,7 @@ from nki_dsl.isa import mx as legacy_mx
 from nki_dsl.isa import random as legacy_random
 from nki_dsl.isa import reductions as legacy_red
 from nki_dsl.isa import vector_alu as legacy_alu
+from nki_dsl.language.creation import ndarray
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.index import IndexValue, as_index
 from nki_dsl.trace.tensor import is_tile
@@ -22,39 +25,50 @@ from nki_dsl.trace.tensor import is_tile
 # ------------------------------------------------------------------------------------------------ Scalar engine
 
 
-def _legacy_cmd(api: str, value) -> str:
+def _command(api: str, value, allowed: tuple[str, ...], why: str = "") -> str:
     cmd = member(api, "reduce_cmd", value, reduce_cmd)
-    if cmd == "load_reduce":
-        raise NkiApiError("reduce_cmd=load_reduce (start from reduce_init) is not modelled; use reset_reduce",
+    if cmd not in allowed:
+        raise NkiApiError(f"reduce_cmd={cmd} is not one of {', '.join(allowed)} for this instruction{why}",
                           caller_loc(), api)  # fmt: skip
     return cmd
 
 
+NO_INIT = ": load_reduce starts from reduce_init, which it does not take"
+
+
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                name=None):  # fmt: skip
-    """``dst = op(data * scale + bias)``; with ``reduce_op`` and ``reduce_res`` (``[P, 1]``) also the free-axis
-    reduction of the activated values (``reduce_cmd`` as in the legacy instruction). The accumulator registers
-    are modelled through ``reduce_res`` only: a reduction without ``reduce_res`` is refused."""
+    """``dst = op(data * scale + bias)``, and the free-axis sum of the activated values into the Scalar engine's
+    accumulator registers as ``reduce_cmd`` says (``accumulators.py``): ``reset`` zeroes them, ``idle`` leaves
+    them, ``reduce`` adds to them, ``reset_reduce`` starts them from this sum. ``reduce_res`` (``[P, 1]``) then
+    reads them out; without it the sum stays in the registers for a later instruction."""
     api = "nisa.activation"
-    cmd = _legacy_cmd(api, reduce_cmd)
-    if reduce_res is None and (reduce_op is not None or cmd != "idle"):
-        raise NkiApiError("a reduction into the accumulator registers needs reduce_res= (registers that persist "
-                          "across instructions are not modelled)", caller_loc(), api)  # fmt: skip
-    if reduce_res is not None and reduce_op is None:
-        reduce_op = "add"
-    bias = _scalar_bias(api, bias, data)
-    tile = legacy_act.activation(op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
-                                 reduce_cmd=cmd, dtype=dst_dtype(api, dst))  # fmt: skip
-    write(api, dst, tile)
+    cmd = _command(api, reduce_cmd, ("idle", "reset", "reduce", "reset_reduce"), NO_INIT)
+    _activation(api, dst, op, data, bias, scale, reduce_op, reduce_res, cmd)
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
-    """``activation`` with ``reset_reduce`` into ``reduce_res`` over all free axes."""
+    """``activation`` with ``reset_reduce`` and ``reduce_res`` (§2.7): the registers and ``reduce_res`` get this
+    instruction's free-axis reduction."""
     api = "nisa.activation_reduce"
+    if reduce_res is None:
+        raise NkiApiError("activation_reduce writes its reduction into reduce_res=, which is missing", caller_loc(),
+                          api)  # fmt: skip
+    _activation(api, dst, op, data, bias, scale, reduce_op, reduce_res, "reset_reduce")
+
+
+def _activation(api: str, dst, op, data, bias, scale, reduce_op, reduce_res, cmd: str) -> None:
     bias = _scalar_bias(api, bias, data)
-    tile = legacy_act.activation_reduce(op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias,
-                                        scale=scale, dtype=dst_dtype(api, dst))  # fmt: skip
+    registers = accumulators.use(api, "scalar", data, cmd, reads_out=reduce_res is not None)
+    if cmd == "idle":
+        tile = legacy_act.activation(op, data, bias=bias, scale=scale, dtype=dst_dtype(api, dst))
+    else:
+        tile = legacy_act.activation(op, data, bias=bias, scale=scale, reduce_op="add" if reduce_op is None else
+                                     reduce_op, reduce_res=registers, reduce_cmd=cmd,
+                                     dtype=dst_dtype(api, dst))  # fmt: skip
     write(api, dst, tile)
+    if reduce_res is not None:
+        accumulators.read_out(api, "scalar", registers, reduce_res)
 
 
 def _scalar_bias(api: str, bias, data):
@@ -115,22 +129,39 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False,
                          name=None):  # fmt: skip
-    """``dst = data op0 operand0`` and ``reduce_res [P, 1] = reduce_op`` of it over all free axes (from the
-    reduction's identity: ``reset_reduce``); ``reduce_res_negate`` negates the written reduction."""
+    """``dst = data op0 operand0``, and its ``reduce_op``-reduction over all free axes into the Vector engine's
+    accumulator registers as ``reduce_cmd`` says (``accumulators.py``): ``reset_reduce`` starts from the
+    reduction's identity, ``reduce`` continues, ``load_reduce`` starts from ``reduce_init``, ``reset`` sets the
+    identity, ``idle`` leaves them undefined. ``reduce_res`` (``[P, 1]``) then reads them out, negated with
+    ``reduce_res_negate`` (the registers keep the sign)."""
     api = "nisa.tensor_scalar_reduce"
-    cmd = _legacy_cmd(api, reduce_cmd)
-    if cmd != "reset_reduce" or reduce_res is None:
-        raise NkiApiError("only reduce_cmd=reset_reduce into a reduce_res tile is modelled (accumulator registers "
-                          "that persist across instructions are not)", caller_loc(), api)  # fmt: skip
-    if reduce_init is not None:
-        raise NkiApiError("reduce_init= goes with reduce_cmd=load_reduce, which is not modelled", caller_loc(), api)
-    tile = legacy_alu.tensor_scalar_reduce(data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                           reduce_res=reduce_res, reverse0=reverse0,
-                                           dtype=dst_dtype(api, dst))  # fmt: skip
-    write(api, dst, tile)
-    if reduce_res_negate:
-        negated = legacy_alu.tensor_scalar(reduce_res, "multiply", -1.0, dtype=dst_dtype(api, reduce_res))
-        write(api, reduce_res, negated)
+    cmd = member(api, "reduce_cmd", reduce_cmd, globals()["reduce_cmd"])
+    try:
+        op = functions.function_name(reduce_op, ("add", "maximum", "minimum", "multiply"), "reduce_op")
+    except NkiApiError as e:
+        raise NkiApiError(e.bare_message, caller_loc(), api) from None
+    if (cmd == "load_reduce") != (reduce_init is not None):
+        raise NkiApiError("reduce_init= is given with reduce_cmd=load_reduce, which starts from it, and only then",
+                          caller_loc(), api)  # fmt: skip
+    registers = accumulators.use(api, "vector", data, cmd, reads_out=reduce_res is not None)
+    dtype = dst_dtype(api, dst)
+    if cmd in ("idle", "reset"):
+        write(api, dst, legacy_alu.tensor_scalar(data, op0, operand0, reverse0, dtype=dtype))
+        if cmd == "reset":
+            accumulators.load(api, registers, accumulators.IDENTITY[op])
+    elif cmd == "reset_reduce":
+        write(api, dst, legacy_alu.tensor_scalar_reduce(data=data, op0=op0, operand0=operand0, reduce_op=op,
+                                                        reduce_res=registers, reverse0=reverse0,
+                                                        dtype=dtype))  # fmt: skip
+    else:
+        row = ndarray((registers.shape[0], 1), "float32")
+        write(api, dst, legacy_alu.tensor_scalar_reduce(data=data, op0=op0, operand0=operand0, reduce_op=op,
+                                                        reduce_res=row, reverse0=reverse0, dtype=dtype))  # fmt: skip
+        if cmd == "load_reduce":
+            accumulators.load(api, registers, reduce_init)
+        accumulators.combine(api, registers, row, op)
+    if reduce_res is not None:
+        accumulators.read_out(api, "vector", registers, reduce_res, negate=reduce_res_negate)
 
 
 def reciprocal(dst, data, name=None):
