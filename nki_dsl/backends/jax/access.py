@@ -1,11 +1,17 @@
 """Reading and writing an IR access (a view of a tensor) on JAX arrays.
 
-An access whose index maps are a strided box (each tensor dimension indexed by at most one access axis with a
-positive coefficient, each axis used once) and that provably stays inside its tensor becomes ``dynamic_slice`` /
-``dynamic_update_slice`` with start offsets computed from loop indices and program ids. Anything else (an axis used
-in two dimensions, negative strides, or a box that may leave the tensor, as the masked last tile of a ragged loop
-does) becomes a gather or scatter with index arrays: reads clip indices into the tensor (the lanes that would leave
-it are masked out by the op), writes drop the lanes that leave it or that the op's mask switches off.
+An access whose index maps are a strided box and that provably stays inside its tensor becomes ``dynamic_slice`` /
+``dynamic_update_slice`` with start offsets computed from loop indices and program ids. A strided box: each axis
+(of extent > 1) is used in one tensor dimension only, and the axes a dimension uses form a *chain*, ordered outer
+to inner, whose coefficients are those of a row-major layout with a positive stride ``s`` on the innermost:
+``s * (n2 * n3 * x1 + n3 * x2 + x3)`` for extents ``n1, n2, n3``. Such a dimension is one merged axis of extent
+``n1 * n2 * n3`` and stride ``s``: its window is a slice of ``s * (n1 * n2 * n3 - 1) + 1`` elements, taken every
+``s``, reshaped to ``(n1, n2, n3)`` (a 3-D view of a 2-D tile, ``t[p, g * d + c]``, is a slice and a reshape, not a
+gather). Axes of extent 1 index nothing (their value is 0), whatever their coefficient. Anything else (an axis
+used in two dimensions, negative strides, coefficients that skip or overlap elements, or a box that may leave
+the tensor, as the masked last tile of a ragged loop does) becomes a gather or scatter with index arrays: reads
+clip indices into the tensor (the lanes that would leave it are masked out by the op), writes drop the lanes that
+leave it or that the op's mask switches off.
 
 ``offsets`` shifts the tensor's dimensions: under a device mesh, a sharded tensor holds only the device's slice,
 and global indices are translated to local ones by subtracting where that slice starts.
@@ -13,6 +19,7 @@ and global indices are translated to local ones by subtracting where that slice 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import jax.numpy as jnp
@@ -71,13 +78,37 @@ def axis_values_np(coefs: dict[int, int], shape: tuple[int, ...]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AccessPlan:
-    """What is static about an access: its split index, whether it is a box, and whether it stays in bounds."""
+    """What is static about an access: its split index, whether it is a box, and whether it stays in bounds.
+    For a box, per tensor dimension: ``chains`` the axes indexing it, outer to inner, ``strides`` the coefficient
+    of the innermost (1 for a dimension no axis indexes) and ``sizes`` the window's extent; ``order`` lists the
+    chains' axes one after the other (the axes in the order the window holds them once reshaped)."""
 
     split: tuple[tuple[dict[int, int], Affine], ...]
     box: bool
     in_bounds: bool
     shape: tuple[int, ...]
     tensor_shape: tuple[int, ...]
+    chains: tuple[tuple[int, ...], ...] = ()
+    strides: tuple[int, ...] = ()
+    sizes: tuple[int, ...] = ()
+    order: tuple[int, ...] = ()
+
+
+def _chain(axes: dict[int, int], shape: tuple[int, ...]):
+    """The axes of one tensor dimension ordered outer to inner and the innermost's coefficient, when their
+    coefficients are a row-major layout of positive stride (see the module docstring), else None. Axes of extent 1
+    are left out: they always index 0."""
+    used = [(c, a) for a, c in axes.items() if shape[a] != 1]
+    if len(used) == 1:
+        ((c, a),) = used
+        return ((a,), c) if c > 0 else None
+    if not used:
+        return (), 1
+    used.sort(key=lambda ca: (-ca[0], ca[1]))
+    for (c_out, _), (c_in, a_in) in zip(used, used[1:]):
+        if c_in <= 0 or c_out != c_in * shape[a_in]:
+            return None
+    return tuple(a for _, a in used), used[-1][0]
 
 
 def plan(access: Access, ranges: dict[str, tuple[int, int]], index=None, tensor_shape=None) -> AccessPlan:
@@ -89,14 +120,15 @@ def plan(access: Access, ranges: dict[str, tuple[int, int]], index=None, tensor_
     tshape = tuple(access.tensor.type.shape if tensor_shape is None else tensor_shape)
     if len(parts) != len(tshape):
         raise NkiError(f"an access of {access.tensor.name} has {len(parts)} indices for {len(tshape)} dimensions")
-    seen, box = set(), True
+    seen, box, chains, strides = set(), True, [], []
     for axes, _ in parts:
-        if len(axes) > 1:
+        chain = _chain(axes, shape)
+        if chain is None or seen.intersection(chain[0]):
             box = False
-        for a, c in axes.items():
-            if c <= 0 or a in seen:
-                box = False
-            seen.add(a)
+            break
+        seen.update(chain[0])
+        chains.append(chain[0])
+        strides.append(chain[1])
     in_bounds = True
     env = dict(ranges)
     env.update({f"d{k}": (0, max(n - 1, 0)) for k, n in enumerate(shape)})
@@ -108,7 +140,14 @@ def plan(access: Access, ranges: dict[str, tuple[int, int]], index=None, tensor_
             break
         if lo < 0 or hi >= n:
             in_bounds = False
-    return AccessPlan(parts, box, in_bounds, shape, tshape)
+    if not box:
+        return AccessPlan(parts, box, in_bounds, shape, tshape)
+    sizes = []
+    for chain, c in zip(chains, strides):
+        n = math.prod(shape[a] for a in chain)
+        sizes.append(c * (n - 1) + 1 if n else 0)
+    order = tuple(a for chain in chains for a in chain)
+    return AccessPlan(parts, box, in_bounds, shape, tshape, tuple(chains), tuple(strides), tuple(sizes), order)
 
 
 def _starts(p: AccessPlan, ivars, offsets):
@@ -143,17 +182,7 @@ def read(array, p: AccessPlan, ivars, offsets=None):
 
 
 def _window(p: AccessPlan):
-    sizes, strides, order = [], [], []
-    for axes, _ in p.split:
-        if not axes:
-            sizes.append(1)
-            strides.append(1)
-            continue
-        ((a, c),) = axes.items()
-        sizes.append(c * (p.shape[a] - 1) + 1 if p.shape[a] else 0)
-        strides.append(c)
-        order.append(a)
-    return sizes, strides, order
+    return list(p.sizes), list(p.strides), list(p.order)
 
 
 def _slice(array, starts, sizes):
@@ -201,7 +230,8 @@ def from_window(w, p: AccessPlan):
     _, strides, order = _window(p)
     if any(c != 1 for c in strides):
         w = w[tuple(slice(None, None, c) for c in strides)]
-    w = w.reshape(tuple(p.shape[a] for a in order))  # drop the dimensions no axis indexes (size 1)
+    # split each merged dimension into its chain's axes, drop the dimensions no axis indexes (size 1)
+    w = w.reshape(tuple(p.shape[a] for a in order))
     if order != sorted(order):
         w = jnp.transpose(w, tuple(int(k) for k in np.argsort(order)))
     missing = tuple(a for a in range(len(p.shape)) if a not in order)
@@ -217,7 +247,7 @@ def to_window(value, p: AccessPlan):
     kept = value.reshape(tuple(p.shape[a] for a in range(len(p.shape)) if a in order))
     kept_axes = sorted(order)
     w = jnp.transpose(kept, tuple(kept_axes.index(a) for a in order)) if order != kept_axes else kept
-    return w.reshape(tuple(sizes))
+    return w.reshape(tuple(sizes))  # (a chain's axes merge into its dimension)
 
 
 def check_write(p: AccessPlan) -> None:
