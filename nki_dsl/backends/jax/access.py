@@ -20,6 +20,7 @@ and global indices are translated to local ones by subtracting where that slice 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import jax.numpy as jnp
@@ -197,11 +198,35 @@ def _indices(starts):
     return [s if isinstance(s, int) else jnp.asarray(s, jnp.int32) for s in starts]
 
 
+_batched = [0]  # how many ``jax.vmap`` bodies (vectorised loops) are being traced right now
+
+
+@contextmanager
+def batched():
+    """Around the tracing of a vectorised loop's body: see ``update``."""
+    _batched[0] += 1
+    try:
+        yield
+    finally:
+        _batched[0] -= 1
+
+
 def update(array, w, starts):
     # dynamic_update_slice even for static starts: ``array.at[slices].set`` lowers to a scatter, which XLA
     # compiles and runs far slower than an update of a window
     if w.shape == array.shape and all(isinstance(s, int) and s == 0 for s in starts):
         return w
+    if _batched[0] and all(isinstance(s, int) for s in starts):
+        # Under vmap, dynamic_update_slice is batched into a scatter (jax's rule for it, whatever the starts);
+        # a window at static starts is the window padded to the array's shape and selected by a constant mask.
+        pads = [(s, n - s - m, 0) for s, n, m in zip(starts, array.shape, w.shape)]
+        inside = True
+        for k, (s, n, m) in enumerate(zip(starts, array.shape, w.shape)):
+            if m != n:  # one small constant per cut dimension, not one of the array's size
+                along = np.zeros([n if j == k else 1 for j in range(array.ndim)], bool)
+                along[(slice(None),) * k + (slice(s, s + m),)] = True
+                inside = inside & jnp.asarray(along)
+        return jnp.where(inside, lax.pad(w, jnp.zeros((), w.dtype), pads), array)
     return lax.dynamic_update_slice(array, w, _indices(starts), allow_negative_indices=False)
 
 
@@ -240,14 +265,27 @@ def from_window(w, p: AccessPlan):
     return w
 
 
-def to_window(value, p: AccessPlan):
-    """The window of a unit-stride box write holding ``value`` (of the access shape)."""
-    sizes, _, order = _window(p)
+def to_window(value, p: AccessPlan, old=None):
+    """The window of a box write holding ``value`` (of the access shape). A strided box writes every ``s``-th
+    element of its window only: ``old``, the window's elements before the write, fills the lanes between (an
+    interleave by padding and a select, where ``.at[::s].set`` would be a scatter)."""
+    sizes, strides, order = _window(p)
     check_write(p)
     kept = value.reshape(tuple(p.shape[a] for a in range(len(p.shape)) if a in order))
     kept_axes = sorted(order)
     w = jnp.transpose(kept, tuple(kept_axes.index(a) for a in order)) if order != kept_axes else kept
-    return w.reshape(tuple(sizes))  # (a chain's axes merge into its dimension)
+    if all(c == 1 for c in strides):
+        return w.reshape(tuple(sizes))  # (a chain's axes merge into its dimension)
+    if old is None:
+        raise NkiError("internal: a strided window write needs the window's old elements")
+    w = w.reshape(tuple((n + c - 1) // c for n, c in zip(sizes, strides)))  # one dimension per tensor dimension
+    spread = lax.pad(w, jnp.zeros((), w.dtype), [(0, 0, c - 1) for c in strides])
+    hit = np.ones((1,) * len(sizes), bool)
+    for k, (n, c) in enumerate(zip(sizes, strides)):
+        view = [1] * len(sizes)
+        view[k] = n
+        hit = hit & (np.arange(n) % c == 0).reshape(view)
+    return jnp.where(hit, spread, old)
 
 
 def check_write(p: AccessPlan) -> None:
@@ -261,10 +299,13 @@ def write(array, p: AccessPlan, value, ivars, offsets=None, mask=None):
     """``array`` with the access's elements replaced by ``value`` (of the access shape) where ``mask`` holds."""
     value = jnp.broadcast_to(jnp.asarray(value).astype(array.dtype), p.shape)
     check_write(p)
-    if p.box and p.in_bounds and window(p)[1]:
+    if p.box and p.in_bounds:
+        starts = _starts(p, ivars, offsets)
+        old = None if window(p)[1] else _slice(array, starts, _window(p)[0])
         if mask is not None:  # a masked box that stays in bounds: keep the old elements, update the window
-            value = jnp.where(jnp.broadcast_to(mask, p.shape), value, _read_box(array, p, ivars, offsets))
-        return update(array, to_window(value, p), _starts(p, ivars, offsets))
+            kept = _read_box(array, p, ivars, offsets) if old is None else from_window(old, p)
+            value = jnp.where(jnp.broadcast_to(mask, p.shape), value, kept)
+        return update(array, to_window(value, p, old), starts)
     if not p.split:
         return jnp.where(mask, value, array) if mask is not None else value.reshape(array.shape)
     idx = _index_arrays(p, ivars, offsets)

@@ -137,12 +137,15 @@ class State:
     def write(self, access: Access, value, mask=None) -> None:
         name = access.tensor.name
         p = self.plan(access)
-        starts = self._static_window(access, p, leaving_ok=True) if p.box and acc.window(p)[1] else None
+        starts = self._static_window(access, p, leaving_ok=True) if p.box else None
         if starts is not None:
             value = jnp.broadcast_to(jnp.asarray(value).astype(self.env[name].dtype), p.shape)
             if mask is not None:  # keep the old elements where the mask is off
                 value = jnp.where(jnp.broadcast_to(mask, p.shape), value, self.read(access))
-            self.env[name] = forward.write_window(self.env[name], starts, acc.to_window(value, p))
+            old = None
+            if not acc.window(p)[1]:  # strided (then inside the tensor): the elements between the written ones
+                old, self.env[name] = forward.read_window(self.env[name], starts, acc.window(p)[0])
+            self.env[name] = forward.write_window(self.env[name], starts, acc.to_window(value, p, old))
             return
         offsets = self.offsets.get(self.info.root(name))
         new = acc.write(self.array(name), p, value, self.ivars, offsets, mask)

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import State, View
 from nki_dsl.ir.affine import Affine
@@ -199,8 +200,9 @@ def run(blocks: dict, var, start, step, trips, carried: list, body, st: State) -
             shift = Affine.var(var, -b.coef) + (b.coef * start - b.base)
             adjust = tuple(a + shift if k == b.dim else a for k, a in enumerate(adjust))
             inner.views[r] = View(tuple(part.shape), adjust)
-        body(inner)
-        return tuple(inner.array(r) for r in out_roots)
+        with acc.batched():
+            body(inner)
+            return tuple(inner.array(r) for r in out_roots)
 
     in_axes = (0, *(blocks[r].dim for r in roots))
     out_axes = tuple(blocks[r].dim for r in out_roots)

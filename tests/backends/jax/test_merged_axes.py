@@ -55,13 +55,15 @@ def data(shape, seed=0):
 def _regroup(x, g, d, stride, sequential):
     """Row tiles of ``x`` ([rows, stride * g * d]) through 3-D views ``[128, g, d]`` of 2-D tiles: a load from HBM and
     a write into SBUF by merged axes, a scaling that reads the SBUF tile by them, a copy into a PSUM tile by them,
-    and stores to two outputs: ``out`` in the same layout, ``outT`` with the chain permuted (column ``c * g + h``
-    holds head h's column c). A ragged last row tile is masked; the tile loop (vectorised: its iterations are
+    and stores to three outputs: ``out`` in the same layout, ``outT`` with the chain permuted (column ``c * g + h``
+    holds head h's column c), ``outS`` at x's strided columns (the ones between stay unwritten: poison). A ragged
+    last row tile is masked; the tile loop (vectorised: its iterations are
     independent) is an affine or a sequential range."""
     rows, _ = x.shape
     w = g * d
     out = nl.ndarray((rows, w), dtype=x.dtype, buffer=nl.shared_hbm)
     outT = nl.ndarray((rows, w), dtype=x.dtype, buffer=nl.shared_hbm)
+    outS = nl.ndarray((rows, stride * w), dtype=x.dtype, buffer=nl.shared_hbm)
     i_p3, i_g3, i_d3 = nl.arange(128)[:, None, None], nl.arange(g)[None, :, None], nl.arange(d)[None, None, :]
     for t in (nl.sequential_range if sequential else nl.affine_range)((rows + 127) // 128):
         tile = nl.ndarray((nl.par_dim(128), w), dtype=x.dtype)
@@ -71,7 +73,8 @@ def _regroup(x, g, d, stride, sequential):
         ps[i_p3, i_g3 * d + i_d3] = nl.multiply(tile[i_p3, i_g3 * d + i_d3], 2.0, mask=r < rows, dtype=nl.float32)
         nl.store(out[r, i_g3 * d + i_d3], value=ps[i_p3, i_g3 * d + i_d3], mask=r < rows)
         nl.store(outT[r, i_d3 * g + i_g3], value=tile[i_p3, i_g3 * d + i_d3], mask=r < rows)
-    return out, outT
+        nl.store(outS[r, stride * (i_g3 * d + i_d3)], value=tile[i_p3, i_g3 * d + i_d3], mask=r < rows)
+    return out, outT, outS
 
 
 @pytest.mark.parametrize(("rows", "g", "d", "stride", "sequential"),
@@ -79,9 +82,11 @@ def _regroup(x, g, d, stride, sequential):
                           (1, 1, 7, 1, False)])  # fmt: skip
 def test_loads_and_stores_through_merged_axes_match_the_reference(rows, g, d, stride, sequential):
     x = data((rows, stride * g * d))
-    out, outT = run_both(_regroup, x, g, d, stride, sequential)
+    out, outT, outS = run_both(_regroup, x, g, d, stride, sequential)
     picked = x[:, ::stride]
     np.testing.assert_array_equal(out, 2 * picked)
+    np.testing.assert_array_equal(outS[:, ::stride], picked)
+    assert np.isnan(outS).sum() == rows * (stride - 1) * g * d
     np.testing.assert_array_equal(outT, picked.reshape(rows, g, d).transpose(0, 2, 1).reshape(rows, g * d))
     no_gathers(_regroup, x, g, d, stride, sequential)
 
