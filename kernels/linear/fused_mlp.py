@@ -19,11 +19,12 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
-from .kernel import ChunkedWeight, _load_weight
+from . import token_blocks
+from .kernel import ChunkedWeight, _load_weight, _static
 from .norm_prologue import LayerNormPrologue, norm_columns
+from .token_blocks import BLOCK, Span  # BLOCK: fc1's moving width
 
 PMAX = 128
-BLOCK = 512  # tokens per block: fc1's moving width (one PSUM bank of fp32, reference/nki.md §1.2 TC#2/TC#3)
 W1_CHUNK = 1024  # hidden units of w1 per load (see _weights)
 FC2_STREAMING_ACCUMULATORS = 4  # fc2 outputs (PSUM banks) a block may keep to stream w2 (see _fc2)
 GROUP_BLOCKS = 4  # token blocks pipelined together by the LayerNorm MLP (static code of that many blocks)
@@ -33,42 +34,43 @@ def _chunks(n, size):
     return [(s, min(size, n - s)) for s in range(0, n, size)]
 
 
-def _x_transposed(x, t0, size, k1_tiles):
-    i_t = nl.arange(size)[None, :]
+def _x_transposed(x, span, k1_tiles):
+    i_t, i_r = nl.arange(span.width)[None, :], nl.arange(span.width)[:, None]
     xT = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
     for j, (k0, ks) in enumerate(k1_tiles):
-        xT[j, nl.arange(ks)[:, None], i_t] = nl.load_transpose2d(x[t0 + nl.arange(size)[:, None],
-                                                                   k0 + nl.arange(ks)[None, :]])  # fmt: skip
+        xT[j, nl.arange(ks)[:, None], i_t] = nl.load_transpose2d(x[span.t0 + i_r, k0 + nl.arange(ks)[None, :]],
+                                                                 mask=span.valid(i_r))  # fmt: skip
     return xT
 
 
-def _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles):
-    """h^T [hidden tiles, 128, tokens] of one token block."""
-    i_t = nl.arange(size)[None, :]
+def _fc1(x, xT, w1_sb, b1T, span, k1_tiles, h_tiles):
+    """h^T [hidden tiles, 128, tokens] of one token block (``token_blocks.Span``)."""
+    i_t = nl.arange(span.width)[None, :]
+    ok = span.valid(i_t)  # the tokens are the free axis
     # fc1, transposed: h^T [hidden tile, tokens], bias + GELU fused into the copy out of PSUM (Scalar engine).
     hT = nl.ndarray((len(h_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
     ring1 = nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
     for jh, (h0, hs) in enumerate(h_tiles):
         i_h = nl.arange(hs)[:, None]
         for j, (_, ks) in enumerate(k1_tiles):
-            prod = nisa.nc_matmul(w1_sb.tile(j, ks, h0, hs), xT[j, nl.arange(ks)[:, None], i_t])
+            prod = nisa.nc_matmul(w1_sb.tile(j, ks, h0, hs), xT[j, nl.arange(ks)[:, None], i_t], mask=ok)
             if j == 0:
                 ring1[jh % 2, i_h, i_t] = prod
             else:
                 ring1[jh % 2, i_h, i_t] += prod
         hT[jh, i_h, i_t] = nisa.activation(nl.gelu_apprx_tanh, ring1[jh % 2, i_h, i_t], bias=b1T[i_h, jh],
-                                           dtype=x.dtype)  # fmt: skip
+                                           dtype=x.dtype, mask=ok)  # fmt: skip
     return hT
 
 
-def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=None):
-    """fc2 per 128 tokens: h^T slices stationary, w2 blocks moving; bias and residual on the way out. The
-    residual comes from HBM, or from SBUF row tiles (``res_rows[k]`` holds tokens ``t0 + 128 k ..``).
+def _fc2(x, hT, w2_sb, b2, residual, out, span, h_tiles, n_blocks, res_rows=None):
+    """fc2 per 128 tokens of ``span``: h^T slices stationary, w2 blocks moving; bias and residual on the way out.
+    The residual comes from HBM, or from SBUF row tiles (``res_rows[k]`` holds tokens ``t0 + 128 k ..``).
 
     A block of at most ``FC2_STREAMING_ACCUMULATORS`` [128 tokens, 512 columns] outputs keeps them all in PSUM
     and runs the hidden tiles in the outer loop: each of w2's row tiles is used as soon as it has arrived, so a
     short block (few tokens, the weights' DMA binding) computes while w2 streams in instead of after it."""
-    rows_tiles = _chunks(size, PMAX)
+    t0, rows_tiles = span.t0, span.tiles
     outputs = [(s0, ss, n0, ns) for s0, ss in rows_tiles for n0, ns in n_blocks]
     n_dim = out.shape[1]
     # whole output rows per 128 tokens: the residual's rows in and the result's out in one transfer each, not one
@@ -79,22 +81,24 @@ def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=
     if res_rows is None:
         for k, (s0, ss) in enumerate(rows_tiles):
             i_s = nl.arange(ss)[:, None]
-            nisa.dma_copy(dst=yb[k, i_s, i_n], src=residual[t0 + s0 + i_s, i_n])
+            nisa.dma_copy(dst=yb[k, i_s, i_n], src=residual[t0 + s0 + i_s, i_n], mask=span.valid(s0 + i_s))
 
     def product(jh, s0, ss, n0, ns):
         hs = h_tiles[jh][1]
         return nisa.nc_matmul(hT[jh, nl.arange(hs)[:, None], s0 + nl.arange(ss)[None, :]],
-                              w2_sb[jh, nl.arange(hs)[:, None], n0 + nl.arange(ns)[None, :]])  # fmt: skip
+                              w2_sb[jh, nl.arange(hs)[:, None], n0 + nl.arange(ns)[None, :]],
+                              mask=span.valid(s0 + nl.arange(ss)[:, None]))  # fmt: skip
 
     def finish(turn, acc, s0, ss, n0, ns):
         k = s0 // PMAX
         i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
-        ya[k, i_s, n0 + i_c] = nisa.tensor_tensor(acc, b2[i_s, n0 + i_c], np.add, dtype=x.dtype)
+        ok = span.valid(s0 + i_s)
+        ya[k, i_s, n0 + i_c] = nisa.tensor_tensor(acc, b2[i_s, n0 + i_c], np.add, dtype=x.dtype, mask=ok)
         res = yb[k, i_s, n0 + i_c] if res_rows is None else res_rows[k][i_s, n0 + i_c]
         yb[k, i_s, n0 + i_c] = nisa.tensor_tensor(ya[k, i_s, n0 + i_c], res, np.add, dtype=x.dtype,
-                                                  engine=nisa.gpsimd_engine)  # fmt: skip
+                                                  engine=nisa.gpsimd_engine, mask=ok)  # fmt: skip
         if n0 + ns == n_dim:  # the row tile's last block: its whole rows out
-            nl.store(out[t0 + s0 + i_s, i_n], value=yb[k, i_s, i_n])
+            nl.store(out[t0 + s0 + i_s, i_n], value=yb[k, i_s, i_n], mask=ok)
 
     if len(outputs) <= FC2_STREAMING_ACCUMULATORS:
         acc = nl.ndarray((len(outputs), nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
@@ -119,10 +123,10 @@ def _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks, res_rows=
         finish(turn, ring2[turn % 2, i_s, i_c], s0, ss, n0, ns)
 
 
-def _token_block(x, w1_sb, b1T, w2_sb, b2, residual, out, t0, size, k1_tiles, h_tiles, n_blocks):
-    """Tokens ``t0 .. t0 + size - 1`` (``t0`` may be a loop index, ``size`` is static)."""
-    hT = _fc1(x, _x_transposed(x, t0, size, k1_tiles), w1_sb, b1T, size, k1_tiles, h_tiles)
-    _fc2(x, hT, w2_sb, b2, residual, out, t0, size, h_tiles, n_blocks)
+def _token_block(x, w1_sb, b1T, w2_sb, b2, residual, out, span, k1_tiles, h_tiles, n_blocks):
+    """The tokens of ``span`` (its ``t0`` may be a loop index)."""
+    hT = _fc1(x, _x_transposed(x, span, k1_tiles), w1_sb, b1T, span, k1_tiles, h_tiles)
+    _fc2(x, hT, w2_sb, b2, residual, out, span, h_tiles, n_blocks)
 
 
 def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
@@ -152,62 +156,61 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
     k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
-    first = min(BLOCK, m_rows)  # the first block's tokens (a shape family's M in 512.. step 512 makes it 512)
+    first, count, tail = token_blocks.split(m_rows)  # a shape family's last block masked (token_blocks)
     # The first token block goes first, in DMA issue order too: its x^T, then w1 (fc1 needs it), then w2 (only
     # fc2 does), so the Tensor engine starts when w1's first tiles arrive instead of after both weights.
-    xT0 = _x_transposed(x, 0, first, k1_tiles)
+    xT0 = _x_transposed(x, first, k1_tiles)
     w1_sb, b1T, w2_sb, b2_sb, hT0 = _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, lambda w1_sb, b1T: _fc1(
         x, xT0, w1_sb, b1T, first, k1_tiles, h_tiles))  # fmt: skip
-    _fc2(x, hT0, w2_sb, b2_sb, residual, out, 0, first, h_tiles, n_blocks)
-    n_full = m_rows // BLOCK
-    for blk in nl.affine_range(n_full - min(1, n_full)):  # the full blocks after the first (max(0, n_full - 1))
-        _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, (blk + 1) * BLOCK, BLOCK, k1_tiles, h_tiles,
+    _fc2(x, hT0, w2_sb, b2_sb, residual, out, first, h_tiles, n_blocks)
+    for blk in nl.affine_range(count):  # the whole blocks after the first
+        _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, Span((blk + 1) * BLOCK, BLOCK), k1_tiles, h_tiles,
                      n_blocks)  # fmt: skip
-    if n_full >= 1 and m_rows % BLOCK:
-        _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, n_full * BLOCK, m_rows % BLOCK, k1_tiles, h_tiles,
-                     n_blocks)  # fmt: skip
+    if tail is not None:
+        _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, tail, k1_tiles, h_tiles, n_blocks)
     return out
 
 
-def _ln_tiles(base, t0, size):
-    return [(base + k, t0 + s0, ss, None) for k, (s0, ss) in enumerate(_chunks(size, PMAX))]
+def _ln_tiles(base, span):
+    return [(base + k, span.t0 + s0, ss, span.valid(s0 + nl.arange(ss)[:, None]))
+            for k, (s0, ss) in enumerate(span.tiles)]  # fmt: skip
 
 
-def _ln_stage1(norm, bufs, base, t0, size, loaded=False):
-    """Rows and normalised rows of tokens ``t0 .. t0 + size - 1``, 128 at a time into ring slots ``base ..``
-    (``loaded``: the rows are already there, ``norm.load(bufs, _ln_tiles(...))``)."""
-    return norm.normalise_many(bufs, _ln_tiles(base, t0, size), loaded=loaded)
+def _ln_stage1(norm, bufs, base, span, loaded=False):
+    """Rows and normalised rows of the tokens of ``span``, 128 at a time into ring slots ``base ..`` (``loaded``:
+    the rows are already there, ``norm.load(bufs, _ln_tiles(...))``)."""
+    return norm.normalise_many(bufs, _ln_tiles(base, span), loaded=loaded)
 
 
-def _ln_stage2(norm, x, tiles, size, k1_tiles, xT=None):
+def _ln_stage2(norm, x, tiles, span, k1_tiles, xT=None):
     """x^T [K tiles, 128, 512] of one token block from its normalised row tiles (Tensor-engine transposes), into
     ``xT`` if given (else a new tensor)."""
     if xT is None:
         xT = nl.ndarray((len(k1_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype)
-    for (s0, ss), (_, z) in zip(_chunks(size, PMAX), tiles):
-        norm.transpose(z, ss, xT, s0)
+    for (s0, ss), (_, z) in zip(span.tiles, tiles):
+        norm.transpose(z, ss, xT, s0, span.valid(s0 + nl.arange(ss)[None, :]))
     return xT
 
 
 def _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, blocks, k1_tiles, h_tiles, n_blocks, ready=None):
-    """Token blocks ``blocks`` ((first token, static size) each), pipelined one block ahead in program order:
-    block t+1's rows and LayerNorm row work (Vector, Scalar) come before block t's fc2, and its transposes after,
-    so the in-order engines prepare block t+1 while the Tensor engine computes block t. Each block's rows are kept
-    for its residual; ring slots alternate between even and odd blocks. ``ready``: the first block's stage-1
-    tiles if the caller made them."""
+    """Token blocks ``blocks`` (``token_blocks.Span`` each), pipelined one block ahead in program order: block
+    t+1's rows and LayerNorm row work (Vector, Scalar) come before block t's fc2, and its transposes after, so the
+    in-order engines prepare block t+1 while the Tensor engine computes block t. Each block's rows are kept for its
+    residual; ring slots alternate between even and odd blocks. ``ready``: the first block's stage-1 tiles if the
+    caller made them."""
     per = BLOCK // PMAX
     bufs = norm.ring(2 * per, PMAX)
-    tiles = ready if ready is not None else _ln_stage1(norm, bufs, 0, *blocks[0])
-    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k1_tiles)
-    for t, (t0, size) in enumerate(blocks):
+    tiles = ready if ready is not None else _ln_stage1(norm, bufs, 0, blocks[0])
+    xT = _ln_stage2(norm, x, tiles, blocks[0], k1_tiles)
+    for t, span in enumerate(blocks):
         nxt = (t + 1) % 2 * per
         if t + 1 < len(blocks):  # block t+1's rows first in DMA order (bandwidth is booked in issue order)
-            norm.load(bufs, _ln_tiles(nxt, *blocks[t + 1]))
-        hT = _fc1(x, xT, w1_sb, b1T, size, k1_tiles, h_tiles)
-        ahead = _ln_stage1(norm, bufs, nxt, *blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
-        _fc2(x, hT, w2_sb, b2_sb, None, out, t0, size, h_tiles, n_blocks, res_rows=[r for r, _ in tiles])
+            norm.load(bufs, _ln_tiles(nxt, blocks[t + 1]))
+        hT = _fc1(x, xT, w1_sb, b1T, span, k1_tiles, h_tiles)
+        ahead = _ln_stage1(norm, bufs, nxt, blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
+        _fc2(x, hT, w2_sb, b2_sb, None, out, span, h_tiles, n_blocks, res_rows=[r for r, _ in tiles])
         if ahead is not None:
-            xT, tiles = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k1_tiles), ahead
+            xT, tiles = _ln_stage2(norm, x, ahead, blocks[t + 1], k1_tiles), ahead
 
 
 @nki.jit
@@ -220,18 +223,18 @@ def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
     k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
     norm = LayerNormPrologue(x, gamma, beta, epsilon, k1_tiles)
-    blocks = _chunks(m_rows, BLOCK)
     group = GROUP_BLOCKS
-    full = len(blocks) // group if len(blocks) > group else 0
+    # runs of `group` blocks (an affine loop; a shape family's masked to the rows below `limit`), then the rest
+    # pipelined together (token_blocks.pipeline)
+    full, limit, rest = token_blocks.pipeline(m_rows, group)
     # the first group's first block before the weights, in DMA issue order too
-    first = blocks[full * group:] if full == 0 else None
+    first = rest if _static(full) == 0 else None
     bufs0 = norm.ring(BLOCK // PMAX, PMAX)
-    ready = _ln_stage1(norm, bufs0, 0, *first[0]) if first else None
+    ready = _ln_stage1(norm, bufs0, 0, first[0]) if first else None
     w1_sb, b1T, w2_sb, b2_sb, _ = _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, lambda *a: None)
     for g in nl.affine_range(full):
-        _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, [(g * group * BLOCK + i * BLOCK, BLOCK)
+        _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, [Span(g * group * BLOCK + i * BLOCK, BLOCK, limit)
                    for i in range(group)], k1_tiles, h_tiles, n_blocks)  # fmt: skip
-    rest = blocks[full * group:]
     if rest:
         _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, rest, k1_tiles, h_tiles, n_blocks, ready)
     return out

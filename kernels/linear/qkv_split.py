@@ -21,13 +21,15 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
-from .fused_mlp import _ln_stage1, _ln_stage2, _ln_tiles
-from .kernel import ChunkedWeight
+from . import token_blocks
+from .fused_mlp import GROUP_BLOCKS, _ln_stage1, _ln_stage2, _ln_tiles
+from .kernel import ChunkedWeight, _static
 from .norm_prologue import LayerNormPrologue, norm_columns
+from .token_blocks import BLOCK, Span
 
 PMAX = 128
-BLOCK = 512  # tokens per block: the q/k matmuls' moving width (one PSUM bank of fp32, reference/nki.md §1.2)
 W_CHUNK = 1024  # weight columns per load, in the order the matmuls use them (several K tiles per transfer)
+FAMILY_RUN = GROUP_BLOCKS  # token blocks per run of a shape family's loop (static code of that many blocks)
 QK_STORE_TILES = 4  # q^T / k^T feature tiles per store (4 KiB per partition at 512 bf16 tokens, §3.4)
 
 
@@ -81,10 +83,11 @@ class _Projection:
         self.turn = 0
         return nl.ndarray((2, nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
 
-    def qk(self, ring, xT, t0, size):
-        """q^T and (scale * k)^T of one token block: per 128 features, K / 128 matmuls into a PSUM bank, then one
-        activation (bias, and the scale for k) into SBUF, and the store."""
-        i_t = nl.arange(size)[None, :]
+    def qk(self, ring, xT, span):
+        """q^T and (scale * k)^T of one token block (``token_blocks.Span``): per 128 features, K / 128 matmuls
+        into a PSUM bank, then one activation (bias, and the scale for k) into SBUF, and the store."""
+        i_t = nl.arange(span.width)[None, :]
+        ok = span.valid(i_t)  # the tokens are the free axis
         out = self._slot("qk", (len(self.f_tiles), nl.par_dim(PMAX), BLOCK))
         half = len(self.f_tiles) // 2
         for jf, (f0, fs) in enumerate(self.f_tiles):
@@ -92,30 +95,32 @@ class _Projection:
             slot = self.turn % 2
             self.turn += 1
             for j, (_, ks) in enumerate(self.k_tiles):
-                prod = nisa.nc_matmul(self.w_sb.tile(j, ks, f0, fs), xT[j, nl.arange(ks)[:, None], i_t])
+                prod = nisa.nc_matmul(self.w_sb.tile(j, ks, f0, fs), xT[j, nl.arange(ks)[:, None], i_t], mask=ok)
                 if j == 0:
                     ring[slot, i_f, i_t] = prod
                 else:
                     ring[slot, i_f, i_t] += prod
             scale = self.scale if jf >= half else 1.0
             out[jf, i_f, i_t] = nisa.activation(nl.copy, ring[slot, i_f, i_t], scale=scale,
-                                                bias=self.qk_bias[i_f, jf], dtype=self.x.dtype)  # fmt: skip
+                                                bias=self.qk_bias[i_f, jf], dtype=self.x.dtype, mask=ok)  # fmt: skip
             if (jf + 1) % QK_STORE_TILES == 0 or jf + 1 == len(self.f_tiles):
-                self._store_qk(out, jf + 1 - (jf % QK_STORE_TILES + 1), jf + 1, t0, size)
+                self._store_qk(out, jf + 1 - (jf % QK_STORE_TILES + 1), jf + 1, span)
 
-    def _store_qk(self, out, a, b, t0, size):
+    def _store_qk(self, out, a, b, span):
         """Feature tiles ``a .. b - 1`` of a token block in one transfer ([128, tiles, size]: each partition
         ``tiles * size * 2`` bytes, one fixed cost, reference/nki.md §3.4). Full 128-row feature tiles only
         (2 * hd is a multiple of 128 for every head count and head_dim the kernel takes; else one per tile)."""
+        t0 = span.t0
         if any(self.f_tiles[j][1] != PMAX for j in range(a, b)):
             for j in range(a, b):
                 f0, fs = self.f_tiles[j]
-                i_f, i_t = nl.arange(fs)[:, None], nl.arange(size)[None, :]
-                nl.store(self.qkT[f0 + i_f, t0 + i_t], value=out[j, i_f, i_t])
+                i_f, i_t = nl.arange(fs)[:, None], nl.arange(span.width)[None, :]
+                nl.store(self.qkT[f0 + i_f, t0 + i_t], value=out[j, i_f, i_t], mask=span.valid(i_t))
             return
         i_f3, i_j3 = nl.arange(PMAX)[:, None, None], nl.arange(b - a)[None, :, None]
-        i_t3 = nl.arange(size)[None, None, :]
-        nisa.dma_copy(dst=self.qkT[(a + i_j3) * PMAX + i_f3, t0 + i_t3], src=out[a + i_j3, i_f3, i_t3])
+        i_t3 = nl.arange(span.width)[None, None, :]
+        nisa.dma_copy(dst=self.qkT[(a + i_j3) * PMAX + i_f3, t0 + i_t3], src=out[a + i_j3, i_f3, i_t3],
+                      mask=span.valid(i_t3))  # fmt: skip
 
     def _broadcast_v_bias(self):
         """V's bias row spread over the partitions by a ones matmul (reference/nki.md §2.4), made when the first
@@ -128,36 +133,65 @@ class _Projection:
             self.v_bias[i_p, n0 + i_c] = nisa.activation(nl.copy, nisa.nc_matmul(ones, self.row[0, n0 + i_c]),
                                                          dtype=self.row.dtype)  # fmt: skip
 
-    def values(self, ring, xT, t0, size):
+    def values(self, ring, xT, span):
         """V of one token block, token-major: per 128 tokens and 512 columns, K / 128 matmuls, the bias row added
         in the PSUM copy (Vector), the store."""
         if self.v_bias is None:
             self._broadcast_v_bias()
-        subs = _chunks(size, PMAX)
+        t0, subs = span.t0, span.tiles
         outs = [(u, s0, ss, n0, ns) for u, (s0, ss) in enumerate(subs) for n0, ns in self.v_blocks]
         y = self._slot("v", (BLOCK // PMAX, nl.par_dim(PMAX), self.hd))  # whole rows per 128 tokens
         for u, s0, ss, n0, ns in outs:
             i_s, i_c = nl.arange(ss)[:, None], nl.arange(ns)[None, :]
+            ok = span.valid(s0 + i_s)
             slot = self.turn % 2
             self.turn += 1
             for j, (_, ks) in enumerate(self.k_tiles):
                 prod = nisa.nc_matmul(xT[j, nl.arange(ks)[:, None], s0 + nl.arange(ss)[None, :]],
-                                      self.w_sb.tile(j, ks, 2 * self.hd + n0, ns))  # fmt: skip
+                                      self.w_sb.tile(j, ks, 2 * self.hd + n0, ns), mask=ok)  # fmt: skip
                 if j == 0:
                     ring[slot, i_s, i_c] = prod
                 else:
                     ring[slot, i_s, i_c] += prod
             y[u, i_s, n0 + i_c] = nisa.tensor_tensor(ring[slot, i_s, i_c], self.v_bias[i_s, n0 + i_c], np.add,
-                                                     dtype=self.x.dtype)  # fmt: skip
-        # the block's V rows in one transfer per run of full 128-token tiles ([128, tiles, hd]), a ragged tile alone
-        full = sum(1 for _, ss in subs if ss == PMAX)
+                                                     dtype=self.x.dtype, mask=ok)  # fmt: skip
+        # the block's V rows in one transfer per run of full 128-token tiles ([128, tiles, hd]), a ragged tile
+        # alone, and every tile of a shape family's masked block alone, masked (a mask over the tile and the row
+        # together, ``t0 + 128 u + s < M``, is beyond the NumPy backend's masked accesses)
+        full = sum(1 for _, ss in subs if ss == PMAX) if span.exact else 0
         i_s3, i_u3, i_c3 = nl.arange(PMAX)[:, None, None], nl.arange(full)[None, :, None], nl.arange(self.hd)[
             None, None, :]  # fmt: skip
         if full:
             nisa.dma_copy(dst=self.v[t0 + i_u3 * PMAX + i_s3, i_c3], src=y[i_u3, i_s3, i_c3])
         for u, (s0, ss) in enumerate(subs[full:], start=full):
             i_s, i_c = nl.arange(ss)[:, None], nl.arange(self.hd)[None, :]
-            nl.store(self.v[t0 + s0 + i_s, i_c], value=y[u, i_s, i_c])
+            nl.store(self.v[t0 + s0 + i_s, i_c], value=y[u, i_s, i_c], mask=span.valid(s0 + i_s))
+
+
+def _run(norm, proj, x, bufs, blocks, k_tiles, tiles=None):
+    """Token blocks ``blocks`` (``token_blocks.Span`` each) pipelined one block ahead (see the module docstring),
+    their buffers their own (``bufs``: the LayerNorm ring, made here if None; ``tiles``: the first block's stage-1
+    tiles if the caller made them)."""
+    per = BLOCK // PMAX
+    if bufs is None:
+        bufs = norm.ring(2 * per, PMAX)
+    proj.bufs = {}  # this run's result slots (inside a loop's body: the iteration's own)
+    if tiles is None:
+        tiles = _ln_stage1(norm, bufs, 0, blocks[0])
+    # x^T of two blocks in flight, in tensors of their own: a tensor allocated per block may be placed on bytes
+    # the previous block's V rows used, and its transposes then wait for that block's V store
+    xTs = [nl.ndarray((len(k_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype) for _ in range(min(2, len(blocks)))]
+    xT = _ln_stage2(norm, x, tiles, blocks[0], k_tiles, xTs[0])
+    for t, span in enumerate(blocks):  # static: one block ahead
+        nxt = (t + 1) % 2 * per
+        if t + 1 < len(blocks):  # block t+1's rows before block t's stores in DMA order (booked in issue order)
+            norm.load(bufs, _ln_tiles(nxt, blocks[t + 1]))
+        ring = proj.ring()
+        proj.qk(ring, xT, span)
+        ahead = _ln_stage1(norm, bufs, nxt, blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
+        proj.values(ring, xT, span)
+        if ahead is not None:
+            xT = _ln_stage2(norm, x, ahead, blocks[t + 1], k_tiles, xTs[(t + 1) % 2])
 
 
 @nki.jit
@@ -168,23 +202,18 @@ def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
     v = nl.ndarray((m_rows, hd), dtype=x.dtype, buffer=nl.shared_hbm)
     k_tiles = _chunks(k_dim, PMAX)
     norm = LayerNormPrologue(x, gamma, beta, epsilon, k_tiles)
-    blocks = _chunks(m_rows, BLOCK)
-    per = BLOCK // PMAX
-    bufs = norm.ring(2 * per, PMAX)
-    tiles = _ln_stage1(norm, bufs, 0, *blocks[0])  # the first block's rows before the weight, in DMA order too
+    # a concrete trace: every block in one static run; a shape family the same where its ranges fix the block
+    # count at FAMILY_RUN or fewer, else runs of FAMILY_RUN blocks masked to the rows below M (token_blocks.pipeline)
+    full, limit, rest = token_blocks.pipeline(m_rows, FAMILY_RUN, group_concrete=False)
+    if _static(full) == 0:
+        bufs = norm.ring(2 * (BLOCK // PMAX), PMAX)
+        tiles = _ln_stage1(norm, bufs, 0, rest[0])  # the first block's rows before the weight, in DMA order too
+        proj = _Projection(x, w, b, qkT, v, scale)
+        _run(norm, proj, x, bufs, rest, k_tiles, tiles)
+        return qkT, v
     proj = _Projection(x, w, b, qkT, v, scale)
-    # x^T of two blocks in flight, in tensors of their own: a tensor allocated per block may be placed on bytes
-    # the previous block's V rows used, and its transposes then wait for that block's V store
-    xTs = [nl.ndarray((len(k_tiles), nl.par_dim(PMAX), BLOCK), dtype=x.dtype) for _ in range(min(2, len(blocks)))]
-    xT = _ln_stage2(norm, x, tiles, blocks[0][1], k_tiles, xTs[0])
-    for t, (t0, size) in enumerate(blocks):  # static: one block ahead (see the module docstring)
-        nxt = (t + 1) % 2 * per
-        if t + 1 < len(blocks):  # block t+1's rows before block t's stores in DMA order (booked in issue order)
-            norm.load(bufs, _ln_tiles(nxt, *blocks[t + 1]))
-        ring = proj.ring()
-        proj.qk(ring, xT, t0, size)
-        ahead = _ln_stage1(norm, bufs, nxt, *blocks[t + 1], loaded=True) if t + 1 < len(blocks) else None
-        proj.values(ring, xT, t0, size)
-        if ahead is not None:
-            xT = _ln_stage2(norm, x, ahead, blocks[t + 1][1], k_tiles, xTs[(t + 1) % 2])
+    proj._broadcast_v_bias()  # before the loops: every run reads it
+    for g in nl.affine_range(full):
+        _run(norm, proj, x, None, [Span((g * FAMILY_RUN + i) * BLOCK, BLOCK, limit) for i in range(FAMILY_RUN)],
+             k_tiles)  # fmt: skip
     return qkT, v
