@@ -118,3 +118,64 @@ def test_the_hf_variant_takes_the_shapes_the_family_takes(registry, bundles):
     with pytest.raises(ValueError) as hf:
         variant.matmul(*bad)
     assert str(hf.value) == str(launcher.value)
+
+
+# -- the fused kernels of linear (mlp, layernorm_mlp, layernorm_qkv; kernels/linear/token_blocks.py) ----------------
+# Published with narrow weights (K 128, H 256) so that NumPy and the simulator run them in a second or two; the
+# ranges are kernel.toml's (declared there for ViT-B/16's widths). Called at row counts nobody declared: 197 * 3,
+# 197 * 5 + 1 and primes, against the concrete trace's numbers (the launcher's Python, run locally) and float64.
+FUSED_K, FUSED_H = 128, 256
+FUSED = {
+    "mlp": ([("M", FUSED_K), (FUSED_K, FUSED_H), (FUSED_H,), (FUSED_H, FUSED_K), (FUSED_K,), ("M", FUSED_K)], {},
+            [(513, 65536)], (591, 1031)),
+    "layernorm_mlp": ([("M", FUSED_K), (FUSED_K,), (FUSED_K,), (FUSED_K, FUSED_H), (FUSED_H,), (FUSED_H, FUSED_K),
+                       (FUSED_K,)], {"epsilon": 1e-6}, [(513, 1024), (2049, 65536)], (986, 2053)),
+    "layernorm_qkv": ([("M", FUSED_K), (FUSED_K,), (FUSED_K,), (FUSED_K, 3 * FUSED_K), (3 * FUSED_K,)],
+                      {"scale": 0.125, "epsilon": 1e-6}, [(1, 128), (513, 1024)], (97, 591)),
+}  # fmt: skip
+
+
+def _toml_line(shapes, constants, lo, hi):
+    args = ", ".join(f'"{"x".join(str(d) for d in s).replace("Mx", "M x ")}:bfloat16"' for s in shapes)
+    consts = ", ".join(f"{k} = {v}" for k, v in constants.items())
+    consts = f", constants = {{ {consts} }}" if consts else ""
+    return f'    {{ args = [{args}], dims = {{ M = "{lo}..{hi}" }}{consts} }},'
+
+
+@pytest.fixture(scope="module")
+def fused_bundle(tmp_path_factory):
+    root = families_only("linear", tmp_path_factory.mktemp("fused"), set(FUSED), lambda ln: False)
+    toml = (root / "kernel.toml").read_text()
+    for entry, (shapes, constants, ranges, _) in FUSED.items():
+        head = f"[entry-points.{entry}]"
+        at = toml.index("specialisations = [", toml.index(head)) + len("specialisations = [")
+        lines = "".join("\n" + _toml_line(shapes, constants, lo, hi) for lo, hi in ranges)
+        toml = toml[:at] + lines + toml[at:]
+    (root / "kernel.toml").write_text(toml)
+    return build_bundle(root, benchmarks=False)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+def test_the_fused_kernels_families_run_unforeseen_row_counts_without_trust(registry, fused_bundle, backend):
+    from kernels.linear import launcher
+
+    publish(fused_bundle, "acme/linear", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/linear", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(8)
+    for entry, (shapes, constants, _, rows) in FUSED.items():
+        for m in rows:
+            # weights scaled by 1 / sqrt(rows), so that the outputs stay O(1-10) as in a trained model
+            args = [a if a.ndim != 2 or "M" in s else (a.astype(np.float32) / np.sqrt(a.shape[0])).astype(BF16)
+                    for s, a in zip(shapes, _arrays(rng, [tuple(m if d == "M" else d for d in s) for s in shapes],
+                                                    BF16))]  # fmt: skip
+            got = getattr(k, entry)(*args, backend=backend, **constants)
+            got = got if isinstance(got, tuple) else (got,)
+            local = getattr(launcher, entry)(*args, backend="numpy", **constants)  # the concrete trace
+            expected = getattr(linear_reference, entry)(*[a.astype(np.float64) for a in args], **constants)
+            for g, want, ref in zip(got, local if isinstance(local, tuple) else (local,),
+                                    expected if isinstance(expected, tuple) else (expected,)):  # fmt: skip
+                np.testing.assert_array_equal(np.asarray(g, np.float64), np.asarray(want, np.float64))
+                _close(g, ref, 2e-2, 8e-2)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
