@@ -9,8 +9,9 @@ transpose either: per 128 tokens, ``sum over hidden tiles of h^T.T @ w2`` into a
 (Vector, PSUM + SBUF) and the residual (GpSimd) on the way out. Compared with two ``linear`` launches this saves
 the hidden activations' round trip through HBM and fc2's DMA transposes of them.
 
-Tokens go in blocks of 512 (the moving tile's width), the ragged last block with its static size; both weights
-stay in SBUF. x^T comes in by DMA transpose (2-byte dtypes only, as in ``linear``).
+Tokens go in blocks of 512 (the moving tile's width; ``token_blocks``), the ragged last block with its static size,
+or in a shape family masked to the rows below M; both weights stay in SBUF. x^T comes in by DMA transpose (2-byte
+dtypes only, as in ``linear``).
 """
 
 import numpy as np

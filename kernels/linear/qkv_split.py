@@ -12,7 +12,9 @@ activation. V keeps the token-major orientation (LN(x)^T stationary, w's V colum
 no longer transposes q and k on the Tensor engine nor copies the transposes out of PSUM.
 
 Token blocks of 512 are pipelined one block ahead (``fused_mlp._ln_blocks``' scheme): block t+1's rows and
-LayerNorm row work come before block t's V part in program order, its transposes after.
+LayerNorm row work come before block t's V part in program order, its transposes after. A concrete trace unrolls
+every block; a shape family (``token_blocks``) does up to four, the last masked to the rows below M, and past that
+loops over runs of four masked blocks, the pipeline carried from one iteration to the next (``_carried``).
 """
 
 import numpy as np
