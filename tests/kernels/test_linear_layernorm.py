@@ -105,7 +105,8 @@ def test_matmul_is_within_1_3x_of_the_tensor_engine_bound(m, k, n):
     assert prof.latency_ns <= 1.3 * _tensor_bound_ns(prof), prof.latency_ns / _tensor_bound_ns(prof)
 
 
-# (linear's 22 shape families take ~10 s of CPU to prove and check; tests/hub/test_library_families.py publishes some)
+# (linear's 42 shape families take ~22 s of CPU to trace and prove, benchmarks/family_load.py; tests/hub/
+# test_library_families.py publishes some)
 @pytest.mark.parametrize("package", ["layernorm", pytest.param("linear", marks=pytest.mark.slow)])
 def test_packages_bundle(package):
     # each declared specialisation traces, verifies and round-trips; the small fp32 ones carry test vectors that
