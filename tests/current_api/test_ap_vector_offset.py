@@ -105,7 +105,6 @@ def test_an_index_outside_the_rows_raises_when_the_dma_runs(backend):
     (dict(idx_dtype=np.float32), "int32 or uint32 row indices"),
     (dict(pattern=[[64, 64], [1, 8]]), "spans 64 partitions and vector_offset holds 128"),
     (dict(dge_mode=nisa.dge_mode.hwdge), "needs the software DGE"),
-    (dict(oob_mode=nisa.oob_mode.skip), "oob_mode=skip"),
 ])  # fmt: skip
 def test_what_a_vector_offset_pattern_refuses(change, message):
     pattern = change.get("pattern", [[64, 128], [1, 32]])

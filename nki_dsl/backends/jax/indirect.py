@@ -6,7 +6,10 @@ The rows are checked when the program runs: a host callback raises ``NkiRuntimeE
 the dimension (naming the kernel line, the op, the partition, the value and the dimension, as the NumPy reference
 does). XLA reports a callback's exception as its own runtime error; ``Executable.call`` re-raises the
 ``NkiRuntimeError`` recorded here in its place. Inside a user's ``jax.jit`` the message arrives inside XLA's
-error. Repeated scatter rows: ``set`` keeps one of them (XLA does not define which), ``add`` sums them all.
+error. A ``nisa.dma_copy`` with ``oob_mode=skip`` checks nothing and drops each out-of-range partition's transfer
+instead (a gather keeps that partition of ``dst``, a scatter sends it to a row past the tensor, which XLA's
+``mode="drop"`` discards), as the NumPy reference does. Repeated scatter rows: ``set`` keeps one of them (XLA
+does not define which), ``add`` sums them all.
 """
 
 from __future__ import annotations
@@ -78,11 +81,16 @@ def lower(ctx, side: str) -> Lowered:
     # a gather's mask cuts partitions only (rule indirect-dma): the indices of masked-off ones are not checked,
     # and what they read (clipped into the tensor) is dropped by the masked write of the result
     kept = ctx.mask.rows()[:, 0] if ctx.mask is not None else jnp.ones(rows.shape, bool)
-    jax.debug.callback(_check((op.loc, op.name, hbm.tensor.name, dim), size), rows, kept)
+    skip = op.attrs.get("oob_mode") == "skip"
+    in_range = (rows >= 0) & (rows < size)
+    if not skip:
+        jax.debug.callback(_check((op.loc, op.name, hbm.tensor.name, dim), size), rows, kept)
+    # a skipping scatter aims the partitions out of range past the tensor (dropped); every other access stays inside
+    picked = jnp.where(in_range, rows, size) if skip and side == "dst" else jnp.clip(rows, 0, size - 1)
     idx = []
     for k, e in enumerate(hbm.index):
         if k == dim:
-            r = jnp.clip(rows, 0, size - 1).reshape((shape[0],) + (1,) * (len(shape) - 1))
+            r = picked.reshape((shape[0],) + (1,) * (len(shape) - 1))
             idx.append(jnp.broadcast_to(r, shape))
             continue
         axes, rest = split(e)
@@ -94,12 +102,17 @@ def lower(ctx, side: str) -> Lowered:
         value = array.at[tuple(idx)].get(mode="promise_in_bounds")
         if op.result is not None:
             return Lowered(value)
+        if skip:  # the skipped partitions of dst keep their values
+            dst = op.operands["dst"]
+            ok = in_range.reshape((shape[0],) + (1,) * (len(shape) - 1))
+            value = jnp.where(ok, runtime.round_to(value, dst.tensor.type.dtype), ctx.read("dst"))
         return Lowered(writes=[("dst", value, op.attrs.get("dst_rmw_op", "none"))])
     value = jnp.broadcast_to(ctx.read("value" if "value" in op.operands else "src"), shape)
     value = runtime.to_hbm(value, hbm.tensor.type.dtype)
+    mode = "drop" if skip else None
     if op.attrs.get("dst_rmw_op", "none") == "add":
-        new = array.at[tuple(idx)].add(value.astype(array.dtype))
+        new = array.at[tuple(idx)].add(value.astype(array.dtype), mode=mode)
     else:
-        new = array.at[tuple(idx)].set(value.astype(array.dtype))
+        new = array.at[tuple(idx)].set(value.astype(array.dtype), mode=mode)
     ctx.state.set_array(hbm.tensor.name, new)
     return Lowered()

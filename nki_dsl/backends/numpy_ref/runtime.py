@@ -32,7 +32,7 @@ def _rounder(name: str):
 
     def to_int(x):
         x = np.asarray(x)
-        if x.dtype.kind == "f":
+        if x.dtype.kind not in "iub":  # a float, ml_dtypes' bfloat16 / float8 included (their kind is "V")
             # Clip in float64: int32's max is not a float32 (it rounds up to 2**31, which would wrap around).
             # NaN converts to 0, as saturating conversions do (a bare cast gives int32 min but int8 0).
             x = np.nan_to_num(np.rint(x.astype(np.float64)), nan=0.0)

@@ -250,7 +250,11 @@ def build_template(op: Op, engine: str, target: Target, write: Op | None = None)
 def _widen_indirect(op: Op, t: OpTemplate) -> None:
     """An indirect DMA (ir/indirect.py) is priced as the DMA of its tile (one descriptor per partition's row, the
     rows being contiguous runs as in a plain load or store), but for dependences it may touch any row of its
-    indexed dimension: its HBM access in ``reads``/``writes`` spans the whole dimension."""
+    indexed dimension: its HBM access in ``reads``/``writes`` spans the whole dimension. With ``oob_mode=skip``
+    the partitions whose row is out of range move nothing, but which ones is data the schedule cannot depend on
+    (timing-only runs have none), and the reference gives no figure for a dropped transfer: the reading here is
+    that the software DGE builds and checks every partition's descriptor either way and the transfer is priced
+    whole (an upper bound), the same as with ``oob_mode=error``."""
     side = hbm_operand(op)
     if side is None:
         return

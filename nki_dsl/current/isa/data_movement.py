@@ -67,14 +67,14 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
 def _indirect_dma_copy(api: str, dst, src, oob, dge) -> None:
     """A gather (``src``) or scatter (``dst``) through ``hbm.ap(pattern, vector_offset=idx)``
     (trace/vector_offset.py): the software DGE's job (§2.7 dma_copy: ``swdge`` is "only mode for vector_offset
-    gather/scatter"); every index is checked when it runs (``oob_mode.error``)."""
+    gather/scatter"). Every index is checked when it runs: one out of range raises (``oob_mode.error``), or its
+    partition's transfer is dropped (``oob_mode.skip``: a gather leaves that partition of ``dst`` as it was, a
+    scatter writes nothing for it; backends/*/indirect.py)."""
     mode = member(api, "dge_mode", dge, dge_mode)
     if mode not in ("swdge", "unknown"):
         raise NkiApiError(f"dge_mode={mode}: a vector_offset gather or scatter needs the software DGE "
                           f"(dge_mode=swdge or unknown)", caller_loc(), api)  # fmt: skip
-    if member(api, "oob_mode", oob, oob_mode) != "error":
-        raise NkiApiError("oob_mode=skip (dropping an out-of-range index's transfer) is not modelled: every index "
-                          "is checked and one out of range raises (oob_mode=error)", caller_loc(), api)  # fmt: skip
+    oob = member(api, "oob_mode", oob, oob_mode)
     for name, side in (("dst", dst), ("src", src)):
         if not is_tile(side):
             raise NkiApiError(f"'{name}' must be a tensor, got {type(side).__name__}", caller_loc(), api)
@@ -82,7 +82,7 @@ def _indirect_dma_copy(api: str, dst, src, oob, dge) -> None:
         raise NkiApiError("only one side of a DMA can pick its rows with a vector offset", caller_loc(), api)
     if tuple(dst.shape) != tuple(src.shape):
         raise NkiApiError(f"'dst' {list(dst.shape)} and 'src' {list(src.shape)} differ in shape", caller_loc(), api)
-    legacy_dma.dma_copy(dst=dst, src=src, oob_mode="error", dge_mode=mode)
+    legacy_dma.dma_copy(dst=dst, src=src, oob_mode=oob, dge_mode=mode)
 
 
 def _whole_hbm(t) -> bool:

@@ -9,6 +9,9 @@ has the form the backends read:
 * a mask only on a gather, and only over its partitions (``d0``, with loop indices and program ids): the
   masked-off partitions move nothing and their indices are not checked (a ragged last tile). A scatter takes
   no mask.
+* ``oob_mode = skip`` (drop an out-of-range row's transfer instead of raising, §2.7 dma_copy) not on a
+  scatter-add: the legacy ``dma_copy(dst_rmw_op=np.add)`` with dynamic offsets has "oob error mode only" (§2.7
+  "Indirect DMA").
 
 The rows themselves are data: they are checked against the dimension when the DMA runs (a clear error naming the
 line, the partition, the index value and the dimension), not here.
@@ -69,6 +72,9 @@ def _problem(op, has_indices: bool, has_dim: bool) -> str | None:
     if idx.shape[0] != a.shape[0] or any(s != 1 for s in idx.shape[1:]):
         return (f"{d.operand('indices', idx)} must hold one row per partition of the {a.shape[0]}-partition tile "
                 f"moved: shape [{a.shape[0]}, 1]")
+    if op.attrs.get("oob_mode") == "skip" and op.attrs.get("dst_rmw_op", "none") != "none":
+        return ("oob_mode = skip cannot drop rows of a scatter-add (dst_rmw_op = add): its out-of-range indices "
+                "are an error (oob_mode = error)")
     if op.mask is not None:
         if side == "dst":
             return "a scatter DMA takes no mask: scatter whole tiles (name the rows to keep with the indices)"
