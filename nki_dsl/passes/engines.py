@@ -2,7 +2,7 @@
 
 * ``nisa`` instructions run on the engine their op-table entry names, or the one their ``engine`` attribute
   picked (``tensor_copy``, ``tensor_scalar``, ``memset``, ``nc_transpose`` ...); DMA instructions on ``"dma"``.
-* ``alloc`` and ``hbm.reshape`` are not instructions (no engine).
+* ``alloc`` and the HBM views ``hbm.reshape`` / ``hbm.view`` are not instructions (no engine).
 * ``assign`` is not an instruction either: in lowered IR it always follows the instruction producing its source
   and names that instruction's destination region (``accumulate=add``: the instruction accumulates into it, as
   the Tensor engine does into a PSUM bank). ``fused_writes`` pairs them up.
@@ -22,7 +22,7 @@ EXEMPT: dict[str, tuple[str | None, str]] = {
     "nl.shared_constant": (None, "compile-time data placed in HBM before the kernel runs; no instruction"),
 }
 
-NOT_INSTRUCTIONS = ("alloc", "hbm.reshape", "assign")
+NOT_INSTRUCTIONS = ("alloc", "hbm.reshape", "hbm.view", "assign")
 
 
 def engine_of(op: Op) -> str | None:

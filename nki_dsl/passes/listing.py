@@ -48,7 +48,7 @@ class _Printer:
                 continue
             engine = engine_of(stmt)
             if engine is None:
-                continue  # alloc, hbm.reshape, assign (shown as its producer's dst), and non-instructions
+                continue  # alloc, HBM views, assign (shown as its producer's dst), and non-instructions
             self.lines.append(f"{pad}{engine:<7}{self.instruction(stmt)}")
 
     def instruction(self, op: Op) -> str:

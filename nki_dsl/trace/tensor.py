@@ -154,8 +154,10 @@ class _TileLike(TileHandle):
         return OffsetView(at0, index, k, coef)
 
     def view(self, dtype):
-        """``t.view(dtype)``: this on-chip tensor's bits as ``dtype``, a new tile made now (trace/views.py)."""
-        return views.view(self, dtype, build_op)
+        """``t.view(dtype)``: this on-chip tensor's bits as ``dtype``, a new tile made now; of an HBM tensor, an
+        alias of its bytes (trace/views.py)."""
+        viewed = views.view(self, dtype, build_op)
+        return TileView(viewed) if isinstance(viewed, Access) else viewed
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """An access pattern ``[[step, num], ...]`` over this tensor's storage (trace/access_pattern.py); with

@@ -24,6 +24,7 @@ from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic, SourceLoc
 from nki_dsl.ir.affine import Mask
 from nki_dsl.ir.budget import IRBudget, budget_diagnostic
+from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.types import Buffer
 from nki_dsl.targets import Target
@@ -48,7 +49,7 @@ def measure(kernel: Kernel) -> dict[str, int]:
         if stmt.result is not None:
             size = _nbytes(stmt.result)
             m["tensor_bytes"] = max(m["tensor_bytes"], size)
-            if not stmt.result.type.buffer.on_chip and stmt.name != "hbm.reshape":  # a reshape is a view
+            if not stmt.result.type.buffer.on_chip and stmt.name not in VIEW_OPS:  # a view holds no bytes
                 m["hbm_bytes"] += size
         for v in stmt.operands.values():
             if isinstance(v, Access):
@@ -96,7 +97,7 @@ def check(kernel: Kernel, t: Target, budget: IRBudget) -> list[Diagnostic]:
             what = "the op executions (grid x loop trip counts, summed over ops) up to this op"
             over("max_iterations", iterations, budget.max_iterations, what, stmt.loc, stmt.name)
         found.extend(_memory(stmt, budget, on_chip))
-        if stmt.result is not None and not stmt.result.type.buffer.on_chip and stmt.name != "hbm.reshape":
+        if stmt.result is not None and not stmt.result.type.buffer.on_chip and stmt.name not in VIEW_OPS:
             hbm += _nbytes(stmt.result)
             if hbm > hbm_limit and "hbm" not in reported:
                 reported.add("hbm")

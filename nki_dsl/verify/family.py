@@ -29,8 +29,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
   form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
   present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
-  ``core-race`` checks only LNC=2 kernels and kernels with sync ops, both of which ``check_form`` keeps out of
-  families, so it finds nothing in any instance;
+  an HBM dtype view's shapes (``check_form`` keeps symbols out of both: the view of a symbolic tensor would scale
+  a symbol); ``core-race`` checks only LNC=2 kernels and kernels with sync ops, both of which ``check_form`` keeps
+  out of families, so it finds nothing in any instance;
   ``shape`` reads HBM dimensions only through a reshape's element count, which ``_reshape_form`` makes the same
   question in every instance). They give every instance the same answer: checking one (the
   lowest) is checking all. Everything the lowest instance breaks is reported: it is a real instance.
@@ -89,7 +90,7 @@ RULE_ARGUMENTS = {
     "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
     "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
     "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,
-    "core-sync": BLIND, "bitcast": BLIND, "core-race": BLIND,
+    "core-sync": BLIND, "bitcast": BLIND, "core-race": BLIND, "hbm-view": BLIND,
     "affine-dependence": MONOTONE, "budget": MONOTONE,
     "out-of-bounds": PROVEN,
 }  # fmt: skip
@@ -180,6 +181,9 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
                     sizes(v, f"attribute {aname!r}", stmt.loc, stmt.name, True)
         if stmt.name == "hbm.reshape" and stmt.result is not None and isinstance(stmt.operands.get("x"), Access):
             found += _reshape_form(stmt)
+        if stmt.name == "hbm.view" and stmt.result is not None and any(is_symbol(s) for s in stmt.result.type.shape):
+            found.append(_diag(stmt.loc, stmt.name, "a dtype view's shape cannot use a dimension symbol (it scales "
+                                                    "the source's concrete last dimension); publish concrete shapes"))
         if stmt.mask is not None:
             for x in stmt.mask.vars():
                 if _is_sym(x) and x not in kernel.symbols:

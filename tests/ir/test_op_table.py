@@ -53,6 +53,7 @@ STRUCTURAL_FRONT_ENDS = {
     "alloc": lambda: callable(nl.ndarray),  # nl.ndarray / nl.zeros / outputs
     "assign": lambda: hasattr(NkiTensor, "__setitem__") and hasattr(NkiTensor, "__iadd__"),  # t[...] = x, t += x
     "hbm.reshape": lambda: hasattr(NkiTensor, "reshape"),  # hbm_tensor.reshape(shape)
+    "hbm.view": lambda: hasattr(NkiTensor, "view"),  # hbm_tensor.view(dtype)
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from nki_dsl.errors import NkiError
+from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.types import Buffer, TensorType
@@ -19,7 +20,7 @@ _RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout", "nisa.rng", "nisa
 class KernelInfo:
     kernel: Kernel
     types: dict[str, TensorType] = field(default_factory=dict)
-    roots: dict[str, str] = field(default_factory=dict)  # hbm.reshape view -> the tensor holding its storage
+    roots: dict[str, str] = field(default_factory=dict)  # HBM view (ir/hbm_views.py) -> the tensor holding its storage
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # loop index / program id -> [lo, hi]
     written: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots written inside it
     read_after: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots read after it
@@ -46,7 +47,7 @@ def _writes(op: Op, info: KernelInfo) -> set:
     if spec is None:
         raise NkiError(f"the JAX backend has no lowering for {op.name!r}", op.loc)
     names = set()
-    if op.result is not None and op.name != "hbm.reshape":
+    if op.result is not None and op.name not in VIEW_OPS:
         names.add(info.root(op.result.name))
     for o in spec.writes:
         v = op.operands.get(o.name)
@@ -81,7 +82,7 @@ def analyse(kernel: Kernel) -> KernelInfo:
             else:
                 if stmt.result is not None:
                     info.types[stmt.result.name] = stmt.result.type
-                if stmt.name == "hbm.reshape":
+                if stmt.name in VIEW_OPS:
                     src = stmt.operands["x"].tensor.name
                     info.roots[stmt.result.name] = info.root(src)
                 for v in stmt.operands.values():

@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from nki_dsl.backends.jax import access as acc
-from nki_dsl.backends.jax import forward, runtime
+from nki_dsl.backends.jax import forward, hbm_views, runtime
 from nki_dsl.backends.jax.analysis import KernelInfo
 from nki_dsl.backends.jax.functions import BINARY
 from nki_dsl.errors import NkiError
@@ -96,7 +96,7 @@ class State:
         return value
 
     def array(self, name: str):
-        """The held value of tensor ``name`` (a reshape view reads its root's storage in its own shape)."""
+        """The held value of tensor ``name`` (an HBM view reads its root's storage in its own shape and dtype)."""
         root = self.info.root(name)
         if root not in self.env:
             raise NkiError(f"tensor {name} is read before anything defines it")
@@ -104,13 +104,15 @@ class State:
         if root != name:
             if root in self.views:  # vectorise never blocks a tensor read through a reshape view of it
                 raise NkiError(f"internal: tensor {name} is read through a view of {root}, which is held as a block")
-            value = value.reshape(self.info.types[name].shape)
+            view = self.info.types[name]
+            value = hbm_views.reinterpret(value, view.dtype, view.shape)
         return value
 
     def set_array(self, name: str, value) -> None:
         root = self.info.root(name)
         if root != name:
-            value = value.reshape(self.info.types[root].shape)
+            held = self.info.types[root]
+            value = hbm_views.reinterpret(value, held.dtype, held.shape)
         self.env[root] = value
 
     def _static_window(self, access: Access, p: acc.AccessPlan, leaving_ok: bool):

@@ -31,6 +31,7 @@ from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax.analysis import RNG
 from nki_dsl.backends.jax.context import State, View
 from nki_dsl.ir.affine import Affine
+from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.nodes import Access, Loop
 from nki_dsl.ir.ops import OPS
 
@@ -91,7 +92,7 @@ def plan(stmts, var: str, start: int, step: int, trips: int, st: State, written:
     accesses, results = _accesses(stmts)
     if _prints(stmts):  # nl.device_print prints iteration by iteration, in program order
         return None
-    defined = {st.info.root(op.result.name) for op in results if op.name != "hbm.reshape"}
+    defined = {st.info.root(op.result.name) for op in results if op.name not in VIEW_OPS}
     if any(root in carried for root in defined):
         return None  # a tensor defined whole by an op in the loop and used after it: the last iteration's value
     per_root: dict[str, list] = {}

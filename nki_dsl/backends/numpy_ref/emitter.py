@@ -21,6 +21,7 @@ from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.cores import has_sync_ops
+from nki_dsl.ir.hbm_views import view_source
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.source_safe import NkiCodegenError, py_int, py_ints, py_tensor, py_var
@@ -198,16 +199,16 @@ _ASCII_OP = re.compile(r"[A-Za-z0-9_.]+")
 
 
 def _mutated_storage(kernel: Kernel) -> set[str]:
-    """Names of tensors some op writes into after creating them (out/inout operands), with the reshape views
+    """Names of tensors some op writes into after creating them (out/inout operands), with the HBM views
     that share their storage. A result that would be a view of none of these can skip its defensive copy."""
     roots: dict[str, str] = {}
     written: set[str] = set()
     for stmt, _ in kernel.walk():
         if not isinstance(stmt, Op):
             continue
-        if stmt.name == "hbm.reshape":
-            src = stmt.operands["x"].tensor.name
-            roots[stmt.result.name] = roots.get(src, src)
+        viewed = view_source(stmt)  # hbm.reshape / hbm.view: the result shares its source's storage
+        if viewed is not None:
+            roots[stmt.result.name] = roots.get(viewed.name, viewed.name)
         for o in OPS[stmt.name].writes:
             v = stmt.operands.get(o.name)
             if isinstance(v, Access):

@@ -9,6 +9,7 @@ from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
 from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
 from nki_dsl.backends.numpy_ref.masked import masked_reduce
+from nki_dsl.errors import NkiError
 from nki_dsl.ir.constant_data import decode_constant
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.ops.language import BINARY_NL, UNARY_NL
@@ -158,11 +159,30 @@ def reshape(ctx: OpContext) -> Lowered:
     return Lowered()
 
 
+def hbm_view(array: np.ndarray, dtype_name: str, shape: tuple, name: str) -> np.ndarray:
+    """``array``'s bytes as ``dtype_name`` (``hbm.view``, ir/hbm_views.py): a NumPy view, so writes through it land in
+    ``array``; the last axis splits or merges by the element-size ratio, row-major as on the device."""
+    try:
+        out = array.view(dtypes.get(dtype_name).np_dtype)
+    except ValueError:  # a caller's array whose last axis is strided: its bytes are not in the device's order
+        raise NkiError(f"the NumPy backend cannot view %{name} as {dtype_name} in place: its array's last axis is "
+                       f"not contiguous (pass a C-contiguous array)") from None  # fmt: skip
+    return out.reshape(shape)
+
+
+def view(ctx: OpContext) -> Lowered:
+    src, t = ctx.op.operands["x"].tensor, ctx.op.result
+    helper = ctx.e.const(hbm_view)
+    ctx.e.line(f"{tensor_var(t.name)} = {helper}({tensor_var(src.name)}, {t.type.dtype!r}, {t.type.shape}, "
+               f"{ctx.e.const(src.name)})")
+    return Lowered()
+
+
 LANGUAGE_HANDLERS = {
     "alloc": alloc, "nl.full": fill, "nl.load": load, "nl.load_transpose2d": load_transpose2d, "nl.store": store,
     "assign": assign, "nl.copy": copy, "nl.transpose": transpose, "nl.broadcast_to": broadcast_to,
     "nl.expand_dims": expand_dims, "nl.matmul": matmul, "nl.where": select, "nl.dropout": dropout,
-    "nl.random_seed": random_seed, "nl.device_print": device_print, "hbm.reshape": reshape,
+    "nl.random_seed": random_seed, "nl.device_print": device_print, "hbm.reshape": reshape, "hbm.view": view,
     "nl.shared_constant": constant,
     **{f"nl.{fn}": unary for fn in UNARY_NL},
     **{f"nl.{fn}": binary for fn in BINARY_NL},

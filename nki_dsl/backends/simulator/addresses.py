@@ -8,7 +8,8 @@ box's free dimensions in row-major order (conservative for strided accesses: it 
 one).
 
 HBM is linear memory no two tensors share, so a region there is ``(tensor key, box in the tensor's index space)``;
-``hbm.reshape`` views share their source's key and touch its whole storage (conservative).
+HBM views (``hbm.reshape``, ``hbm.view``: ir/hbm_views.py) share their root's key and touch its whole storage
+(conservative), so a write through a view and an access of its root, or of another view of it, are ordered.
 
 Index expressions are affine in loop indices and program ids, which the generated code has as local variables
 named as in the IR (``i3``, ``pid0``), so a region costs a few integer operations per instruction.
@@ -20,6 +21,7 @@ import math
 
 from nki_dsl import dtypes
 from nki_dsl.ir.affine import Affine, var_kind
+from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op, Tensor
 from nki_dsl.ir.source_safe import py_int, py_var
 
@@ -60,7 +62,7 @@ class AddressMap:
 
     def __init__(self, kernel: Kernel, allocation):
         self.allocation = allocation
-        self.roots: dict[str, Tensor] = {}  # HBM tensor name -> the storage it views (itself unless a reshape)
+        self.roots: dict[str, Tensor] = {}  # HBM tensor name -> the storage it views (itself unless a view)
         self.keys: dict[str, int] = {}  # HBM storage name -> key
         self.loops: dict[str, Loop] = {}
         for p in kernel.params:
@@ -69,7 +71,7 @@ class AddressMap:
             for lp in loops:
                 self.loops[lp.var] = lp
             if isinstance(stmt, Op) and stmt.result is not None and not stmt.result.type.buffer.on_chip:
-                src = stmt.operands.get("x") if stmt.name == "hbm.reshape" else None
+                src = stmt.operands.get("x") if stmt.name in VIEW_OPS else None
                 self._hbm(stmt.result, self.roots[src.tensor.name] if isinstance(src, Access) else stmt.result)
 
     def _hbm(self, t: Tensor, root: Tensor) -> None:

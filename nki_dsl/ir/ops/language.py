@@ -136,6 +136,9 @@ LANGUAGE_OPS: list[OpSpec] = [
     OpSpec("hbm.reshape", Family.RESHAPE, (OperandSpec("x", buffers=HBM),), (AttrSpec("shape", AttrKind.INTS),),
            result=DECLARED, result_dtype=DECLARED, shape=shape_rules.declared,
            doc="a reshaped view of an HBM tensor (same storage)"),
+    # t.view(dtype) of an HBM tensor: the result type gives the dtype and the §2.7 shape (ir/hbm_views.py)
+    OpSpec("hbm.view", Family.RESHAPE, (OperandSpec("x", buffers=HBM),), result=DECLARED, result_dtype=DECLARED,
+           shape=shape_rules.declared, doc="an HBM tensor's bytes read as another dtype (same storage)"),
     *(_unary(f) for f in UNARY_NL),
     *(_binary(f) for f in BINARY_NL),
     *(_reduce(n, f) for n, f in REDUCTIONS.items()),

@@ -12,11 +12,16 @@ from one iteration to the next. Three ways to break that, for a tensor declared 
 index text: ``buf[g, :, ds(256*j, 256)]`` written and ``buf[g, :, ds(128*m, 128)]`` read in ``affine_range(g)`` are
 disjoint across iterations of g, and reading ``acc[g]`` after the inner loop that accumulates into it is reading
 this iteration's own sum.
+
+An HBM tensor and its dtype views (``t.view(dtype)``, ir/hbm_views.py) are one storage: their accesses are
+compared as accesses of its bytes (``hbm_views.in_bytes``), so a write through an int32 view and a read of the
+float32 tensor in another iteration are a dependence like any other.
 """
 
 from __future__ import annotations
 
 from nki_dsl.errors import Diagnostic
+from nki_dsl.ir import hbm_views
 from nki_dsl.ir.affine import format_affine
 from nki_dsl.ir.indirect import widened
 from nki_dsl.ir.nodes import Access, Kernel, Loop
@@ -40,6 +45,17 @@ def is_accumulation(op, spec) -> bool:
 
 def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     prog = program(kernel)
+    roots = hbm_views.dtype_roots(kernel)
+    spaces = {r: hbm_views.byte_tensor(r) for r in set(roots.values())}
+
+    def storage(t):  # the key accesses of one storage share
+        r = roots.get(t)
+        return t if r is None else spaces[r]
+
+    def comparable(a: Access) -> Access:
+        r = roots.get(a.tensor)
+        return a if r is None else hbm_views.in_bytes(a, spaces[r])
+
     found = []
     writes: dict[tuple[Loop, object], list[Ref]] = {}
     reads: dict[tuple[Loop, object], list[Ref]] = {}
@@ -50,8 +66,8 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         spec = OPS[site.op.name]
         role = spec.operand(name).role
         same: list[Loop] = []
-        for loop in _loops_outside_definition(prog, site, a):
-            key = (loop, a.tensor)
+        for loop in _loops_outside_definition(prog, site, roots.get(a.tensor, a.tensor)):
+            key = (loop, storage(a.tensor))
             if role.reads:
                 reads.setdefault(key, []).append((site, name, a))
             if role is Role.OUT and is_accumulation(site.op, spec):
@@ -63,29 +79,32 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         if same:
             same_elements.append(((site, name, a), same))
     for ref, loops in same_elements:
-        read = next((r for lp in loops for r in reads.get((lp, ref[2].tensor), ())), None)
+        read = next((r for lp in loops for r in reads.get((lp, storage(ref[2].tensor)), ())), None)
         found.append(_carried(ref, read, loops) if read else _same_elements(ref, loops))
     for key, ws in writes.items():
-        found += _read_write(key[0], ws, reads.get(key, []), kernel.grid)
+        found += _read_write(key[0], ws, reads.get(key, []), kernel.grid, comparable)
     for key, acc in accums.items():
-        clash = _first_meeting(key[0], acc, reads.get(key, []), kernel.grid)
+        clash = _first_meeting(key[0], acc, reads.get(key, []), kernel.grid, comparable)
         if clash is not None:
             found.append(_read_accumulating(key[0], *clash))
     return found
 
 
-def _first_meeting(loop: Loop, ws: list[Ref], rs: list[Ref], grid) -> tuple[Ref, Ref] | None:
-    """The first (write, read) pair that two different iterations of ``loop`` may aim at one element."""
+def _first_meeting(loop: Loop, ws: list[Ref], rs: list[Ref], grid, comparable) -> tuple[Ref, Ref] | None:
+    """The first (write, read) pair that two different iterations of ``loop`` may aim at one element (compared as
+    ``comparable`` gives the accesses: of their storage's bytes when it has dtype views)."""
     for w in ws:
         for r in rs:
-            if meet_in_different_iterations(loop, Side(w[2], w[0].loops), Side(r[2], r[0].loops), grid):
+            a, b = Side(comparable(w[2]), w[0].loops), Side(comparable(r[2]), r[0].loops)
+            if meet_in_different_iterations(loop, a, b, grid):
                 return w, r
     return None
 
 
-def _loops_outside_definition(prog: Program, site: Site, a: Access) -> list[Loop]:
-    """The affine loops (with more than one iteration) that enclose this access but not the tensor's definition."""
-    def_site = prog.defs.get(a.tensor)
+def _loops_outside_definition(prog: Program, site: Site, tensor) -> list[Loop]:
+    """The affine loops (with more than one iteration) that enclose this access but not the definition of
+    ``tensor`` (the accessed tensor's storage)."""
+    def_site = prog.defs.get(tensor)
     k = common_depth(def_site.loops, site.loops) if def_site is not None else 0
     return [lp for lp in site.loops[k:] if lp.kind == "affine" and lp.trip_count > 1]
 
@@ -112,14 +131,15 @@ def _carried(ref: Ref, read: Ref, loops: list[Loop]) -> Diagnostic:
     return d.diagnostic(site.op, RULE, msg)
 
 
-def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref], grid) -> list[Diagnostic]:
+def _read_write(loop: Loop, ws: list[Ref], rs: list[Ref], grid, comparable) -> list[Diagnostic]:
     # A write that ignores the loop's index is already reported as a write to the same elements.
-    clash = _first_meeting(loop, [w for w in ws if loop.var in w[2].vars()], rs, grid)
+    clash = _first_meeting(loop, [w for w in ws if loop.var in w[2].vars()], rs, grid, comparable)
     if clash is None:
         return []
     (wsite, wname, w), (rsite, _, r) = clash
+    alias = "" if w.tensor is r.tensor else f" ({d.ref(w.tensor)} and {d.ref(r.tensor)} are views of the same bytes)"
     msg = (f"{d.operand(wname, w)} writes at {_index(w)} while line {rsite.op.loc.line} reads "
-           f"{d.ref(r.tensor)} at {_index(r)} in the same {d.loop(loop)}: one iteration reads what "
+           f"{d.ref(r.tensor)} at {_index(r)} in the same {d.loop(loop)}{alias}: one iteration reads what "
            f"another writes; use nl.sequential_range")  # fmt: skip
     return [d.diagnostic(wsite.op, RULE, msg)]
 

@@ -10,8 +10,8 @@ On hardware the two cores run at once, so such a pair races; the backends run a 
 lines, instead of silently computing that outcome.
 
 The question per pair of accesses (one a write) to a tensor both cores see (a kernel argument or an
-``nl.shared_hbm`` tensor, through any ``reshape`` view of it) and per assignment of the two accesses to the two
-cores is exact: is there an integer point of loop iterations and tile axes where both touch the same element
+``nl.shared_hbm`` tensor, through any ``reshape`` or dtype ``view`` of it) and per assignment of the two accesses to
+the two cores is exact: is there an integer point of loop iterations and tile axes where both touch the same byte
 (row-major flat index) and both are in the same phase? A phase is counted by the sync ops executed before an op:
 an affine function of the iteration numbers of the loops holding sync ops (a loop whose body executes ``s`` sync
 ops starts iteration ``k`` at ``k * s`` past its entry). ``verify/integer_sets.py`` answers; its "maybe" (search
@@ -24,9 +24,11 @@ one core (§1.5), so what one writes the next may read.
 
 from __future__ import annotations
 
+from nki_dsl import dtypes
 from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.cores import has_sync_ops
+from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.indirect import widened
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS
@@ -51,7 +53,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     sides: dict[object, list] = {}
     for site in program(kernel).sites:
         op = site.op
-        if op.name in SYNC_OPS or op.name == "hbm.reshape":
+        if op.name in SYNC_OPS or op.name in VIEW_OPS:
             continue
         for name, a in op.operands.items():
             if not isinstance(a, Access) or a.tensor.type.buffer.on_chip or roots.get(a.tensor) not in shared:
@@ -120,11 +122,11 @@ def _message(op_a: Op, a: Access, ca: int, op_b: Op, b: Access, b_writes: bool) 
 
 
 def _roots(kernel: Kernel) -> dict:
-    """Every HBM tensor -> the tensor whose storage it is (a reshape view's root)."""
+    """Every HBM tensor -> the tensor whose storage it is (an HBM view's root, ir/hbm_views.py)."""
     roots = {t: t for t in kernel.params}
     for stmt, _ in kernel.walk():
         if isinstance(stmt, Op) and stmt.result is not None:
-            src = stmt.operands.get("x") if stmt.name == "hbm.reshape" else None
+            src = stmt.operands.get("x") if stmt.name in VIEW_OPS else None
             roots[stmt.result] = roots.get(src.tensor, src.tensor) if isinstance(src, Access) else stmt.result
     return roots
 
@@ -157,7 +159,7 @@ def _phases(body, base: Affine, out: dict) -> int:
 
 
 def _side(site, access: Access, core: int, phase: Affine, tag: str, ranges: dict) -> tuple[Affine, Affine]:
-    """(flat element index, phase) of one side, its variables renamed apart with ``tag`` into ``ranges``."""
+    """(flat byte index, phase) of one side, its variables renamed apart with ``tag`` into ``ranges``."""
     env: dict[str, Affine | int] = {"pid0": core}
     rename = {}
     for lp in site.loops:
@@ -172,7 +174,9 @@ def _side(site, access: Access, core: int, phase: Affine, tag: str, ranges: dict
     for e, n in zip(reversed(access.index), reversed(access.tensor.type.shape)):
         flat = flat + e.substitute(env) * stride
         stride *= n
-    return flat, phase.rename(rename)
+    item = dtypes.get(access.tensor.type.dtype).itemsize  # in bytes: views of one storage may differ in dtype
+    ranges[f"byte_{tag}"] = (0, item - 1)
+    return flat * item + Affine.var(f"byte_{tag}"), phase.rename(rename)
 
 
 def _race(sa, a: Access, ca: int, sb, b: Access, cb: int, phases: dict) -> bool:

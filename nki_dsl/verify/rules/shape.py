@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from nki_dsl.errors import Diagnostic
+from nki_dsl.ir import hbm_views
 from nki_dsl.ir.nodes import Access, Kernel
 from nki_dsl.ir.ops import DECLARED, OPS, Family
 from nki_dsl.ir.ops.shapes import ShapeError
@@ -86,8 +87,8 @@ def _repeated_write_problem(op, spec) -> str | None:
 
 
 def _reshape_problem(op, spec) -> str | None:
-    if spec.family is not Family.RESHAPE or op.result is None:
-        return None
+    if spec.family is not Family.RESHAPE or op.result is None or op.name == hbm_views.VIEW:
+        return None  # a dtype view keeps its bytes, not its element count: rule hbm-view
     sources = tiles(op)
     if not sources:
         return None
