@@ -9,8 +9,9 @@
 
 Both are ``Family.RESHAPE``: not instructions, nothing to lower but the alias. Reads and writes through a view
 touch its root's bytes: each backend holds one array per root (the NumPy reference a NumPy view of it, JAX the
-root's array reinterpreted on every access, the simulator the root's address key), and every analysis that
-relates accesses of one storage asks ``root_of``. The rule ``hbm-view`` checks parsed IR keeps this form.
+root's array reinterpreted on every access, the simulator the root's address key), and the analyses that
+relate accesses of one storage follow ``view_source`` to the root (dependence and races compare dtype views in the
+root's bytes: ``in_bytes``). The rule ``hbm-view`` checks parsed IR keeps this form.
 """
 
 from __future__ import annotations
@@ -41,17 +42,6 @@ def view_source(op: Op) -> Tensor | None:
         return None
     x = op.operands.get("x")
     return x.tensor if isinstance(x, Access) else None
-
-
-def roots(kernel: Kernel) -> dict[str, Tensor]:
-    """Every HBM view's name -> the tensor holding its storage (through views of views)."""
-    out: dict[str, Tensor] = {}
-    for stmt, _ in kernel.walk():
-        if isinstance(stmt, Op):
-            src = view_source(stmt)
-            if src is not None:
-                out[stmt.result.name] = out.get(src.name, src)
-    return out
 
 
 def dtype_roots(kernel: Kernel) -> dict[Tensor, Tensor]:

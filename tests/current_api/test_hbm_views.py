@@ -15,10 +15,10 @@ import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 from nki_dsl.backends.simulator.deps import DependenceTracker
 from nki_dsl.backends.simulator.prepared import prepare
-from nki_dsl.errors import NkiApiError
+from nki_dsl.errors import NkiApiError, NkiVerificationError
 
 BACKENDS = ["numpy", "simulator", "jax"]
-BF16 = np.dtype(ml_dtypes.bfloat16)
+BF16, E4M3, E5M2 = (np.dtype(d) for d in (ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2))
 RNG = np.random.default_rng(1207)
 
 
@@ -80,7 +80,8 @@ def test_a_read_of_the_tensor_after_a_write_through_its_view_sees_the_new_bits(b
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("src, into", [(np.float32, np.uint8), (BF16, np.int32), (np.int32, BF16),
-                                       (np.uint8, np.float32), (np.float32, np.uint32), (np.int16, np.int8)],
+                                       (np.uint8, np.float32), (np.float32, np.uint32), (np.int16, np.int8),
+                                       (E4M3, np.int16), (np.uint16, E5M2)],
                          ids=lambda d: np.dtype(d).name)  # fmt: skip
 def test_reading_an_input_through_its_view(backend, src, into):
     """The view of a parameter, loaded into an integer tile (bit-exact on chip) or compared as bits."""
@@ -262,3 +263,71 @@ def test_a_last_dimension_that_does_not_divide_is_refused():
                                           r"\[128, 6\]: its last dimension holds 6 bytes, not a whole number of "
                                           r"4-byte int32 elements"):  # fmt: skip
         k(np.zeros((128, 6), np.uint8))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_kernel_may_return_the_view_of_an_output_it_wrote(backend):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.dma_copy(dst=out, src=t)
+        return out.view(nl.uint16)
+
+    a = RNG.standard_normal((128, 48)).astype(np.float32)
+    out = np.asarray(_run(k, backend, a))
+    assert (out.dtype, out.shape) == (np.uint16, (128, 96))
+    np.testing.assert_array_equal(out, a.view(np.uint16))
+
+
+def test_a_shape_familys_symbolic_tensor_is_not_viewed():
+    @nki.jit
+    def k(x):
+        out = nl.ndarray((128, 64), nl.int32, buffer=nl.shared_hbm)
+        t = nl.ndarray((128, 64), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x.view(nl.int32)[0:128, :])
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.raises(NkiApiError, match=r"view\(int32\) of 'x' \['\$N', 64\]: a shape family's tensor has symbolic "
+                                          r"dimensions"):  # fmt: skip
+        nki_dsl.trace(k, nki_dsl.spec(("N", 64), "float32", dims={"N": (128, 4096)}))
+
+
+def _view_swap(read_before_barrier: bool):
+    """Each core writes its half of a shared float32 scratch through the scratch's int32 view, then reads the
+    other core's half as float32: out[c] = x[1 - c]. Before the barrier, the read races with the peer's write."""
+
+    @nki.jit
+    def k(x):
+        _, P, F = x.shape
+        out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+        scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+        c = nl.program_id(0)
+        t = nl.ndarray((P, F), nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c].view(nl.int32))
+        nisa.dma_copy(dst=scratch.view(nl.int32)[c], src=t)
+        back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        if read_before_barrier:
+            nisa.dma_copy(dst=back, src=scratch[1 - c])
+        nisa.core_barrier(scratch, (0, 1))
+        if not read_before_barrier:
+            nisa.dma_copy(dst=back, src=scratch[1 - c])
+        nisa.dma_copy(dst=out[c], src=back)
+        return out
+
+    return k
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_two_cores_exchange_through_a_view_of_shared_hbm(backend):
+    x = RNG.standard_normal((2, 128, 64)).astype(np.float32)
+    out = np.asarray(_view_swap(False)[2](x, backend=backend))
+    np.testing.assert_array_equal(out, x[::-1])
+
+
+def test_core_race_sees_a_write_through_a_view_and_the_peers_read_of_its_tensor():
+    with pytest.raises(NkiVerificationError, match=r"core 0 writes %\w+\[128, 64\] .* and core 1 reads %\w+\[128, 64\]"
+                                                   r" .* the two cores .* race on the same elements"):  # fmt: skip
+        nki_dsl.trace(_view_swap(True)[2], np.zeros((2, 128, 64), np.float32))

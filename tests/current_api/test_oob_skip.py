@@ -193,3 +193,31 @@ def test_the_simulator_prices_a_skipping_gather_as_one_moving_every_row():
     assert prof_in.latency_ns == prof_none.latency_ns > 0
     traced = nki_dsl.trace(skipping_gather, table, in_range, init, 0.5).ir
     assert simulator.profile(traced, nki_dsl.get_target("trn2")).latency_ns == prof_in.latency_ns  # timing only
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_masked_legacy_gather_skips_only_inside_its_mask(backend):
+    """The legacy spelling, ``nisa.dma_copy(dst=rows, src=table[ix, :], mask=..., oob_mode=skip)``: partitions past
+    the mask move nothing whatever their index; inside it, out-of-range rows are dropped."""
+
+    @nki_dsl.jit
+    def k(table, idx, init):
+        ix = legacy_nl.load(idx)
+        rows = legacy_nl.load(init)
+        i_p = legacy_nl.arange(128)[:, None]
+        legacy_isa.dma_copy(dst=rows, src=table[ix, :], mask=(i_p < 100), oob_mode=legacy_isa.oob_mode.skip)
+        out = legacy_nl.ndarray((128, 16), dtype=table.dtype, buffer=legacy_nl.shared_hbm)
+        legacy_nl.store(out, rows)
+        return out
+
+    table = RNG.standard_normal((40, 16)).astype(np.float32)
+    idx = _with_bad_rows(40)
+    init = RNG.standard_normal((128, 16)).astype(np.float32)
+    ix = idx[:, 0].astype(np.int64)
+    moved = (ix >= 0) & (ix < 40) & (np.arange(128) < 100)
+    want = np.where(moved[:, None], table[np.where(moved, ix, 0)], init)
+    if backend == "simulator":
+        out = nki_dsl.simulate(k, table, idx, init, target="trn2")[0]
+    else:
+        out = k(table, idx, init, backend=backend)
+    np.testing.assert_array_equal(np.asarray(out), want)
