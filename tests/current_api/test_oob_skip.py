@@ -16,7 +16,7 @@ import nki_dsl.isa as legacy_isa
 import nki_dsl.language as legacy_nl
 from nki_dsl.backends import simulator
 from nki_dsl.backends.numpy_ref import compile_kernel
-from nki_dsl.errors import NkiRuntimeError, NkiVerificationError
+from nki_dsl.errors import NkiApiError, NkiRuntimeError, NkiVerificationError
 from nki_dsl.ir.fastread import Reader
 from nki_dsl.ir.parser import parse_kernel
 
@@ -221,3 +221,21 @@ def test_a_masked_legacy_gather_skips_only_inside_its_mask(backend):
     else:
         out = k(table, idx, init, backend=backend)
     np.testing.assert_array_equal(np.asarray(out), want)
+
+
+def test_skip_at_a_register_offset_is_refused_not_read_as_error():
+    """A ``scalar_offset`` address is checked against the range its loop declares, which raises: ``skip`` there is
+    not modelled, and says so instead of raising at run time as if ``error`` had been asked for."""
+
+    @nki.jit
+    def k(x, start):
+        out = nl.ndarray((128, 64), x.dtype, buffer=nl.shared_hbm)
+        r = nisa.register_alloc()
+        nisa.register_load(r, start)
+        t = nl.ndarray((128, 64), x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x.ap([[64, 128], [1, 64]], offset=0, scalar_offset=r), oob_mode=SKIP)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.raises(NkiApiError, match=r"test_oob_skip.py:\d+: nisa.dma_copy: oob_mode=skip with a scalar_offset"):
+        k(np.zeros((512, 64), np.float32), np.array([[0]], np.int32))

@@ -3,6 +3,9 @@ and ``memset`` (reference/nki.md §2.7 "Data movement")."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 from nki_dsl.current.isa.destination import dst_access, dst_dtype, engine_arg, write
 from nki_dsl.current.isa.enums import dge_mode, engine, member, oob_mode
 from nki_dsl.errors import NkiApiError
@@ -21,6 +24,27 @@ def _count(shape) -> int:
     return n
 
 
+def _no_skip_at_a_register_offset(fn):
+    """``oob_mode=skip`` is modelled for ``vector_offset`` rows (``_indirect_dma_copy``); a ``scalar_offset`` view's
+    register is checked against its declared range when the loop reading it runs (trace/runtime_offset.py), which
+    raises, so ``skip`` there is refused rather than silently read as ``error``."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        bound = signature.bind_partial(*args, **kwargs).arguments
+        registered = [v for v in (bound.get("dst"), bound.get("src")) if getattr(type(v), "runtime_offset", False)]
+        if registered and bound.get("oob_mode") is not None and \
+                member("nisa.dma_copy", "oob_mode", bound["oob_mode"], oob_mode) == "skip":  # fmt: skip
+            raise NkiApiError("oob_mode=skip with a scalar_offset (register) address is not modelled: an offset out "
+                              "of range raises (oob_mode=error); skip is modelled for vector_offset gathers and "
+                              "scatters", caller_loc(), "nisa.dma_copy")  # fmt: skip
+        return fn(*args, **kwargs)
+
+    return call
+
+
+@_no_skip_at_a_register_offset
 @takes_runtime_offsets("nisa.dma_copy")
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):  # fmt: skip
