@@ -268,22 +268,10 @@ def _sbuf(x):
     return t
 
 
-def refuses_oob_skip_on_a_gather(x):
-    idx = nl.ndarray((128, 1), nl.int32, buffer=nl.sbuf)
-    nisa.iota(dst=idx, pattern=[[0, 1]], channel_multiplier=1)
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    rows = x.ap(pattern=[[64, 128], [1, 64]], vector_offset=idx, indirect_dim=0)
-    nisa.dma_copy(dst=t, src=rows, oob_mode=nisa.oob_mode.skip)
-    return x
-
-
-def refuses_view_of_hbm(x):
-    x.view(nl.int32)
-    return x
-
-
-def refuses_ap_dtype_of_hbm(x):
-    x.ap(pattern=[[64, 128], [1, 64]], dtype=nl.int32)
+def refuses_oob_skip_at_a_register_offset(x):
+    r = nisa.register_alloc()
+    t = nl.ndarray((64, 64), x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x.ap([[64, 64], [1, 64]], offset=0, scalar_offset=r), oob_mode=nisa.oob_mode.skip)
     return x
 
 
