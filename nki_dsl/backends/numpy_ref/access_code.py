@@ -53,10 +53,14 @@ class AccessCode:
     missing: tuple[int, ...]  # access axes no dimension depends on (broadcast when read)
     shape: tuple[str, ...]
     whole: bool = False  # the access is the whole array: read the name itself, write through [...]
+    # A clipped gather's index arrays (access_code(clip=True)); under a mask, write through ``write_kept``.
+    indices: tuple[str, ...] | None = None
 
     @property
     def read(self) -> str:
         expr = self.target
+        if self.indices is not None:  # index arrays broadcast to size 1 along axes no dimension depends on
+            return f"np.broadcast_to({expr}, ({', '.join(self.shape)},))"
         if self.perm is not None:
             expr = f"{expr}.transpose({self.perm})"
         if self.missing:
@@ -78,13 +82,29 @@ class AccessCode:
             value = f"np.transpose({value}, {inverse})"
         return f"{self.target} = {value}"
 
+    def write_kept(self, value: str, keep: str, array: str) -> str:
+        """A statement storing ``value`` into the elements of a clipped gather that ``keep`` (a boolean array
+        broadcasting to the access shape) keeps: only those, so clipped masked-off indices write nothing."""
+        assert self.indices is not None
+        dims = f"({', '.join(self.shape)},)"
+        picked = ", ".join(f"np.broadcast_to({i}, {dims})[_keep]" for i in self.indices)
+        return (f"_keep = np.broadcast_to({keep}, {dims}); "
+                f"{array}[{picked}{',' if len(self.indices) == 1 else ''}] = np.broadcast_to({value}, {dims})[_keep]")
 
-def access_code(array: str, index: tuple[Affine, ...], shape: tuple[str, ...], consts) -> AccessCode:
+
+def access_code(
+    array: str, index: tuple[Affine, ...], shape: tuple[str, ...], consts, clip: bool = False
+) -> AccessCode:
     """Code for ``array[index]`` with access axes of extents ``shape`` (ints or source expressions).
 
     ``consts`` registers compile-time arrays in the generated module's namespace and returns their names.
+    ``clip``: an access under a mask over several axes, whose masked-off elements may lie outside the array (the
+    verifier bounds only the kept ones): always integer-array indexing, each index clipped into its dimension so a
+    read never fails (the mask then drops what the clipped lanes read), and written through ``write_kept``.
     """
     split = [_split(e) for e in index]
+    if clip:
+        return _gathered(array, split, shape, consts, clip=True)
     if _is_box(split):
         return _sliced(array, split, shape)
     return _gathered(array, split, shape, consts)
@@ -125,10 +145,10 @@ def _sliced(array, split, shape) -> AccessCode:
     return AccessCode(target, perm, missing, tuple(str(s) for s in shape))
 
 
-def _gathered(array, split, shape, consts) -> AccessCode:
+def _gathered(array, split, shape, consts, clip: bool = False) -> AccessCode:
     ndim = len(shape)
     subs = []
-    for axes, rest in split:
+    for dim, (axes, rest) in enumerate(split):
         if not axes:
             subs.append(affine_code(rest))
             continue
@@ -141,10 +161,13 @@ def _gathered(array, split, shape, consts) -> AccessCode:
                 terms.append(f"(np.arange({shape[a]}).reshape({view_shape}) * {c})")
         if not rest.is_const or rest.const:
             terms.append(f"({affine_code(rest)})")
-        subs.append(" + ".join(terms))
+        sub = " + ".join(terms)
+        subs.append(f"np.clip({sub}, 0, {array}.shape[{dim}] - 1)" if clip else sub)
     used = set().union(*(axes.keys() for axes, _ in split))
     target = f"{array}[{', '.join(subs)}]"
     dims = tuple(str(s) for s in shape)
+    if clip:
+        return AccessCode(target, None, (), dims, indices=tuple(subs))
     if len(used) < ndim:
         # Index arrays broadcast to size 1 along axes nothing depends on: a read repeats along them.
         return AccessCode(f"np.broadcast_to({target}, ({', '.join(dims)},))", None, (), dims)

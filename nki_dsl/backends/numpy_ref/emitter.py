@@ -337,7 +337,8 @@ class OpContext:
             index, shape = self._restrict(access, axes)
         if access.is_full and not self.box:
             return AccessCode(tensor_var(access.tensor.name), None, (), shape, whole=True)
-        return access_code(tensor_var(access.tensor.name), index, shape, self.e.const)
+        clip = self.residual is not None and _may_leave(access.tensor.type.shape, index, shape)
+        return access_code(tensor_var(access.tensor.name), index, shape, self.e.const, clip=clip)
 
     def _restrict(self, access: Access, axes: str | dict[int, int]):
         """Shift the access's axes that correspond to boxed iteration axes to the box."""
@@ -480,6 +481,27 @@ class OpContext:
             value = f"ROUND[{t.dtype!r}]({value})"
         else:
             value = f"to_hbm({value}, {t.dtype!r})"
+        if self.residual and code.indices is not None:  # only the kept elements: clipped ones may collide
+            self.e.line(code.write_kept(value, self.residual, tensor_var(access.tensor.name)))
+            return
         if self.residual:
             value = f"np.where({self.residual}, {value}, {code.read})"
         self.e.line(code.write(value))
+
+
+def _may_leave(dims: tuple[int, ...], index: tuple[Affine, ...], shape: tuple[str, ...]) -> bool:
+    """Whether an access under a mask over several axes may reach outside its tensor for some masked-off element:
+    the verifier bounds only the kept ones. False only when every index spans a known range inside its dimension
+    (constant offsets and extents); a loop index or a run-time extent counts as possibly outside."""
+    for e, size in zip(index, dims):
+        lo = hi = e.const
+        for v, c in e.terms:
+            if v == "0":  # the start of a box the mask leaves whole (OpContext.open_mask)
+                continue
+            if not _is_axis(v) or not str(shape[var_number(v)]).isdigit():
+                return True
+            span = c * (int(shape[var_number(v)]) - 1)
+            lo, hi = (lo + span, hi) if span < 0 else (lo, hi + span)
+        if lo < 0 or hi >= size:
+            return True
+    return False
