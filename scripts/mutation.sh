@@ -19,6 +19,9 @@
 #                        Do not edit the source while it generates.
 #   MUTATION_RESUME=1    run only the selected mutants that have no result yet (after an interrupted or timed-out
 #                        run: the same command with this set carries on where it stopped)
+#   MUTATION_EXCLUDE="PATH ..."  paths left out of the samples of the packages around them, and a line per such
+#                        package without them in the figures: hub_client=100 then samples hub_client's rest, not
+#                        the trust paths already run in full (which PATH=all still runs)
 #   MUTATION_SAMPLE=N    run N mutants per package drawn at random with a fixed seed: an estimate for a machine
 #                        without hours to spare (a surviving mutant runs every test that reaches its function,
 #                        which for the verifier is most of the suite). The figures count every mutant run so far.
