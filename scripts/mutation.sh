@@ -25,6 +25,8 @@
 #   MUTATION_SAMPLE=N    run N mutants per package drawn at random with a fixed seed: an estimate for a machine
 #                        without hours to spare (a surviving mutant runs every test that reaches its function,
 #                        which for the verifier is most of the suite). The figures count every mutant run so far.
+# Survivors of a run made before process_isolation = "forkserver" (pyproject) may owe their survival to caches the
+# clean run left: `.venv/bin/python scripts/mutation_recheck.py` re-runs each in a fresh interpreter.
 # Bars (issue 15): >= 90% killed on nki_dsl/verify and hub_client's trust paths, >= 80% elsewhere. Mutants that
 # cannot be killed (equivalent to the original) are listed with the reason in tests/mutation_equivalents.md.
 set -euo pipefail
