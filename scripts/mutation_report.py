@@ -6,6 +6,10 @@ Usage: python scripts/mutation_report.py [PACKAGE ...]   (paths such as nki_dsl/
        python scripts/mutation_report.py --pending PATTERN ...   print the mutants matching these names or globs
        that have no result yet (scripts/mutation.sh uses it for MUTATION_RESUME=1)
 
+MUTATION_EXCLUDE="PATH ..." (modules or packages, e.g. hub_client's trust paths once they were run in full) leaves
+those paths out of the samples drawn from a package around them, and the report adds a line for each such package
+without them: "hub_client w/o excluded" is then the sampled rest, not a mix of the rest and the trust paths.
+
 "Killed" counts mutants a test failed on, timed out on, or crashed on; "survived" those every test passed with;
 "no tests" those no test reaches (also bugs that ship unnoticed, so they count against the rate). Mutants not run
 yet (an interrupted run) are reported apart and left out of the rate. A surviving mutant is shown with
@@ -51,15 +55,33 @@ def _in(pkg: str, source: str) -> bool:
     return source == pkg + ".py" or source.startswith(pkg + "/")
 
 
+def excluded() -> list[str]:
+    """The paths of MUTATION_EXCLUDE, spelled as packages are (no trailing ``/`` or ``.py``)."""
+    import os
+
+    return _packages(os.environ.get("MUTATION_EXCLUDE", "").split(), default=[])
+
+
+def _in_rest(pkg: str, source: str, skip: list[str]) -> bool:
+    """``source`` lies in ``pkg`` and in none of the excluded paths strictly inside it (naming an excluded path
+    itself, ``hub_client/fetch.py=all``, still reaches it)."""
+    return _in(pkg, source) and not any(_in(x, source) for x in _inside(pkg, skip))
+
+
+def _inside(pkg: str, paths: list[str]) -> list[str]:
+    return [x for x in paths if x.startswith(pkg + "/")]
+
+
 def sample(n: int, packages: list[str]) -> list[str]:
     """``n`` mutant names per package (all of them where there are fewer), the same ones on every call."""
     import random
 
     _generate()  # brings mutants/ up to date with the source: names must be those the run will find
     found = results(Path("mutants"))
+    skip = excluded()
     names = []
     for pkg in packages:
-        mine = sorted(name for name, (source, _) in found.items() if _in(pkg, source))
+        mine = sorted(name for name, (source, _) in found.items() if _in_rest(pkg, source, skip))
         names += sorted(random.Random(f"mutation-sample-{pkg}").sample(mine, min(n, len(mine))))
     return names
 
@@ -106,15 +128,15 @@ def main(argv: list[str]) -> int:
         return 1
     packages = _packages(argv)
     found = results(root)
-    print(f"{'package':<28} {'killed':>7} {'survived':>9} {'no tests':>9} {'not run':>8} {'kill rate':>10}")
+    skip = excluded()
+    print(f"{'package':<28} {'killed':>7} {'survived':>9} {'no tests':>9} {'not run':>8} {'kill rate':>10}"
+          "  95% interval")  # fmt: skip
     survivors: list[tuple[str, str]] = []
     for pkg in packages:
         mine = {n: v for n, v in found.items() if _in(pkg, v[0])}
-        counts = Counter(status for _, status in mine.values())
-        tested = counts["killed"] + counts["survived"] + counts["no tests"] + counts["suspicious"]
-        rate = f"{100 * counts['killed'] / tested:.1f}%" if tested else "-"
-        print(f"{pkg:<28} {counts['killed']:>7} {counts['survived']:>9} {counts['no tests']:>9} "
-              f"{counts['not run']:>8} {rate:>10}")  # fmt: skip
+        _line(pkg, mine)
+        if _inside(pkg, skip):
+            _line(f"{pkg} w/o excluded", {n: v for n, v in mine.items() if _in_rest(pkg, v[0], skip)})
         survivors += [(n, s) for n, (_, s) in sorted(mine.items()) if s in ("survived", "no tests", "suspicious")]
     if survivors:
         print(f"\n{len(survivors)} mutants not killed (see each with: .venv/bin/mutmut show NAME):")
@@ -123,9 +145,30 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _packages(argv: list[str]) -> list[str]:
-    return [p.rstrip("/").removesuffix(".py") for p in argv] or ["nki_dsl/verify", "nki_dsl/backends",
-                                                                 "nki_dsl/passes", "hub_client"]  # fmt: skip
+def _line(label: str, mine: dict[str, tuple[str, str]]) -> None:
+    counts = Counter(status for _, status in mine.values())
+    tested = counts["killed"] + counts["survived"] + counts["no tests"] + counts["suspicious"]
+    rate = f"{100 * counts['killed'] / tested:.1f}%" if tested else "-"
+    print(f"{label:<28} {counts['killed']:>7} {counts['survived']:>9} {counts['no tests']:>9} "
+          f"{counts['not run']:>8} {rate:>10}  {_wilson(counts['killed'], tested)}")  # fmt: skip
+
+
+def _wilson(k: int, n: int, z: float = 1.96) -> str:
+    """95% Wilson score interval of a kill rate k/n: what a sample of n mutants says about the package's rate (the
+    normal interval is wrong near 100%, where these rates live)."""
+    if n == 0:
+        return ""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)  # at 0 or n the rounding error shows as -0.0%
+    return f"[{100 * low:.1f}%, {100 * high:.1f}%]"
+
+
+def _packages(argv: list[str], default: list[str] | None = None) -> list[str]:
+    if default is None:
+        default = ["nki_dsl/verify", "nki_dsl/backends", "nki_dsl/passes", "hub_client"]
+    return [p.rstrip("/").removesuffix(".py") for p in argv] or default
 
 
 if __name__ == "__main__":

@@ -112,6 +112,8 @@ def test_every_status_becomes_a_kernel_hub_error_with_advice(status, headers, ki
     assert type(e) is kind and isinstance(e, kernels.KernelHubError)
     assert str(e).startswith("acme/softmax revision v1.0.0 at http://127.0.0.1:9: cannot publish v1.0.0: ")
     assert says in str(e), str(e)
+    if kind is not kernels.PublishRefusedError:  # a caller that catches it reads what failed, not only the text
+        assert (e.repo_id, e.revision, e.status) == ("acme/softmax", "v1.0.0", status)
 
 
 def test_a_hostile_server_message_is_one_short_line(registry):

@@ -219,6 +219,26 @@ def test_connections_past_the_cap_get_503_with_retry_after(hub_env):
         _eventually_ok(server, expected=404)  # the repo does not exist here: a 404 means "served"
 
 
+def test_a_refused_request_is_answered_when_its_head_is_in_not_at_the_refusal_timeout(hub_env):
+    """The refusal reads the request head up to its blank line and answers then; the refusal timeout only bounds a
+    head that never ends. With a 120 s refusal timeout, a complete request still gets its 503 well inside the
+    client's 30 s (a refusal that missed the CRLF blank line would wait the whole 120 s)."""
+    limits = Limits(max_connections=1, refusal_slots=1, refusal_timeout=120.0, head_timeout=60.0, idle_timeout=60.0)
+    with serve(hub_env / "hub", tokens=[WRITE_TOKEN], limits=limits) as server:
+        holder = _connect(server)
+        try:
+            holder.sendall(b"GET /api/kernels/acme/softmax/refs HTTP/1.1\r\n")  # holds the one worker
+            for _ in range(50):
+                refused = raw_request(server, "GET", "/api/kernels/acme/softmax/refs")
+                if refused.status == 503:
+                    break
+                time.sleep(0.05)
+            assert refused.status == 503 and "busy" in refused.headers["x-error-message"]
+        finally:
+            holder.close()
+        _eventually_ok(server, expected=404)
+
+
 def test_past_the_worker_and_refusal_caps_a_connection_is_closed_at_once(hub_env):
     """No thread at all is spent on a connection once both pools are busy: it is closed without an answer."""
     limits = Limits(max_connections=1, refusal_slots=1, refusal_timeout=30.0, head_timeout=60.0)

@@ -62,6 +62,15 @@ def test_tensor_reduce_bitwise_on_int32(op, formula):
     np.testing.assert_array_equal(got, formula(a, axis=1, keepdims=True))
 
 
+@pytest.mark.parametrize("op, formula", [("maximum", np.max), ("minimum", np.min)])
+def test_tensor_reduce_max_and_min_on_int32_reduce_each_row_exactly(op, formula):
+    # Integers take the plain reduction (no NaN to propagate), over the named axis only: each row its own extremum.
+    a = np.random.default_rng(4).integers(-(2**31), 2**31 - 1, size=(P, 7), dtype=np.int32)
+    got = run_tiles(lambda x: nisa.tensor_reduce(op, x, axis=1), a)
+    np.testing.assert_array_equal(got, formula(a, axis=1, keepdims=True))
+    assert len(np.unique(got)) > 1
+
+
 def test_tensor_reduce_rejects_the_partition_axis_and_names_the_op():
     @nki.jit
     def kernel(a):

@@ -117,6 +117,13 @@ def test_measure_sums_the_iterations_of_every_op_as_the_check_does_exactly_at_th
         check(kernel, nki.get_target("trn2"), budget=IRBudget(max_iterations=191))
 
 
+def test_hbm_bytes_count_the_parameters_and_hbm_tensors_not_on_chip_tiles_or_reshape_views():
+    """256 KiB for %a, 256 KiB for %c: the SBUF tile %t and the reshape %v (a view of %c) take no HBM of their own."""
+    view = "%v = hbm.reshape(x=%c) {shape = (256, 256)} : f32[256, 256] hbm loc(5)"
+    kernel = parse_kernel(kernel_text(f"  {LOAD}\n  {STORE}\n  {view}\n"))
+    assert measure(kernel)["hbm_bytes"] == 2 * 128 * 512 * 4
+
+
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(IRBudget)])
 def test_the_defaults_fit_every_real_kernel(field):
     """The tutorials' and the kernel library's kernels, traced and lowered, measured against each default."""

@@ -289,3 +289,29 @@ def test_a_family_proof_uses_the_per_iteration_check_over_symbolic_loops(traced)
         SYMBOLIC_LOOPS.reset(token)
     assert [d.rule for d in found] == ["direct-allocation"]
     assert "one iteration's accesses touch both" in found[0].message
+
+
+def test_the_replay_counts_every_grid_instance_against_its_event_budget(traced, monkeypatch):
+    """The exact replay (which accepts the prefetch into the slot just read) runs only while the block accesses of
+    all grid instances fit MAX_EVENTS; past it the per-iteration check decides (and refuses it). A 2x3 grid makes
+    6 instances: 6x the one-instance count fits exactly, one access less of budget does not."""
+    import dataclasses
+
+    from nki_dsl.verify import block_schedule, verify_kernel
+
+    ir = traced(_pipeline(slots=2, distance=2), X8)
+    trn2 = nki.get_target("trn2")
+
+    def rules(kernel, budget):
+        monkeypatch.setattr(block_schedule, "MAX_EVENTS", budget)
+        return [d.rule for d in verify_kernel(kernel, trn2)]
+
+    lo, hi = 0, 100_000  # the one-instance kernel's event count: the least budget that keeps the replay
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if rules(ir, mid) == [] else (mid, hi)
+    events = hi
+    assert rules(ir, events - 1) == ["direct-allocation"]
+    grid = dataclasses.replace(ir, grid=(2, 3))
+    assert rules(grid, 6 * events) == []
+    assert rules(grid, 6 * events - 1) == ["direct-allocation"]
