@@ -7,6 +7,8 @@ import pytest
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
+from tests.current_api.kernel_io import out as _out
+from tests.current_api.kernel_io import sbuf as _sbuf
 
 RNG = np.random.default_rng(11)
 A = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
@@ -15,16 +17,6 @@ COL = RNG.uniform(-1, 1, (128, 1)).astype(np.float32)
 BACKENDS = ["numpy", "simulator"]
 
 
-def _sbuf(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def _out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def run(kernel, backend, *args):

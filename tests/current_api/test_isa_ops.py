@@ -10,6 +10,8 @@ import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 import nki_dsl.isa as lisa
 import nki_dsl.language as lnl
+from tests.current_api.kernel_io import out as _out
+from tests.current_api.kernel_io import sbuf as _sbuf
 
 RNG = np.random.default_rng(7)
 A = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
@@ -17,16 +19,6 @@ B = RNG.uniform(0.5, 2, (128, 64)).astype(np.float32)
 COL = RNG.uniform(-1, 1, (128, 1)).astype(np.float32)
 
 
-def _sbuf(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def _out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 def _unary(body, shape=(128, 64), dtype=nl.float32):

@@ -12,6 +12,8 @@ import pytest
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
+from tests.current_api.kernel_io import out as _out
+from tests.current_api.kernel_io import sbuf as _sbuf
 from tests.language.support import F32, assert_ulps, exact, rand
 from tests.language.test_binary import BINARY
 from tests.language.test_compare_logical_bitwise import BITWISE, COMPARISONS, LOGICAL
@@ -31,16 +33,6 @@ LOGICAL_OPS = [nl.logical_and, nl.logical_or, nl.logical_xor]
 BITWISE_OPS = [nl.bitwise_and, nl.bitwise_or, nl.bitwise_xor, nl.left_shift, nl.right_shift]
 
 
-def _sbuf(x):
-    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def _out(t):
-    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=t)
-    return out
 
 
 @nki.jit
