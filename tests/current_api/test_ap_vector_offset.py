@@ -10,21 +10,13 @@ import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 from nki_dsl.errors import NkiApiError, NkiRuntimeError
+from tests.current_api.kernel_io import indices as _indices
+from tests.current_api.kernel_io import run_on as _run
 
 BACKENDS = ["numpy", "simulator", "jax"]
 RNG = np.random.default_rng(21)
 
 
-def _run(kernel, backend, *args):
-    if backend == "simulator":
-        return nki.simulate(kernel)(*args)
-    return np.asarray(kernel(*args, backend=backend))
-
-
-def _indices(idx):
-    ix = nl.ndarray((idx.shape[0], 1), idx.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ix, src=idx)
-    return ix
 
 
 @nki.jit

@@ -19,22 +19,14 @@ from nki_dsl.backends.numpy_ref import compile_kernel
 from nki_dsl.errors import NkiApiError, NkiRuntimeError, NkiVerificationError
 from nki_dsl.ir.fastread import Reader
 from nki_dsl.ir.parser import parse_kernel
+from tests.current_api.kernel_io import indices as _indices
+from tests.current_api.kernel_io import run_on as _run
 
 BACKENDS = ["numpy", "simulator", "jax"]
 RNG = np.random.default_rng(412)
 SKIP = nisa.oob_mode.skip
 
 
-def _run(kernel, backend, *args):
-    if backend == "simulator":
-        return nki.simulate(kernel)(*args)
-    return np.asarray(kernel(*args, backend=backend))
-
-
-def _indices(idx):
-    ix = nl.ndarray((idx.shape[0], 1), idx.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=ix, src=idx)
-    return ix
 
 
 def _with_bad_rows(n_rows: int, parts: int = 128, dtype=np.int32) -> np.ndarray:
