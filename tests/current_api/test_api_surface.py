@@ -87,6 +87,12 @@ def test_lnc2_program_id_splits_the_work():
 
     np.testing.assert_array_equal(halves[2](X), X + 1)
     np.testing.assert_array_equal(nki.simulate(halves)[2](X), X + 1)
+    # §2.7 spells it simulate(k[2]): the launch brings its LNC degree, and it is not given twice
+    sim = nki.simulate(halves[2])
+    np.testing.assert_array_equal(sim(X), X + 1)
+    assert len(sim.core_profiles) == 2
+    with pytest.raises(NkiApiError, match="given once"):
+        sim[2]
 
 
 @pytest.mark.parametrize("bad", [3, (2, 2), 0])
