@@ -181,6 +181,15 @@ class IndexValue:
             caller_loc(),
         )
 
+    def __format__(self, spec: str) -> str:
+        # f"t{k}" / str(k) in a kernel wants the Python int (a dict key, a name): the current API unrolls the loop
+        # (specialize.py rule 1); elsewhere (legacy tracing, messages) the index prints as its repr.
+        _needs_concrete(self.expr.vars())
+        return format(repr(self), spec)
+
+    def __str__(self) -> str:
+        return self.__format__("")
+
     def __repr__(self) -> str:
         return f"Index({self.expr}, shape={list(self.shape)})"
 
