@@ -53,3 +53,41 @@ def group_norm(x, gamma, beta, num_groups, eps=1e-5):
                                data2=beta_sb[0:rows, nl.ds(g * gs, gs)], op=nl.add)
         nisa.dma_copy(dst=y[nl.ds(t * P, rows), :], src=out_sb[0:rows, :])
     return y
+
+
+# ---- the legacy (neuronxcc.nki) twin: masks for the ragged token tile, bn_stats per chunk into one stats tile ----
+import neuronxcc.nki.isa as lnisa  # noqa: E402
+import neuronxcc.nki.language as lnl  # noqa: E402
+from neuronxcc import nki as legacy_nki  # noqa: E402
+
+
+@legacy_nki.jit
+def group_norm_legacy(x, gamma, beta, num_groups, eps=1e-5):
+    N, C = x.shape
+    gs = C // num_groups
+    FMAX = lnl.tile_size.bn_stats_fmax
+    n_chunks = (gs + FMAX - 1) // FMAX
+    y = lnl.ndarray((N, C), dtype=x.dtype, buffer=lnl.shared_hbm)
+    i_c = lnl.arange(C)[None, :]
+    i_0 = lnl.arange(1)[None, :]
+    g_sb = lnl.load(gamma.reshape((1, C))[i_0, i_c], dtype=lnl.float32)
+    b_sb = lnl.load(beta.reshape((1, C))[i_0, i_c], dtype=lnl.float32)
+    for t in lnl.affine_range((N + 127) // 128):
+        i_p = t * 128 + lnl.arange(128)[:, None]
+        x_sb = lnl.load(x[i_p, i_c], mask=(i_p < N))
+        out = lnl.ndarray((128, C), dtype=x.dtype, buffer=lnl.sbuf)
+        for g in lnl.static_range(num_groups):
+            stats = lnl.ndarray((128, 6 * n_chunks), dtype=lnl.float32, buffer=lnl.sbuf)
+            for c in lnl.static_range(n_chunks):
+                width = min(FMAX, gs - c * FMAX)
+                i_w = lnl.arange(width)[None, :]
+                i_6 = lnl.arange(6)[None, :]
+                stats[i_p - t * 128, 6 * c + i_6] = lnisa.bn_stats(x_sb[i_p - t * 128, g * gs + c * FMAX + i_w],
+                                                                   mask=(i_p < N), dtype=lnl.float32)
+            mv = lnisa.bn_aggr(stats, mask=(i_p < N))
+            rstd = lnl.rsqrt(mv[:, 1:2] + eps, mask=(i_p < N))
+            i_g = lnl.arange(gs)[None, :]
+            xhat = lnl.multiply(x_sb[i_p - t * 128, g * gs + i_g] - mv[:, 0:1], rstd, mask=(i_p < N))
+            out[i_p - t * 128, g * gs + i_g] = xhat * g_sb[0:1, g * gs:(g + 1) * gs] + b_sb[0:1, g * gs:(g + 1) * gs]
+        lnl.store(y[i_p, i_c], value=out, mask=(i_p < N))
+    return y

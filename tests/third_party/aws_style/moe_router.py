@@ -25,8 +25,9 @@ def topk_router(logits, x, top_k):
     # zero the dispatch buffer before any token lands in it
     zeros = nl.ndarray((P, H), dtype=x.dtype, buffer=nl.sbuf)
     nisa.memset(dst=zeros, value=0.0)
+    fills = []
     for r in nl.affine_range(E * T // P):
-        nisa.dma_copy(dst=dispatched[nl.ds(r * P, P), :], src=zeros)
+        fills.append(nisa.dma_copy(dst=dispatched[nl.ds(r * P, P), :], src=zeros))
 
     for t in nl.affine_range(T // P):
         lg = nl.ndarray((P, E), dtype=nl.float32, buffer=nl.sbuf)
@@ -62,6 +63,7 @@ def topk_router(logits, x, top_k):
                                   operand1=token)
         rows = nl.ndarray((P, H), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=rows, src=x[nl.ds(t * P, P), :])
-        nisa.dma_copy(dst=dispatched.ap(pattern=[[H, P], [1, H]], offset=0, vector_offset=dest, indirect_dim=0),
-                      src=rows, dge_mode=nisa.dge_mode.swdge)
+        scatter = nisa.dma_copy(dst=dispatched.ap(pattern=[[H, P], [1, H]], offset=0, vector_offset=dest,
+                                                  indirect_dim=0), src=rows, dge_mode=nisa.dge_mode.swdge)
+        scatter.depends_on(*fills)  # the scatter's rows are data-dependent: order it after every zero fill
     return expert_ids, gates, dispatched

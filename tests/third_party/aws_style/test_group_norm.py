@@ -35,3 +35,16 @@ def test_group_norm_eps_matters(rng):
     for eps in (1e-6, 1e-3):
         y = nki.cpu_simulate(group_norm)(x, gamma, beta, 2, eps=eps)
         np.testing.assert_allclose(y, reference(x, gamma, beta, 2, eps), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("N,C,G", [(128, 256, 4), (300, 1536, 2), (64, 96, 3)])
+def test_legacy_twin_gives_the_same_numbers(rng, N, C, G):
+    from group_norm import group_norm_legacy
+    from neuronxcc import nki as legacy_nki
+
+    x = (rng.standard_normal((N, C)) * 2 + 0.5).astype(np.float32)
+    gamma = rng.uniform(0.5, 1.5, C).astype(np.float32)
+    beta = rng.standard_normal(C).astype(np.float32)
+    old = legacy_nki.simulate_kernel(group_norm_legacy, x, gamma, beta, G)
+    np.testing.assert_allclose(old, reference(x, gamma, beta, G, 1e-5), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(group_norm(x, gamma, beta, G), old, rtol=1e-6, atol=1e-6)
