@@ -30,7 +30,8 @@ from tests.current_api import api_usage  # noqa: E402 - after the repo root is i
 FAMILIES = {
     "nisa instructions (destination-passing form, composed ops, random)": [
         "tests/current_api/test_isa_ops.py", "tests/current_api/test_isa_ops_more.py",
-        "tests/current_api/test_composed_ops.py", "tests/current_api/test_random.py"],
+        "tests/current_api/test_composed_ops.py", "tests/current_api/test_random.py",
+        "tests/current_api/test_instruction_handles.py"],
     "nl convenience wrappers, dtypes, tile_size": ["tests/current_api/test_language_wrappers.py"],
     "accumulator registers across instructions (reduce_cmd, reduce_res read-out)": [
         "tests/current_api/test_accumulators.py"],
@@ -49,10 +50,11 @@ FAMILIES = {
     "two cores: kernel[2], sendrecv, core_barrier, core-race/core-sync": [
         "tests/current_api/test_lnc_collectives.py", "tests/isa/test_collectives.py",
         "tests/verify/test_rule_core_race.py", "tests/verify/test_rule_core_sync.py"],
-    "entry points: nki.jit options, nki.simulate, launch, diagnostics": ["tests/current_api/test_api_surface.py"],
+    "entry points: nki.jit options, nki.simulate, launch, diagnostics": ["tests/current_api/test_api_surface.py",
+                                                                         "tests/trace/test_tensor_tuple_args.py"],
     "unmodified third-party code: nki_dsl.compat, Hub NKI kernels": [
         "tests/current_api/test_compat.py", "tests/kernels/test_neuron_variants.py", "tests/hub/test_hf_kernels.py",
-        "tests/hub/test_library_families.py"],
+        "tests/hub/test_library_families.py", "tests/third_party/test_third_party_suite.py"],
     "conformance kernels: matmul guide, production-library style, token-gen attention": [
         "tests/current_api/test_matmul_guide.py", "tests/current_api/test_production_kernels.py",
         "tests/current_api/test_token_gen_attention.py"],

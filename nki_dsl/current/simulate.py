@@ -2,7 +2,8 @@
 "nki.simulate"), beside this project's ``nki.simulate(kernel, *args, target=)``.
 
 How the two coexist: called with the kernel alone, ``simulate`` returns a ``SimulatedKernel``, a callable that
-launches like the kernel (``sim(a, b)``, ``sim[2](a, b)``, keyword arguments) and returns the kernel's outputs;
+launches like the kernel (``sim(a, b)``, ``sim[2](a, b)``, or ``simulate(kernel[2])(a, b)`` as §2.7 writes it;
+keyword arguments) and returns the kernel's outputs;
 kernel parameters it writes are written in place in the passed arrays, as NKI's simulator does. It runs on this
 project's engine simulator, so besides the outputs (those of the NumPy reference, bit for bit) the modelled
 timing of the last call is in ``sim.profile``. Called with arguments (or ``target=``), ``simulate`` is the
@@ -35,6 +36,8 @@ from nki_dsl.trace.jit import JitKernel, Launch
 
 class SimulatedKernel:
     def __init__(self, kernel, grid: tuple[int, ...] = ()):
+        if isinstance(kernel, CurrentLaunch):  # simulate(kernel[2]): the launch brings its LNC degree (§2.7)
+            kernel, grid = kernel.jit, kernel.grid
         self.kernel = _as_kernel(kernel)
         self.grid = grid
         self.profile = None
@@ -42,7 +45,8 @@ class SimulatedKernel:
 
     def __getitem__(self, lnc) -> SimulatedKernel:
         if self.grid:
-            raise NkiApiError("the LNC degree is given once: nki.simulate(kernel)[2](...)")
+            raise NkiApiError("the LNC degree is given once: nki.simulate(kernel)[2](...) or "
+                              "nki.simulate(kernel[2])(...)")
         return SimulatedKernel(self.kernel, lnc_grid(lnc))
 
     def __call__(self, *args, **kwargs):
@@ -70,8 +74,10 @@ def core_profiles(jit: JitKernel, ir, key) -> list:
 
 
 def _as_kernel(kernel) -> JitKernel:
-    if isinstance(kernel, Launch):
-        raise NkiApiError("pass the kernel itself and the LNC degree to the simulator: nki.simulate(kernel)[2]")
+    if isinstance(kernel, Launch):  # a legacy SPMD grid: NKI's simulator callable is a current-API entry
+        raise NkiApiError(f"nki.simulate(kernel) takes a current-API kernel or kernel[lnc]; a legacy launch grid "
+                          f"{list(kernel.grid)} runs through nki.simulate_kernel(kernel[grid], *args) or "
+                          f"nki.simulate(kernel[grid], *args)")  # fmt: skip
     if isinstance(kernel, JitKernel):
         return kernel
     if callable(kernel):

@@ -38,6 +38,7 @@ def refusal(namespace: str, name: str, why: str):
 
     refuse.__name__ = refuse.__qualname__ = name
     refuse.__doc__ = f"Not modelled: {why}."
+    refuse.__nki_refusal__ = f"{api} is not modelled by nki_dsl: {why}"  # said where it is passed as an op
     return refuse
 
 

@@ -23,6 +23,9 @@ def fn_name(op: str, arg: str, value, allowed: tuple[str, ...], optional: bool =
     try:
         return functions.function_name(value, names, arg)
     except NkiApiError:
+        refusal = getattr(value, "__nki_refusal__", None)  # an unmodelled 0.6 name (current/unmodelled.py): say why
+        if refusal is not None:
+            raise NkiApiError(f"{arg}={value.__name__}: {refusal}", caller_loc(), op) from None
         shown = getattr(value, "__name__", None) or repr(value)
         raise NkiApiError(
             f"{arg}={shown} is not supported by this instruction; expected one of: {', '.join(names)}",

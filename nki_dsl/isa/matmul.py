@@ -43,7 +43,28 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     }
     if attrs["perf_mode"] == "double_row":
         _double_row_operands(op, stationary, moving)
+    _fp32_only_with_fp32(op, stationary, moving)
     return build_op(op, {"stationary": stationary, "moving": moving}, attrs, mask=mask)
+
+
+_FP32_CLASS = ("float32", "tfloat32")
+
+
+def _fp32_only_with_fp32(op: str, stationary, moving) -> None:
+    """The instruction mixes input dtypes, "except fp32/tf32 only with fp32/tf32" (reference/nki.md §2.7 TensorE).
+    Checked where a kernel calls the instruction: ``nl.matmul`` (which converts for itself) lowers to it too."""
+    kinds = {}
+    for name, tile in (("stationary", stationary), ("moving", moving)):
+        dtype = getattr(tile, "dtype", None)
+        if dtype is None:
+            return  # not a tile: build_op reports it
+        kinds[name] = dtypes.normalize(dtype)
+    wide = [n for n, k in kinds.items() if k in _FP32_CLASS]
+    if len(wide) == 1:
+        other = "moving" if wide[0] == "stationary" else "stationary"
+        raise NkiApiError(f"operand '{wide[0]}' is {kinds[wide[0]]} but operand '{other}' is {kinds[other]}; the "
+                          f"Tensor engine multiplies fp32/tf32 only with fp32/tf32 (convert one of them, e.g. "
+                          f"with nisa.tensor_copy into a tile of the other's dtype)", caller_loc(), op)  # fmt: skip
 
 
 def _double_row_operands(op: str, stationary, moving) -> None:

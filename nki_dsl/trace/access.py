@@ -127,4 +127,4 @@ def _advanced(entries, loc) -> tuple[list[Affine], tuple[int, ...]]:
         if v is NotImplemented:
             raise NkiTraceError(f"cannot index a tensor with {e!r}", loc)
     shape = broadcast_shapes(*(v.shape for v in values))
-    return [v.aligned(len(shape)) for v in values], shape
+    return [v.broadcast(shape) for v in values], shape

@@ -20,7 +20,7 @@ import linecache
 import re
 
 from nki_dsl.errors import NkiApiError, NkiError, SourceLoc
-from nki_dsl.trace.builder import API_NAMESPACES, in_package
+from nki_dsl.trace.builder import API_NAMESPACES, caller_loc, in_package
 
 _BINDING = re.compile(r"^(?P<name>[\w.<>]+)\(\) (?P<problem>.+)$", re.DOTALL)
 _UNEXPECTED = re.compile(r"^got an unexpected keyword argument '(?P<kw>\w+)'$")
@@ -47,6 +47,24 @@ def api_call_error(exc: TypeError) -> NkiApiError | None:
         return None
     loc = SourceLoc(frame.f_code.co_filename, tb.tb_lineno)
     return NkiApiError(_explain(fn, op, m["problem"]), loc, op)
+
+
+def binding_error(fn, op: str, args: tuple, kwargs: dict) -> NkiApiError | None:
+    """For a wrapper of ours that called the API function ``fn`` (``op``) with the kernel's arguments and got a
+    TypeError: the NKI error at the kernel line if those arguments do not fit ``fn``'s signature, else None (the
+    TypeError came from inside ``fn``)."""
+    signature = _signature(fn)
+    if signature is None:
+        return None
+    open_ended = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    unknown = next((k for k in kwargs if k not in signature.parameters and not open_ended), None)
+    if unknown is not None:  # first, as Python reports it (before a required argument the misspelling left out)
+        return NkiApiError(_explain(fn, op, f"got an unexpected keyword argument '{unknown}'"), caller_loc(), op)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        return NkiApiError(_explain(fn, op, str(e)), caller_loc(), op)
+    return None
 
 
 def _explain(fn, op: str, problem: str) -> str:

@@ -67,8 +67,8 @@ def _normalise(param: str, value, where: str) -> Constant:
         return _callable(param, value, where)
     if where != param and isinstance(getattr(value, "shape", None), tuple) and hasattr(value, "__array__"):
         raise NkiApiError(
-            f"argument '{param}': {where} is an array inside a compile-time constant; pass each tensor as a "
-            f"kernel argument of its own"
+            f"argument '{param}': {where} is an array inside a compile-time constant; a tuple argument holds "
+            f"tensors only or constants only: pass the tensors as a tuple of their own or as separate arguments"
         )
     raise NkiApiError(
         f"argument '{param}': {_subject(param, where)} of type {type(value).__name__} is neither an array nor a "

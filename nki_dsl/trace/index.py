@@ -66,14 +66,22 @@ class IndexValue:
     def aligned(self, ndim: int) -> Affine:
         return _align(self.expr, self.ndim, ndim)
 
+    def broadcast(self, shape: tuple[int, ...]) -> Affine:
+        """The expression aligned to ``shape``, with each axis this index has only one position on (extent 1)
+        pinned to that position (0) where ``shape`` is wider: NumPy broadcasting repeats the one value along the
+        axis (``nl.arange(1)[None, :]`` beside ``nl.arange(64)[None, :]`` is 0 in every column, not the column)."""
+        expr = self.aligned(len(shape))
+        own = (1,) * (len(shape) - self.ndim) + self.shape
+        pinned = {f"d{k}": 0 for k, (e, n) in enumerate(zip(own, shape)) if e == 1 and n != 1}
+        return expr.substitute(pinned) if pinned and expr.vars() & pinned.keys() else expr
+
     # -- arithmetic ------------------------------------------------------------------------------------------
     def _combine(self, other, sign: int) -> IndexValue:
         other = as_index(other)
         if other is NotImplemented:
             return NotImplemented
         shape = broadcast_shapes(self.shape, other.shape)
-        n = len(shape)
-        return IndexValue(self.aligned(n) + other.aligned(n) * sign, shape)
+        return IndexValue(self.broadcast(shape) + other.broadcast(shape) * sign, shape)
 
     def __add__(self, other):
         return self._combine(other, 1)
@@ -142,8 +150,7 @@ class IndexValue:
         if other is NotImplemented:
             return NotImplemented
         shape = broadcast_shapes(self.shape, other.shape)
-        n = len(shape)
-        return MaskValue(compare(self.aligned(n), op, other.aligned(n)), shape)
+        return MaskValue(compare(self.broadcast(shape), op, other.broadcast(shape)), shape)
 
     def __lt__(self, other):
         return self._cmp(other, "<")
@@ -180,6 +187,15 @@ class IndexValue:
             f"index {self.expr} is symbolic and has no Python int value (use nl.static_range to unroll)",
             caller_loc(),
         )
+
+    def __format__(self, spec: str) -> str:
+        # f"t{k}" / str(k) in a kernel wants the Python int (a dict key, a name): the current API unrolls the loop
+        # (specialize.py rule 1); elsewhere (legacy tracing, messages) the index prints as its repr.
+        _needs_concrete(self.expr.vars())
+        return format(repr(self), spec)
+
+    def __str__(self) -> str:
+        return self.__format__("")
 
     def __repr__(self) -> str:
         return f"Index({self.expr}, shape={list(self.shape)})"

@@ -35,6 +35,19 @@ class ArgSpec:
         return f"{'x'.join(map(str, self.shape))}:{self.dtype}"
 
 
+@dataclass(frozen=True)
+class ArgGroup:
+    """A tuple of tensor arguments (``kernel((w1, w2, w3), x)``: NKI 0.3+ takes sequence arguments as tuples,
+    reference/nki.md §2.6 "Language restrictions"). Item ``k`` of parameter ``name`` is the HBM parameter
+    ``name_k``; the body receives the tuple of their tensors."""
+
+    items: tuple[ArgSpec, ...]
+
+    @staticmethod
+    def param_names(name: str, n: int) -> tuple[str, ...]:
+        return tuple(f"{name}_{k}" for k in range(n))
+
+
 def spec(shape, dtype, dims: dict | None = None) -> ArgSpec:
     """``nki.spec((128, 512), "float32")``; a shape family names its symbolic dimensions in ``shape`` and gives each
     an inclusive range in ``dims``: ``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``, or a range of
@@ -94,11 +107,11 @@ def is_array(x) -> bool:
 class BoundArgs:
     """Argument name -> ArgSpec or Constant, in signature order."""
 
-    items: tuple[tuple[str, ArgSpec | Constant], ...]
+    items: tuple[tuple[str, ArgSpec | ArgGroup | Constant], ...]
 
     @property
     def key(self) -> tuple:
-        return tuple((n, v if isinstance(v, ArgSpec) else v.key) for n, v in self.items)
+        return tuple((n, v if isinstance(v, ArgSpec | ArgGroup) else v.key) for n, v in self.items)
 
 
 @functools.lru_cache(maxsize=256)
@@ -129,10 +142,30 @@ def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
         if isinstance(value, ArgSpec):
             items.append((name, value))
         elif is_array(value):
-            dtype = dtypes.normalize(value.dtype, name)
-            items.append((name, ArgSpec(tuple(int(s) for s in value.shape), dtype)))
-            # An array of a packed MX type reaches the backends as its raw bits (a view: in-place writes land).
-            arrays[name] = value.view(dtypes.get(dtype).np_dtype) if dtypes.get(dtype).is_packed else value
+            items.append((name, _array_spec(name, value, arrays)))
+        elif _is_tensor_tuple(value):
+            names = ArgGroup.param_names(name, len(value))
+            clash = next((n for n in names if n in sig.parameters), None)
+            if clash is not None:
+                raise NkiApiError(f"kernel {fn.__name__}: item {names.index(clash)} of the tuple argument '{name}' "
+                                  f"is the HBM parameter '{clash}', which is also a parameter's name")  # fmt: skip
+            group = (v if isinstance(v, ArgSpec) else _array_spec(n, v, arrays) for n, v in zip(names, value))
+            items.append((name, ArgGroup(tuple(group))))
         else:
             items.append((name, constant(name, value)))
     return BoundArgs(tuple(items)), arrays
+
+
+def _array_spec(name: str, value, arrays: dict) -> ArgSpec:
+    dtype = dtypes.normalize(value.dtype, name)
+    # An array of a packed MX type reaches the backends as its raw bits (a view: in-place writes land).
+    arrays[name] = value.view(dtypes.get(dtype).np_dtype) if dtypes.get(dtype).is_packed else value
+    return ArgSpec(tuple(int(s) for s in value.shape), dtype)
+
+
+def _is_tensor_tuple(value) -> bool:
+    """A tuple (or list) of tensors only, not a namedtuple config: each item becomes an HBM parameter. A tuple
+    mixing tensors and constants is refused by ``constant`` (trace/constants.py), naming the item."""
+    if not isinstance(value, tuple | list) or hasattr(value, "_fields") or not value:
+        return False
+    return all(isinstance(v, ArgSpec) or is_array(v) for v in value)

@@ -59,11 +59,38 @@ def _assign(target: Access, value, accumulate: str = "none") -> None:
     build_op("assign", {"dst": target, "src": value}, {"accumulate": accumulate}, mask=_computed_mask(value, target))
 
 
+class UnmodelledMethodError(NkiApiError, AttributeError):
+    """A tensor method NKI 0.6 names that nki_dsl does not model: refused at the kernel line with the reason, and
+    still an AttributeError, so ``hasattr(t, name)`` stays False (the coverage table lists these as absent)."""
+
+
+# reference/nki.md names these views (§1.3 "New generation indexing", §2.7 "Views") without their signatures
+_NO_SIGNATURE = "reference/nki.md names it (§1.3 / §2.7 \"Views\") without a signature"
+UNMODELLED_METHODS = {
+    "slice": _NO_SIGNATURE + "; slice with t[a:b] or t[nl.ds(start, size)]",
+    "broadcast": _NO_SIGNATURE + "; use t.broadcast_to(shape) or nl.broadcast_to(t, shape=...)",
+    "rearrange": _NO_SIGNATURE + "; use t.permute(...) and t.reshape(shape)",
+    "expand_dim": _NO_SIGNATURE + "; use nl.expand_dims(t, axis) or t.reshape(shape)",
+    "squeeze_dim": _NO_SIGNATURE + "; index the size-1 axis with an int or use t.reshape(shape)",
+    "reshape_dim": _NO_SIGNATURE + "; use t.reshape(shape)",
+    "flatten_dims": _NO_SIGNATURE + "; use t.reshape(shape)",
+    "vector_select": "HBM-only vector_select (§2.7 \"Views\") is not modelled; t.ap(pattern, vector_offset=idx) "
+                     "gathers the rows an index tile names",
+}  # fmt: skip
+
+
 class _TileLike(TileHandle):
     """Operators and shared accessors for whole tensors and views."""
 
     __slots__ = ()
     __array_priority__ = 1000  # numpy scalars on the left defer to our operators
+
+    def __getattr__(self, name: str):
+        # only reached when normal lookup fails: a 0.6 view method nki_dsl does not model says so at the kernel line
+        if name in UNMODELLED_METHODS:
+            raise UnmodelledMethodError(f"not modelled by nki_dsl: {UNMODELLED_METHODS[name]}",
+                                        caller_loc(), f"t.{name}")  # fmt: skip
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def access(self) -> Access:
         raise NotImplementedError

@@ -87,6 +87,12 @@ def test_lnc2_program_id_splits_the_work():
 
     np.testing.assert_array_equal(halves[2](X), X + 1)
     np.testing.assert_array_equal(nki.simulate(halves)[2](X), X + 1)
+    # §2.7 spells it simulate(k[2]): the launch brings its LNC degree, and it is not given twice
+    sim = nki.simulate(halves[2])
+    np.testing.assert_array_equal(sim(X), X + 1)
+    assert len(sim.core_profiles) == 2
+    with pytest.raises(NkiApiError, match="given once"):
+        sim[2]
 
 
 @pytest.mark.parametrize("bad", [3, (2, 2), 0])
@@ -370,6 +376,21 @@ def test_unmodelled_instructions_import_and_refuse_when_called(name):
         fn(None)
     with pytest.raises(AttributeError):
         isa.no_such_instruction  # noqa: B018 - a misspelt name is still an AttributeError
+
+
+@pytest.mark.parametrize("name", ["abs_max", "abs_min"])
+def test_unmodelled_alu_operator_passed_as_an_op_says_why(name):
+    @nki.jit
+    def k(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.tensor_scalar(dst=t, data=t, op0=getattr(nl, name), operand0=0.0)
+        return x
+
+    # the kernel line, the instruction, the operand and the reason (not only the list of supported ops)
+    with pytest.raises(NkiApiError, match=rf"test_api_surface.py:\d+: nisa.tensor_scalar: op0={name}: "
+                                          rf"nl.{name} is not modelled by nki_dsl: an ALU operator"):
+        k(X)
 
 
 def test_no_reorder_keeps_values_and_says_what_the_simulator_does_not_model():

@@ -63,6 +63,30 @@ def test_branch_on_the_index_resolves_per_iteration():
     assert loops == []  # unrolled: the body needed j as a Python int
 
 
+@pytest.mark.parametrize("key", ["fstring", "str"])
+def test_an_index_formatted_into_a_string_is_its_python_int(key):
+    """``tiles[f"t{i}"] = t`` in one loop and ``tiles[f"t{i}"]`` in another (str-keyed dicts, §2.7 "Control
+    flow"): formatting the index needs its value, so both loops unroll and the keys are "t0", "t1", ..."""
+    name = (lambda i: f"t{i}") if key == "fstring" else (lambda i: "t" + str(i))
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        tiles = {}
+        for i in nl.affine_range(4):
+            t = nl.ndarray((128, 128), x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[:, nl.ds(i * 128, 128)])
+            tiles[name(i)] = t
+        assert sorted(tiles) == ["t0", "t1", "t2", "t3"]
+        for i in nl.affine_range(4):
+            nisa.dma_copy(dst=out[:, nl.ds((3 - i) * 128, 128)], src=tiles[name(i)])
+        return out
+
+    want = np.concatenate([X[:, k * 128:(k + 1) * 128] for k in (3, 2, 1, 0)], axis=1)
+    np.testing.assert_array_equal(kernel(X), want)
+    assert _loops(kernel, X)[0] == []
+
+
 def test_independent_loops_stay_symbolic_and_the_ir_does_not_grow_with_trip_count():
     def make():
         @nki.jit

@@ -65,3 +65,32 @@ def test_view_refusals(view, message):
 
     with pytest.raises(nki.NkiError, match=message):
         k(A)
+
+
+@pytest.mark.parametrize("name", ["slice", "broadcast", "rearrange", "expand_dim", "squeeze_dim", "reshape_dim",
+                                  "flatten_dims", "vector_select"])
+def test_view_methods_without_a_documented_signature_are_refused_at_the_kernel_line(name):
+    @nki.jit
+    def k(a):
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        getattr(t, name)(1)
+        return a
+
+    # the line, the method and the reason, not a bare AttributeError; hasattr still says the method is absent
+    with pytest.raises(nki.NkiError, match=rf"test_views.py:\d+: t.{name}: not modelled by nki_dsl: \S"):
+        k(A)
+    with pytest.raises(AttributeError, match="not modelled"):
+        k(A)
+
+
+def test_a_misspelt_tensor_attribute_is_a_plain_attribute_error():
+    @nki.jit
+    def k(a):
+        assert not hasattr(a, "flatten_dims") and not hasattr(a, "shpe")
+        a.shpe  # noqa: B018
+        return a
+
+    with pytest.raises(AttributeError, match="has no attribute 'shpe'") as info:
+        k(A)
+    assert not isinstance(info.value, nki.NkiError)

@@ -128,3 +128,33 @@ def test_nc_transpose_on_the_vector_engine_is_limited_to_32x32():
 
     with pytest.raises(nki.NkiError, match=r"nisa\.nc_transpose.*\[32, 64\].*32x32.*Tensor engine"):
         kernel(rand((32, 64)))
+
+
+def _nc_matmul_of(dt_s, dt_m):
+    @nki.jit
+    def kernel(s, m):
+        out = nl.ndarray((s.shape[1], m.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nisa.nc_matmul(nl.load(s, dtype=dt_s), nl.load(m, dtype=dt_m)))
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("dt_s, dt_m, wide, narrow", [
+    (nl.float32, nl.bfloat16, "'stationary' is float32", "'moving' is bfloat16"),
+    (nl.float16, nl.float32, "'moving' is float32", "'stationary' is float16"),
+])  # fmt: skip
+def test_nc_matmul_multiplies_fp32_only_with_fp32(dt_s, dt_m, wide, narrow):
+    """§2.7 nc_matmul: input dtypes may mix, "except fp32/tf32 only with fp32/tf32" (in both API generations)."""
+    s, m = rand((128, 64), F32, seed=1), rand((128, 256), F32, seed=2)
+    with pytest.raises(nki.NkiApiError, match=rf"test_tensor_engine.py:\d+: nisa.nc_matmul: operand {wide} but "
+                                              rf"operand {narrow}; the Tensor engine multiplies fp32/tf32 only"):
+        _nc_matmul_of(dt_s, dt_m)(s, m)
+
+
+def test_nc_matmul_mixes_narrow_dtypes():
+    s, m = rand((128, 64), F32, seed=1), rand((128, 256), F32, seed=2)
+    for dt_s, dt_m in [(nl.bfloat16, nl.float16), (nl.float8_e4m3, nl.bfloat16)]:
+        got = _nc_matmul_of(dt_s, dt_m)(s, m)
+        want = f32(s.astype(dt_s)).astype(np.float64).T @ f32(m.astype(dt_m)).astype(np.float64)
+        assert_close(got, want, F32, rtol=1e-5, atol=1e-5)

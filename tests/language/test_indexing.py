@@ -93,3 +93,20 @@ def hbm_3d_kernel(x):
 def test_hbm_3d_indexing():
     x = rand((3, 128, 96), F32, seed=5)
     np.testing.assert_array_equal(hbm_3d_kernel(x), x[:, :, :64] * 2)
+
+
+@nki.jit
+def row_broadcast_kernel(v):
+    """v: [4, 64]. Row 2 of v, picked by a one-element arange written ``[None, :]`` on the partition side:
+    NumPy broadcasting makes it 2 in every column, not 2 plus the column number."""
+    i_2 = nl.arange(2, 3)[None, :]
+    i_f = nl.arange(64)[None, :]
+    row = nl.load(v[i_2, i_f])  # [1, 64]
+    out = nl.ndarray((1, 64), dtype=v.dtype, buffer=nl.shared_hbm)
+    nl.store(out[nl.arange(1)[:, None], i_f], value=row)
+    return out
+
+
+def test_a_one_element_arange_broadcasts_as_its_value():
+    v = rand((4, 64), F32, seed=5)
+    np.testing.assert_array_equal(row_broadcast_kernel(v), v[2:3])

@@ -150,7 +150,8 @@ class Opaque:
         (Opaque(), r"argument 'factor': the value of type Opaque is neither an array nor a compile-time constant"),
         ((1, Opaque()), r"argument 'factor': factor\[1\] of type Opaque is neither"),
         ({1: 2}, r"argument 'factor': factor has key 1; constant dicts have string keys only"),
-        ((np.ones(3),), r"argument 'factor': factor\[0\] is an array inside a compile-time constant"),
+        ((np.ones(3), 2.0), r"argument 'factor': factor\[0\] is an array inside a compile-time constant; a "
+                            r"tuple argument holds tensors only or constants only"),
     ],
     ids=["mutable-dataclass", "list-field", "object", "object-in-tuple", "int-key", "array-in-tuple"],
 )  # fmt: skip

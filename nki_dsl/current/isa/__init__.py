@@ -43,9 +43,22 @@ from nki_dsl.current.isa.data_movement import (
     tensor_copy_predicated,
 )
 from nki_dsl.current.isa.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from nki_dsl.current.isa.instruction import NkiInstruction, returning_instruction
 from nki_dsl.current.isa.registers import register_alloc, register_load, register_move, register_store
 from nki_dsl.current.isa.tensor_engine import nc_matmul, nc_matmul_mx, nc_transpose
 from nki_dsl.isa.enums import get_nc_version as _legacy_nc_version
+
+# Every instruction returns its NkiInstruction (§2.7 "Common rules"; instruction.py says what depends_on honours).
+(dma_copy, dma_transpose, tensor_copy, tensor_copy_predicated, memset, nc_matmul, nc_matmul_mx, nc_transpose,
+ quantize_mx, activation, activation_reduce, tensor_tensor, tensor_scalar, scalar_tensor_tensor, tensor_tensor_scan,
+ tensor_reduce, tensor_scalar_reduce, reciprocal, bn_stats, bn_aggr, iota, affine_select, rng, rand2, set_rng_seed,
+ tensor_scalar_cumulative, exponential, select_reduce, range_select, dma_compute, nc_stream_shuffle, max8,
+ nc_find_index8, sendrecv, core_barrier, register_move, register_load, register_store) = map(returning_instruction, (
+    dma_copy, dma_transpose, tensor_copy, tensor_copy_predicated, memset, nc_matmul, nc_matmul_mx, nc_transpose,
+    quantize_mx, activation, activation_reduce, tensor_tensor, tensor_scalar, scalar_tensor_tensor,
+    tensor_tensor_scan, tensor_reduce, tensor_scalar_reduce, reciprocal, bn_stats, bn_aggr, iota, affine_select, rng,
+    rand2, set_rng_seed, tensor_scalar_cumulative, exponential, select_reduce, range_select, dma_compute,
+    nc_stream_shuffle, max8, nc_find_index8, sendrecv, core_barrier, register_move, register_load, register_store))
 
 # Instructions only the current API has (no legacy nki_dsl.isa twin): name -> API function, as isa.INSTRUCTIONS.
 CURRENT_ONLY = {f.__name__: f for f in (sendrecv, core_barrier)}
@@ -72,7 +85,7 @@ __all__ = [
     "sendrecv", "core_barrier",
     "register_alloc", "register_move", "register_load", "register_store",
     "engine", "reduce_cmd", "dge_mode", "oob_mode", "dma_engine", "matmul_perf_mode", "nc_version",
-    "get_nc_version", "constants",
+    "get_nc_version", "constants", "NkiInstruction",
     "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "unknown_engine",
 ]  # fmt: skip
 
