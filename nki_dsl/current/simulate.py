@@ -5,8 +5,10 @@ How the two coexist: called with the kernel alone, ``simulate`` returns a ``Simu
 launches like the kernel (``sim(a, b)``, ``sim[2](a, b)``, or ``simulate(kernel[2])(a, b)`` as §2.7 writes it;
 keyword arguments) and returns the kernel's outputs;
 kernel parameters it writes are written in place in the passed arrays, as NKI's simulator does. It runs on this
-project's engine simulator, so besides the outputs (those of the NumPy reference, bit for bit) the modelled
-timing of the last call is in ``sim.profile``. Called with arguments (or ``target=``), ``simulate`` is the
+project's engine simulator, so besides the outputs the modelled timing of the last call is in ``sim.profile``.
+The outputs are the NumPy reference's bit for bit, except where the engine program computes a math op through
+another (``nl.cos``/``nl.tan`` run as ``sin`` of a shifted argument, passes/lower_math.py): those are exact to
+the fp32 rounding of the shift. Called with arguments (or ``target=``), ``simulate`` is the
 project's function and returns ``(outputs, Profile)``. A zero-argument kernel therefore runs through
 ``simulate(kernel)()``. The target is ``NEURON_PLATFORM_TARGET_OVERRIDE`` (default trn2) for the callable form.
 
