@@ -46,7 +46,8 @@ FAMILIES = {
         "tests/current_api/test_specialization.py", "tests/trace/test_current_api_families.py"],
     "runtime control flow: registers, dynamic_range/fori_loop/while_loop, runtime offsets": [
         "tests/current_api/test_runtime_loops.py", "tests/current_api/test_runtime_offsets.py",
-        "tests/current_api/test_kv_decode.py", "tests/verify/test_runtime_loops.py"],
+        "tests/current_api/test_kv_decode.py", "tests/verify/test_runtime_loops.py",
+        "tests/profiling/test_runtime_loop_timing.py"],
     "two cores: kernel[2], sendrecv, core_barrier, core-race/core-sync": [
         "tests/current_api/test_lnc_collectives.py", "tests/isa/test_collectives.py",
         "tests/verify/test_rule_core_race.py", "tests/verify/test_rule_core_sync.py"],
