@@ -100,3 +100,26 @@ def test_a_two_variable_mask_that_lets_a_ragged_block_through_is_refused_with_th
     diags = rejected(_blocks_under_a_two_variable_mask(700), np.zeros((700, 512), np.float32)).diagnostics
     assert {d.rule for d in diags} == {"out-of-bounds"}
     assert "index range [0, 767] exceeds dimension size of 700" in diags[0].message
+
+
+@nki.jit
+def stepped_row_tiles(a, row_mask: bool):
+    """Rows r..r+127 for r = 0, 128, 256 of a 300-row tensor: a loop with step 128, not an index scaled by 128."""
+    out = nl.ndarray((300, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    for r in nl.affine_range(0, 384, 128):
+        i_p = r + nl.arange(128)[:, None]
+        i_f = nl.arange(512)[None, :]
+        keep = (i_p < 300) if row_mask else (i_f < 500)  # a mask on the free axis leaves rows 300..383 read
+        x = nl.load(a[i_p, i_f], mask=keep)
+        nl.store(out[i_p, i_f], value=x, mask=(i_p < 300))
+    return out
+
+
+def test_a_masked_access_in_a_stepped_loop_is_bounded_at_its_last_step(rejected):
+    (diag, *_) = rejected(stepped_row_tiles, np.zeros((300, 512), np.float32), False).diagnostics
+    assert diag.rule == "out-of-bounds"
+    assert "on dimension 0: index range [0, 383]" in diag.message
+
+
+def test_a_row_mask_in_a_stepped_loop_keeps_the_last_step_in_bounds(traced):
+    traced(stepped_row_tiles, np.zeros((300, 512), np.float32), True)
