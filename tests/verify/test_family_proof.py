@@ -179,3 +179,14 @@ def test_accesses_with_different_symbolic_offsets_in_one_loop_are_refused():
         nki.trace(_from_the_end, nki.spec(("N", 64), "float32", dims={"N": (256, 65536, 256)}), mirrored=True)
     assert {d.rule for d in e.value.diagnostics} == {"affine-dependence"}
     assert "other multiples of the family's dimensions" in str(e.value)
+
+
+def test_an_equality_constraint_bounds_both_ways():
+    """An equality is two inequalities: ``a + b == 5`` has no point with a, b in [0, 2], one with a, b in [0, 3],
+    and ``a - b == 0`` still has one where ``a + b >= 3`` holds."""
+    plus = ({"a": 1, "b": 1}, -5, True)
+    assert not may_have_point([plus], {"a": (0, 2), "b": (0, 2)})
+    assert may_have_point([plus], {"a": (0, 3), "b": (0, 3)})
+    assert not may_have_point([({"a": 1}, -5, True)], {"a": (6, 9)})  # a == 5 below the box: refuted from above
+    same = ({"a": 1, "b": -1}, 0, True)
+    assert may_have_point([same, ({"a": 1, "b": 1}, -3, False)], {"a": (0, 2), "b": (0, 2)})
