@@ -52,6 +52,8 @@ def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
     (": f32[128, 512] sbuf", ": f32[$N, 512] sbuf", "only HBM tensors' dimensions may be symbolic"),
     ("symbol $N in [1, 65536]", "symbol $N in [1, 65536]\n  symbol $B in [1, 8]", "dimension B is no dimension of"),
     ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N - 300) // 128", "may be negative"),
+    ("f32[$N, 512] shared_hbm loc(12)\n", "f32[$N, 512] shared_hbm loc(12)\n  %v = hbm.view(x=%0) : i32[$N, 512] "
+     "shared_hbm loc(13)\n", "kernel.py:13: hbm.view: a dtype view's shape cannot use a dimension symbol"),
 ])  # fmt: skip
 def test_a_family_of_the_wrong_form_is_refused_when_read(text, old, new, message):
     with pytest.raises(nki.NkiVerificationError) as e:
