@@ -40,7 +40,7 @@ FAMILIES = {
         "tests/current_api/test_views.py", "tests/current_api/test_bitcast_views.py",
         "tests/current_api/test_ap_vector_offset.py", "tests/current_api/test_address.py",
         "tests/current_api/test_address_edges.py", "tests/current_api/test_hbm_views.py",
-        "tests/verify/test_hbm_view.py"],
+        "tests/current_api/test_reshape.py", "tests/verify/test_hbm_view.py"],
     "dma_copy(oob_mode=skip): gathers and scatters dropping out-of-range rows": ["tests/current_api/test_oob_skip.py"],
     "specialisation: Python loops, unrolling rule, shape families": [
         "tests/current_api/test_specialization.py", "tests/trace/test_current_api_families.py"],

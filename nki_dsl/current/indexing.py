@@ -2,12 +2,23 @@
 views"): on an on-chip tensor an integer on the partition axis keeps that axis with size 1 (``t[0]`` is
 ``[1, F]``), and an integer on a free axis drops it unless the view would become less than 2-D. HBM tensors drop
 integer-indexed axes, as legacy does. A negative integer counts from the end of its axis, on any tensor.
-Installed as ``trace.tensor.index_key_hook`` while a current-API kernel is traced: the key is rewritten with
-``nl.ds(i, 1)`` where an axis must stay."""
+Installed (``current_key``) as ``trace.tensor.index_key_hook`` while a current-API kernel is traced: the key is
+rewritten with ``nl.ds(i, 1)`` where an axis must stay, and an index into a view is checked against the view's
+axes (``view_bounds.py``)."""
 
 from __future__ import annotations
 
+from nki_dsl.current import view_bounds
 from nki_dsl.trace.index import DynSlice, IndexValue, ds
+from nki_dsl.trace.tensor import TileView
+
+
+def current_key(tile, key):
+    """The key ``tile[key]`` means in the current API, checked to stay inside ``tile`` when it is a view."""
+    key = keep_on_chip_axes(tile, key)
+    if type(tile) is TileView:  # (offset and indirect views refuse indexing themselves)
+        view_bounds.check(tile, key)
+    return key
 
 
 def _is_int(k) -> bool:

@@ -32,7 +32,7 @@ import contextvars
 import sys
 from dataclasses import dataclass, field
 
-from nki_dsl.current.indexing import keep_on_chip_axes
+from nki_dsl.current.indexing import current_key
 from nki_dsl.current.isa import accumulators
 from nki_dsl.errors import NkiTraceError, SourceLoc
 from nki_dsl.ir.instantiate import substitute
@@ -111,7 +111,7 @@ def trace_specialized(fn, bound, grid: tuple[int, ...], target, decisions: Decis
             raise NkiTraceError(f"kernel {fn.__name__}: specialisation did not settle after {MAX_ROUNDS} rounds")
         spec = Specializer(decisions)
         token, hook = _active.set(spec), concrete_index_hook.set(spec.needs_int)
-        keys = index_key_hook.set(keep_on_chip_axes)
+        keys = index_key_hook.set(current_key)
         try:
             kernel, facts = trace_kernel(fn, bound, grid, target)
         except Respecialize as r:

@@ -15,10 +15,7 @@ picked by an SBUF tile: a gather or scatter) is ``trace/vector_offset.py``'s; th
 ``dtype=`` on an on-chip tensor walks its bits as that dtype: the pattern runs over the tensor's bit-cast view
 (``trace/views.py``, made by ``NkiTensor.ap``); on HBM it is refused as views of HBM are.
 
-``split_view(t, shape)`` is ``t.reshape(shape)`` of an on-chip tensor or view: the partition axis stays, and each
-free axis splits into consecutive axes whose sizes multiply to it (``[P, 512]`` -> ``[P, 4, 128]``), which keeps
-every index affine. Merging axes (``[P, 4, 128]`` -> ``[P, 512]``) would need ``//`` and ``%`` of an index and is
-refused.
+``t.reshape(shape)`` (another view of the same storage, splitting and merging axes) is ``trace/reshape.py``'s.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from __future__ import annotations
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access
-from nki_dsl.trace.access import compose
 from nki_dsl.trace.builder import caller_loc
 from nki_dsl.trace.index import IndexValue, as_index
 
@@ -104,30 +100,3 @@ def _on_chip(tensor, shape, pairs, start: Affine, terms, nums):
     for t in terms[1:]:
         free_expr = free_expr + t
     return Access(tensor, (Affine.var("d0") + p0, free_expr), nums)
-
-
-def split_view(view: Access, shape) -> Access:
-    old = tuple(view.shape)
-    new = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
-    refuse = NkiApiError(f"cannot reshape the on-chip {list(old)} to {list(new)}: the partition axis stays and each "
-                         f"free axis may only split into consecutive axes (merging axes is not affine)",
-                         caller_loc(), "reshape")  # fmt: skip
-    if not new or new[0] != old[0]:
-        raise refuse
-    exprs, j = [Affine.var("d0")], 1
-    for size in old[1:]:
-        group, n = [], 1
-        while n < size and j < len(new):
-            group.append(j)
-            n *= new[j]
-            j += 1
-        if n != size:
-            raise refuse
-        expr, stride = Affine(), 1
-        for m in reversed(group):
-            expr = expr + Affine.var(f"d{m}", stride)
-            stride *= new[m]
-        exprs.append(expr)
-    if j != len(new) and any(s != 1 for s in new[j:]):
-        raise refuse
-    return compose(view, exprs, new)

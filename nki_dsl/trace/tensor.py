@@ -18,8 +18,9 @@ from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Access, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.trace import indirect, runtime_offset, semantics, views
+from nki_dsl.trace import reshape as reshapes
 from nki_dsl.trace.access import compose, index_access
-from nki_dsl.trace.access_pattern import _pairs, access_pattern, split_view
+from nki_dsl.trace.access_pattern import _pairs, access_pattern
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.handle import TileHandle
 from nki_dsl.trace.symbolic import Dim, InconclusiveDimensionError
@@ -344,9 +345,9 @@ class NkiTensor(_TileLike):
 
     def reshape(self, shape):
         """A view of this HBM tensor with another shape and the same elements in row-major order; of an on-chip
-        tensor, its free axes split (``trace/access_pattern.py``)."""
+        tensor, a view of its storage with the partition axis kept (``trace/reshape.py``)."""
         if self.tensor.type.buffer.on_chip:
-            return TileView(split_view(self.access(), shape))
+            return TileView(reshapes.on_chip(self.access(), shape))
         shape = tuple(_reshape_size(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
         t = self.tensor.type
         if not t.buffer.on_chip:
@@ -409,9 +410,10 @@ class TileView(_TileLike):
         return TileView(self._access, accumulated_into=self._access)
 
     def reshape(self, shape):
+        """The same elements in row-major order as another view of the storage (``trace/reshape.py``)."""
         if self._access.tensor.type.buffer.on_chip:
-            return TileView(split_view(self._access, shape))
-        raise NkiTraceError("only whole HBM tensors (and on-chip views) can be reshaped", caller_loc())
+            return TileView(reshapes.on_chip(self._access, shape))
+        return TileView(reshapes.hbm_view(self._access, shape, _flat))
 
     def __repr__(self) -> str:
         return f"TileView({self._access.describe()})"

@@ -327,7 +327,14 @@ def refuses_dynamic_range_with_a_register_start(x):
     return x
 
 
-def refuses_reshape_merging_on_chip_axes(x):
+def refuses_reshape_merging_a_strided_slice(x):
     t = nl.ndarray((128, 4, 16), x.dtype, buffer=nl.sbuf)
-    t.reshape((128, 64))
+    t[:, :, 0:8].reshape((128, 32))
+    return x
+
+
+def refuses_reshape_merging_an_op_result(x):
+    t = nl.ndarray((128, 4, 16), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=1.0)
+    nl.exp(t).reshape((128, 64))
     return x

@@ -345,15 +345,7 @@ def test_reshape_splits_free_axes_of_on_chip_tiles():
         return out
 
     np.testing.assert_allclose(k(X), X.reshape(128, 4, 16).sum(axis=2), rtol=1e-6)
-
-    @nki.jit
-    def merge(x):
-        t = nl.ndarray((128, 4, 16), x.dtype, buffer=nl.sbuf)
-        t.reshape((128, 64))
-        return x
-
-    with pytest.raises(NkiApiError, match="merging axes is not affine"):
-        merge(X)
+    # merges, slices, HBM views and the refusals: tests/current_api/test_reshape.py
 
 
 def test_hwdge_dma_needs_equal_dtypes():

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 
 from nki_dsl.errors import NkiApiError
 from nki_dsl.trace.builder import caller_loc, current
 from nki_dsl.trace.call_errors import binding_error
 
-_WARNED: set = set()
+# the builders (traces) that already warned; weak, since a dead builder's id() is reused by a later one
+_WARNED: weakref.WeakSet = weakref.WeakSet()
 
 
 class NkiInstruction:
@@ -37,8 +39,8 @@ class NkiInstruction:
             raise NkiApiError(f"depends_on takes instructions (what nisa calls return), got {type(bad).__name__}",
                               caller_loc(), api)  # fmt: skip
         builder = current(api)
-        if producers and id(builder) not in _WARNED:
-            _WARNED.add(id(builder))
+        if producers and builder not in _WARNED:
+            _WARNED.add(builder)
             warnings.warn(f"{caller_loc()}: {api}: values follow program order on every backend, but the "
                           f"simulator's modelled schedule does not add the semaphore edge", stacklevel=2)  # fmt: skip
 

@@ -10,16 +10,25 @@ on a 2 KiB bank boundary, the start partition the partition count allows (refere
 
 ``buffer=`` is a buffer object (``nl.sbuf``, ``nl.psum``, ``nl.hbm``, ``nl.private_hbm``, ``nl.shared_hbm``): NKI 0.3.0
 rejects string buffer names (reference/nki.md §2.6 "Language restrictions"), so a kernel that runs here also
-compiles there. The legacy front end keeps accepting them."""
+compiles there. The legacy front end keeps accepting them.
+
+An on-chip tensor with two or more free axes is stored as ``[P, prod(free)]`` and handed out as a view of that
+storage in the shape asked for (``nl.ndarray((128, 4, 16), ...)`` is the ``[128, 4, 16]`` view of a ``[128, 64]``
+tile): the bytes and every instruction's access are the same as a ``[128, 4, 16]`` tile's, and ``t.reshape`` can
+then merge free axes (reference/nki.md §2.7 "Views": a reshape of compatible contiguity), which is affine only when
+the merged axes lie on one storage axis (``trace/reshape.py``). Indexing such a view is checked against the view's
+own axes at the kernel line (``nki_dsl/current/view_bounds.py``), since the storage's bounds alone would let
+``t[:, 0, 16:20]`` run into the next row."""
 
 from __future__ import annotations
 
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.types import Buffer
 from nki_dsl.language import creation as legacy
-from nki_dsl.language.buffers import par_dim, to_buffer
+from nki_dsl.language.buffers import par_dim, split_shape, to_buffer
+from nki_dsl.trace import reshape
 from nki_dsl.trace.builder import caller_loc, current
-from nki_dsl.trace.tensor import build_op
+from nki_dsl.trace.tensor import TileView, build_op
 
 BUFFER_NAMES = ("sbuf", "psum", "hbm", "private_hbm", "shared_hbm")
 
@@ -39,10 +48,33 @@ def ndarray(shape, dtype, buffer=None, name="", address=None):
     if any(isinstance(s, par_dim) for s in shape):
         raise NkiApiError("nl.par_dim was removed in the current API: put the partition axis first",
                           caller_loc(), "nl.ndarray")  # fmt: skip
+    stored = _storage(shape, buffer)
     if address is None:
-        return legacy.ndarray(shape, dtype, buffer=buffer, name=name)
+        return _viewed(legacy.ndarray(stored, dtype, buffer=buffer, name=name), shape)
     placed = _check_address(shape, to_buffer(buffer), address)
-    return build_op("alloc", {}, {"address": placed}, result_type=legacy._type(shape, dtype, buffer), hint=name)
+    tile = build_op("alloc", {}, {"address": placed}, result_type=legacy._type(stored, dtype, buffer), hint=name)
+    return _viewed(tile, shape)
+
+
+def _storage(shape, buffer):
+    """The shape an on-chip tensor of ``shape`` is stored in: ``[P, prod(free)]`` (module docstring)."""
+    dims, _ = split_shape(shape)
+    if len(dims) < 3 or not to_buffer(buffer).on_chip:
+        return shape
+    free = 1
+    for s in dims[1:]:
+        free *= s
+    return (dims[0], free)
+
+
+def _viewed(tile, shape):
+    """``tile`` (stored as ``_storage(shape)``) as the view of shape ``shape``."""
+    if not tile.access().tensor.type.buffer.on_chip:
+        return tile
+    dims, _ = split_shape(shape)
+    if tuple(tile.shape) == dims:
+        return tile
+    return TileView(reshape.on_chip(tile.access(), dims))
 
 
 def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
@@ -74,20 +106,26 @@ def _check_address(shape, buffer: Buffer, address) -> tuple[int, int]:
 
 
 def zeros(shape, dtype, buffer=None, name=""):
-    return legacy.zeros(shape, dtype, buffer=_buffer("nl.zeros", buffer), name=name)
+    return _full(shape, 0.0, dtype, _buffer("nl.zeros", buffer), name)
 
 
 def ones(shape, dtype, buffer=None, name=""):
-    return legacy.ones(shape, dtype, buffer=_buffer("nl.ones", buffer), name=name)
+    return _full(shape, 1.0, dtype, _buffer("nl.ones", buffer), name)
 
 
 def full(shape, fill_value, dtype, buffer=None, name=""):
-    return legacy.full(shape, fill_value, dtype, buffer=_buffer("nl.full", buffer), name=name)
+    return _full(shape, fill_value, dtype, _buffer("nl.full", buffer), name)
+
+
+def _full(shape, fill_value, dtype, buffer, name):
+    return _viewed(legacy.full(_storage(shape, buffer), fill_value, dtype, buffer=buffer, name=name), shape)
 
 
 def zeros_like(a, dtype=None, buffer=None, name=""):
-    return legacy.zeros_like(a, dtype, buffer=_buffer("nl.zeros_like", buffer), name=name)
+    shape, dt, buf = legacy._like(a, dtype, _buffer("nl.zeros_like", buffer))
+    return _full(shape, 0.0, dt, buf, name)
 
 
 def empty_like(a, dtype=None, buffer=None, name=""):
-    return legacy.empty_like(a, dtype, buffer=_buffer("nl.empty_like", buffer), name=name)
+    shape, dt, buf = legacy._like(a, dtype, _buffer("nl.empty_like", buffer))
+    return _viewed(legacy.ndarray(_storage(shape, buf), dt, buffer=buf, name=name), shape)
