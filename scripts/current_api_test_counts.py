@@ -34,7 +34,7 @@ FAMILIES = {
         "tests/current_api/test_instruction_handles.py"],
     "nl convenience wrappers, dtypes, tile_size": ["tests/current_api/test_language_wrappers.py"],
     "accumulator registers across instructions (reduce_cmd, reduce_res read-out)": [
-        "tests/current_api/test_accumulators.py"],
+        "tests/current_api/test_accumulators.py", "tests/simulator/test_accumulator_readout_cost.py"],
     "MX matmul and packed x4 dtypes (trn3)": ["tests/current_api/test_mx_matmul.py"],
     "tensors: views, .view(dtype), .ap access patterns, address=": [
         "tests/current_api/test_views.py", "tests/current_api/test_bitcast_views.py",

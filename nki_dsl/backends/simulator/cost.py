@@ -136,7 +136,16 @@ def _tensor_tensor(t: Target, s) -> float:
     return _ii(t, s.N if fast else 2 * s.N)
 
 
+def reads_accumulator(s) -> bool:
+    """Is ``s`` ScalarE's read-out of its accumulator registers (an ``activation`` marked ``reads_accumulator``,
+    nki_dsl/current/isa/accumulators.py)?"""
+    op = getattr(s, "op", None)
+    return op is not None and bool(op.attrs.get("reads_accumulator"))
+
+
 def _activation(t: Target, s) -> float:
+    if reads_accumulator(s):  # §3.3: ActReadAccumulator ~64 ScalarE cycles (overhead_cycles: none)
+        return t.act_read_accumulator_cycles
     cycles = _ii(t, s.N / _scalar_perf_mode(t, s))  # §2.3 activation: max(MIN_II, N)
     if s.reduces:
         cycles += t.min_ii_cycles  # §2.3 activation_reduce: max(MIN_II, N) + MIN_II
@@ -224,8 +233,8 @@ def overhead_cycles(t: Target, s) -> float:
       cycles per tiny dependent instruction, against the 264 ScalarE cycles the perf guide measured (§3.3);
     * an instruction with N << 128 pays the static overhead only. "<<" is taken as N <= MIN_II (= 64 = half the
       lanes): the instruction is issue-bound, its formula already at the MIN_II floor."""
-    if s.engine not in STATIC_OVERHEAD_ENGINES:
-        return 0.0
+    if s.engine not in STATIC_OVERHEAD_ENGINES or reads_accumulator(s):
+        return 0.0  # (a read of the accumulator registers is priced whole by §3.3's figure: _activation)
     if s.dependent:
         return t.vector_static_overhead_cycles + 2 * t.sbuf_access_overhead_cycles
     if t.min_ii_cycles >= s.N:

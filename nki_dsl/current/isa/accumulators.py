@@ -8,10 +8,12 @@ instruction uses that engine's registers, so it outlives every loop. Then:
 
 - an instruction's register update is an ordinary op writing that tensor;
 - ``reduce_res=`` is a read-out instruction that copies it: §2.7 says ``reduce_res`` "adds a read-out
-  instruction (small overhead)", and §3.3 gives ScalarE's ``ActReadAccumulator`` as about 64 cycles. The
-  simulator prices it as any ``[P, 1]`` instruction of its engine (an ``activation(copy)`` on ScalarE, a
-  ``tensor_copy`` on VectorE), fixed costs included: more than those 64 cycles when it waits on the instruction
-  before it (~240 ns on trn2).
+  instruction (small overhead)", and §3.3 gives ScalarE's ``ActReadAccumulator`` as about 64 cycles. On
+  ScalarE it is an ``activation(copy)`` marked ``reads_accumulator``, which the simulator prices at those 64
+  ScalarE cycles whole (``Target.act_read_accumulator_cycles``: it reads the registers, not SBUF, so no static
+  or access overhead is added, however closely it follows the instruction that set them). A VectorE read-out
+  (and a negated one, ``reduce_res_negate``) is a ``tensor_copy`` / ``tensor_scalar`` priced as any ``[P, 1]``
+  instruction of its engine: the reference gives no figure for reading the Vector registers.
 
 So the IR stays explicit. The verifier, the passes, the simulator's dependences and every backend see plain
 tensors. A loop that carries the registers is a loop that carries a tensor, which the specialiser makes
@@ -56,11 +58,11 @@ from nki_dsl.current.isa.destination import dst_dtype, write
 from nki_dsl.errors import NkiApiError, SourceLoc
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Kernel, Loop
-from nki_dsl.isa import activations as legacy_act
 from nki_dsl.isa import vector_alu as legacy_alu
+from nki_dsl.isa.arguments import number
 from nki_dsl.language.creation import ndarray
 from nki_dsl.trace.builder import Builder, caller_loc, current
-from nki_dsl.trace.tensor import TileView, is_tile
+from nki_dsl.trace.tensor import TileView, build_op, is_tile
 
 ENGINE_NAMES = {"scalar": "Scalar", "vector": "Vector"}
 SETS = ("reset", "reset_reduce", "load_reduce")  # commands that give the lanes a value without reading them
@@ -134,7 +136,9 @@ def read_out(api: str, engine: str, registers: TileView, reduce_res, negate: boo
     if negate:
         tile = legacy_alu.tensor_scalar(registers, "multiply", -1.0, dtype=dtype, engine=engine)
     elif engine == "scalar":  # ActReadAccumulator; ScalarE of NC-v2 has no tensor_copy (§2.7 tensor_copy)
-        tile = legacy_act.activation("copy", registers, dtype=dtype)
+        tile = build_op("nisa.activation", {"data": registers, "scale": number(1.0)},
+                        {"op": "copy", "reduce_op": "none", "reduce_cmd": "idle", "reads_accumulator": True},
+                        dtype=dtype)  # fmt: skip
     else:
         tile = legacy_alu.tensor_copy(registers, dtype=dtype, engine=engine)
     write(api, reduce_res, tile)

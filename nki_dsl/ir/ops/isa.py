@@ -311,7 +311,10 @@ ISA_OPS: list[OpSpec] = [
            (DATA, OperandSpec("bias", optional=True), OperandSpec("scale", **PER_PARTITION),
             OperandSpec("reduce_res", role=Role.INOUT, optional=True)),  # read under reduce_cmd=reduce
            (_fn("op", ACTIVATIONS), _fn("reduce_op", ("none",) + ACCUMULATE_OPS, "none"),
-            AttrSpec("reduce_cmd", AttrKind.STR, "idle", choices=REDUCE_CMDS)),
+            AttrSpec("reduce_cmd", AttrKind.STR, "idle", choices=REDUCE_CMDS),
+            # the read-out of the engine's accumulator registers (``reduce_res=`` of the current API,
+            # current/isa/accumulators.py): ActReadAccumulator, priced by its own figure (§3.3)
+            AttrSpec("reads_accumulator", AttrKind.BOOL, False, implicit=True)),
            result_dtype=FIRST, shape=_activation_shape, engine="scalar", promote=("data",),
            doc="op(data * scale + bias); with reduce_op, reduce_res receives the free-axis reduction"),
     OpSpec("nisa.activation_reduce", INSTRUCTION,
