@@ -16,7 +16,8 @@ register's allocation; here it is, in order:
 1. ``max_trip=N``, this project's keyword (the most iterations the loop may run), when the kernel gives it;
 2. else, for ``dynamic_range`` / ``fori_loop``: the largest trip count for which every access the body makes at
    an index over the loop variable stays inside its tensor (``_inferred_trips``; a KV-cache loop over
-   ``k_cache[:, i * 128 ...]`` gets ``seq_max // 128``). A register value beyond it would have the loop read or
+   ``k_cache[:, i * 128 ...]`` gets ``seq_max // 128``) and inside the axis of the view it indexes
+   (``view_bounds.trips_limit``: an on-chip ``[P, 4, 16]`` view is stored ``[P, 64]``). A register value beyond it would have the loop read or
    write outside a tensor, so the run-time refusal is the bounds error NKI's DGE raises (§2.7 "Data movement");
 3. else ``DEFAULT_MAX_TRIP`` (a ``while_loop``, whose body has no index, or a body that indexes nothing by it).
 
@@ -28,6 +29,7 @@ re-reads one register.
 
 from __future__ import annotations
 
+from nki_dsl.current import view_bounds
 from nki_dsl.current.isa.data_movement import tensor_copy
 from nki_dsl.current.isa.registers import check_register
 from nki_dsl.errors import NkiApiError
@@ -100,7 +102,8 @@ def dynamic_range(*args, max_trip=None):
         yield IndexValue(Affine.var(loop.var))
     finally:
         builder.close_loop(loop)
-        trips = declared or _inferred_trips(loop, enclosing, builder.kernel.grid) or DEFAULT_MAX_TRIP
+        trips = declared or _bound(_inferred_trips(loop, enclosing, builder.kernel.grid),
+                                   view_bounds.trips_limit(loop)) or DEFAULT_MAX_TRIP  # fmt: skip
         loop.stop = start + trips * step
 
 
@@ -137,6 +140,13 @@ def while_loop(init, body_fun, max_trip=None):
             tensor_copy(dst=init, src=nxt)  # the loop re-reads one register (see the module docstring)
     finally:
         builder.close_loop(loop)
+
+
+def _bound(storage: int | None, views: int | None) -> int | None:
+    """The tighter of the bounds the storage's and the views' axes give (``view_bounds.trips_limit``)."""
+    if storage is None or views is None:
+        return storage if views is None else max(1, views)
+    return max(1, min(storage, views))
 
 
 def _same(a: Access, b: Access) -> bool:

@@ -10,7 +10,7 @@ import nki_dsl
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
-from nki_dsl.errors import NkiApiError, NkiTraceError, NkiVerificationError
+from nki_dsl.errors import NkiApiError, NkiRuntimeError, NkiTraceError, NkiVerificationError
 from tests.current_api.kernel_io import out, run_on, sbuf
 
 BACKENDS = ["numpy", "jax", "simulator"]
@@ -204,3 +204,29 @@ def test_the_storage_is_one_free_axis_and_instructions_see_the_views_shape():
     assert "%0 = alloc() : f32[128, 64] sbuf" in text and "%1 = alloc() : f32[128, 64] sbuf" in text
     assert "dma_copy(dst=%0, src=%x)" in text  # t.reshape((128, 64)) is all of t's storage
     assert "tensor_reduce(data=%1[d0, 32*d1 + d2 ; 128x2x32])" in text  # u as [128, 2, 32]
+
+
+@nki.jit
+def columns_of_a_row(x, n):
+    """out[:, 0, :n] = 1 through a runtime loop over the last axis of a [128, 4, 16] view (stored [128, 64])."""
+    t = nl.ndarray((128, 4, 16), nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=t, value=0.0)
+    count = nisa.register_alloc()
+    nisa.register_load(count, n)
+    for i in nl.dynamic_range(count):
+        nisa.memset(dst=t[:, 0, nl.ds(i, 1)], value=1.0)
+    return out(t.reshape((128, 64)))
+
+
+def test_a_runtime_loop_over_a_view_axis_is_bounded_by_the_view_not_the_storage():
+    """The loop's inferred bound is 16 (the view's axis), not 64 (the storage's row): a register of 17 is refused
+    when the kernel runs instead of writing row 1."""
+    (loop,) = [s for s, _ in nki_dsl.trace(columns_of_a_row, X, np.array([[3]], np.int32)).ir.walk()
+               if getattr(s, "runtime", False)]  # fmt: skip
+    assert (loop.kind, loop.start, loop.stop) == ("dynamic", 0, 16)
+    got = np.asarray(columns_of_a_row(X, np.array([[3]], np.int32)))
+    want = np.zeros((128, 4, 16))
+    want[:, 0, :3] = 1
+    np.testing.assert_array_equal(got, want.reshape(128, 64))
+    with pytest.raises(NkiRuntimeError, match="past its declared bound 16"):
+        columns_of_a_row(X, np.array([[17]], np.int32))
