@@ -17,8 +17,9 @@ register's allocation; here it is, in order:
 2. else, for ``dynamic_range`` / ``fori_loop``: the largest trip count for which every access the body makes at
    an index over the loop variable stays inside its tensor (``_inferred_trips``; a KV-cache loop over
    ``k_cache[:, i * 128 ...]`` gets ``seq_max // 128``) and inside the axis of the view it indexes
-   (``view_bounds.trips_limit``: an on-chip ``[P, 4, 16]`` view is stored ``[P, 64]``). A register value beyond it would have the loop read or
-   write outside a tensor, so the run-time refusal is the bounds error NKI's DGE raises (§2.7 "Data movement");
+   (``view_bounds.trips_limit``: an on-chip ``[P, 4, 16]`` view is stored ``[P, 64]``). A register value beyond
+   it would have the loop read or write outside a tensor, so the run-time refusal is the bounds error NKI's DGE
+   raises (§2.7 "Data movement");
 3. else ``DEFAULT_MAX_TRIP`` (a ``while_loop``, whose body has no index, or a body that indexes nothing by it).
 
 Choices where the reference is silent: a register ``start`` is refused (the IR reads one register per loop: its
