@@ -455,6 +455,10 @@ class OffsetView(TileView):
     def __getitem__(self, key):
         raise NkiTraceError("a scalar_offset view cannot be indexed again", caller_loc())
 
+    def reshape(self, shape):
+        raise NkiTraceError("a scalar_offset view cannot be reshaped (its register moves the pattern it was made "
+                            "with); reshape the tensor before .ap(...)", caller_loc())  # fmt: skip
+
 
 class IndirectView(TileView):
     """``data[idx_tile, i_f]``: rows of an HBM tensor picked by the values of an on-chip integer tile. Only
@@ -482,6 +486,10 @@ class IndirectView(TileView):
 
     def __getitem__(self, key):
         raise NkiTraceError("an indirect view (data[idx_tile, ...]) cannot be indexed again", caller_loc())
+
+    def reshape(self, shape):
+        raise NkiTraceError("an indirect view (rows picked by an index tile) cannot be reshaped; reshape the "
+                            "tensor before indexing it", caller_loc())  # fmt: skip
 
     def __repr__(self) -> str:
         return f"IndirectView({self._access.describe()}, rows from {self.indices.describe()})"

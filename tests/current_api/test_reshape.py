@@ -11,7 +11,7 @@ import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 from nki_dsl.errors import NkiApiError, NkiRuntimeError, NkiTraceError, NkiVerificationError
-from tests.current_api.kernel_io import out, run_on, sbuf
+from tests.current_api.kernel_io import indices, out, run_on, sbuf
 
 BACKENDS = ["numpy", "jax", "simulator"]
 RNG = np.random.default_rng(12)
@@ -230,3 +230,23 @@ def test_a_runtime_loop_over_a_view_axis_is_bounded_by_the_view_not_the_storage(
     np.testing.assert_array_equal(got, want.reshape(128, 64))
     with pytest.raises(NkiRuntimeError, match="past its declared bound 16"):
         columns_of_a_row(X, np.array([[17]], np.int32))
+
+
+def reshaped_register_view(x):
+    r = nisa.register_alloc(0)
+    x.ap([[64, 128], [1, 64]], offset=0, scalar_offset=r).reshape((128, 4, 16))
+    return x
+
+
+def reshaped_gathered_rows(x, idx):
+    x.ap([[64, 128], [1, 64]], vector_offset=indices(idx)).reshape((128, 4, 16))
+    return x
+
+
+@pytest.mark.parametrize("kernel", [reshaped_register_view, reshaped_gathered_rows])
+def test_views_moved_at_run_time_are_not_reshaped(kernel):
+    """Their access is the pattern at offset 0 (the register or the index tile moves it), so a reshape of that
+    access would lose what moves it: refused."""
+    idx = np.arange(128, dtype=np.int32)[:, None]
+    args = (X,) if kernel is reshaped_register_view else (X, idx)
+    assert "cannot be reshaped" in str(_error(kernel, *args, error=NkiTraceError))
