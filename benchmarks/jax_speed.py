@@ -28,6 +28,11 @@ How the steady state is measured, and why (a single median of single calls moved
 ``--memory N`` instead compiles N specialisations of the softmax kernel (N row counts) and prints how much the
 process's resident memory grew (after garbage collection and ``malloc_trim``): what a long session keeps.
 
+``--reroll N[,N...]`` instead times a kernel whose Python loop unrolls N tiles (load, exp into ring slot t % 3,
+row sum, divide, store: 128x512 fp32 tiles) on the JAX backend with loop re-rolling off and on
+(``nki_dsl/backends/jax/reroll.py``, on from 2 units whatever ``reroll.MIN_TRIPS`` says): first call and steady
+state of each, and their ratios; the numbers behind ``reroll.MIN_TRIPS``.
+
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
 other work, wall-clock time partly measures the other work, CPU time what the calls cost.
 """
@@ -165,6 +170,48 @@ def memory_growth(n: int) -> float:
     return rss() - start
 
 
+def _unrolled_tiles(x):
+    """A Python loop over the row tiles of ``x`` (unrolled at trace time): the case loop re-rolling is for."""
+    import nki_dsl.language as nl
+
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    ring = nl.ndarray((3, nl.par_dim(128), cols), dtype=nl.float32, buffer=nl.sbuf)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(cols)[None, :]
+    for t in range(rows // 128):
+        ring[t % 3, i_p, i_f] = nl.exp(nl.load(x[t * 128 + i_p, i_f]))
+        total = nl.sum(ring[t % 3, i_p, i_f], axis=1, keepdims=True)
+        nl.store(out[t * 128 + i_p, i_f], value=nl.divide(ring[t % 3, i_p, i_f], total))
+    return out
+
+
+def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s: float) -> None:
+    from nki_dsl.backends.jax import reroll
+
+    print(f"{'tiles':>5} {'first off (ms)':>14} {'first on (ms)':>13} {'run off (ms)':>12} {'run on (ms)':>11} "
+          f"{'first on/off':>12} {'run on/off':>12}")  # fmt: skip
+    kernel = nki.jit(_unrolled_tiles)
+    enabled, min_trips = reroll.ENABLED, reroll.MIN_TRIPS
+    reroll.MIN_TRIPS = 2  # "on" re-rolls whatever the threshold: the table is what decides it
+    try:
+        for n in tiles:
+            x = jnp.asarray(np.random.default_rng(n).standard_normal((128 * n, 512)).astype(np.float32))
+            firsts, fns = [], []
+            for on in (False, True):
+                reroll.ENABLED = on
+                firsts.append(first_call_time(kernel, (x,), cpu, first))
+                k = nki.jit(kernel.fn)
+                jax.block_until_ready(k(x, backend="jax"))  # compiled with this setting, then kept
+                fns.append(ready(partial(k, x, backend="jax")))
+            off, on = sample_rounds(fns, repeat, cpu, sample_s)
+            ratio, spread = paired_ratio(on, off)
+            t_off, t_on = statistics.median(off) * 1e3, statistics.median(on) * 1e3
+            print(f"{n:5d} {firsts[0] * 1e3:14.1f} {firsts[1] * 1e3:13.1f} {t_off:12.2f} {t_on:11.2f} "
+                  f"{firsts[1] / firsts[0]:12.2f} {ratio:6.2f} +-{spread:4.2f}")  # fmt: skip
+    finally:
+        reroll.ENABLED, reroll.MIN_TRIPS = enabled, min_trips
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
@@ -173,7 +220,12 @@ def main() -> int:
     parser.add_argument("--sample-ms", type=float, default=40.0, help="least duration of one timed sample")
     parser.add_argument("--only", help="run only the kernels whose name contains this word")
     parser.add_argument("--memory", type=int, metavar="N", help="memory kept by N compiled specialisations")
+    parser.add_argument("--reroll", metavar="N[,N...]", help="unrolled-tile kernels timed with re-rolling off/on")
     args = parser.parse_args()
+    if args.reroll:
+        reroll_table([int(n) for n in args.reroll.split(",")], args.repeat, args.cpu, args.first,
+                     args.sample_ms / 1e3)  # fmt: skip
+        return 0
     if args.memory:
         print(f"{args.memory} specialisations of softmax_rows: resident memory +{memory_growth(args.memory):.0f} MB")
         return 0

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from nki_dsl.backends.jax import batched_slices
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access
@@ -189,7 +190,7 @@ def _window(p: AccessPlan):
 def _slice(array, starts, sizes):
     if all(isinstance(s, int) for s in starts):
         return array[tuple(slice(s, s + n) for s, n in zip(starts, sizes))]
-    return lax.dynamic_slice(array, _indices(starts), sizes, allow_negative_indices=False)
+    return batched_slices.dynamic_slice(array, _indices(starts), sizes)
 
 
 def _indices(starts):
@@ -227,12 +228,19 @@ def update(array, w, starts):
                 along[(slice(None),) * k + (slice(s, s + m),)] = True
                 inside = inside & jnp.asarray(along)
         return jnp.where(inside, lax.pad(w, jnp.zeros((), w.dtype), pads), array)
-    return lax.dynamic_update_slice(array, w, _indices(starts), allow_negative_indices=False)
+    if all(isinstance(s, int) for s in starts):
+        return lax.dynamic_update_slice(array, w, starts, allow_negative_indices=False)
+    return batched_slices.dynamic_update_slice(array, w, _indices(starts))
 
 
 def _read_box(array, p: AccessPlan, ivars, offsets):
     sizes, _, _ = _window(p)
     return from_window(_slice(array, _starts(p, ivars, offsets), sizes), p)
+
+
+def starts(p: AccessPlan, ivars) -> list:
+    """Where a box access's window starts in each tensor dimension: Python ints or traced int32 values."""
+    return [s if isinstance(s, int) else jnp.asarray(s, jnp.int32) for s in _starts(p, ivars, None)]
 
 
 def static_starts(p: AccessPlan, ivars, offsets=None):

@@ -13,7 +13,7 @@ from nki_dsl.ir.types import Buffer, TensorType
 
 # The random generator's state, carried through loops like a tensor; not a string, so no tensor name is it.
 RNG = ("rng",)
-_RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout", "nisa.rng", "nisa.rand2", "nisa.set_rng_seed")
+RANDOM_OPS = ("nl.dropout", "nl.random_seed", "nisa.dropout", "nisa.rng", "nisa.rand2", "nisa.set_rng_seed")
 
 
 @dataclass
@@ -26,6 +26,8 @@ class KernelInfo:
     read_after: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots read after it
     all_written: set = field(default_factory=set)  # roots written anywhere (the launch grid's carried state)
     written_params: list[str] = field(default_factory=list)  # parameters the kernel writes into
+    refs: dict[str, int] = field(default_factory=dict)  # tensor name -> ops (and loop headers, outputs) naming it
+    rerolled: dict = field(default_factory=dict)  # statement ids of a body -> its re-rolled form (reroll.plan)
 
     def root(self, name: str) -> str:
         return self.roots.get(name, name)
@@ -37,12 +39,13 @@ class KernelInfo:
 
 def _reads(op: Op, info: KernelInfo) -> set:
     names = {info.root(v.tensor.name) for v in op.operands.values() if isinstance(v, Access)}
-    if op.name in _RANDOM_OPS:
+    if op.name in RANDOM_OPS:
         names.add(RNG)
     return names
 
 
-def _writes(op: Op, info: KernelInfo) -> set:
+def written_by(op: Op, info: KernelInfo) -> set:
+    """The roots ``op`` writes (its result, the operands it writes, the generator state)."""
     spec = OPS.get(op.name)
     if spec is None:
         raise NkiError(f"the JAX backend has no lowering for {op.name!r}", op.loc)
@@ -53,7 +56,7 @@ def _writes(op: Op, info: KernelInfo) -> set:
         v = op.operands.get(o.name)
         if isinstance(v, Access):
             names.add(info.root(v.tensor.name))
-    if op.name in _RANDOM_OPS:
+    if op.name in RANDOM_OPS:
         names.add(RNG)
     return names
 
@@ -76,6 +79,7 @@ def analyse(kernel: Kernel) -> KernelInfo:
                 first = len(flat)
                 if stmt.reads is not None:  # a runtime loop reads its register where it starts
                     header_reads.append((first, info.root(stmt.reads.tensor.name)))
+                    info.refs[stmt.reads.tensor.name] = info.refs.get(stmt.reads.tensor.name, 0) + 1
                 info.ranges[stmt.var] = (stmt.start, stmt.last) if stmt.trip_count else (stmt.start, stmt.start)
                 visit(stmt.body)
                 spans.append((stmt, first, len(flat)))
@@ -88,10 +92,14 @@ def analyse(kernel: Kernel) -> KernelInfo:
                 for v in stmt.operands.values():
                     if isinstance(v, Access):
                         info.types.setdefault(v.tensor.name, v.tensor.type)
+                for name in {v.tensor.name for v in stmt.operands.values() if isinstance(v, Access)}:
+                    info.refs[name] = info.refs.get(name, 0) + 1
                 flat.append(stmt)
 
     visit(kernel.body)
-    writes = [_writes(op, info) for op in flat]
+    for t in kernel.outputs:
+        info.refs[t.name] = info.refs.get(t.name, 0) + 1
+    writes = [written_by(op, info) for op in flat]
     reads = [_reads(op, info) for op in flat]
     end = info.outputs | {p.name for p in kernel.params}
     for pos, root in header_reads:

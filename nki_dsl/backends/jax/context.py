@@ -58,10 +58,21 @@ class State:
     local_shapes: dict = field(default_factory=dict)  # root name -> shape of the slice this device holds
     zero_poison: bool = False  # the gradient twin: fresh float memory is 0.0, not NaN
     views: dict = field(default_factory=dict)  # root name -> View, inside vectorised loops
+    tables: dict = field(default_factory=dict)  # index variable -> its value per iteration (a re-rolled run's)
 
     def child(self) -> State:
         return State(self.info, dict(self.env), dict(self.ivars), self.offsets, self.plans, self.local_shapes,
-                     self.zero_poison, dict(self.views))  # fmt: skip
+                     self.zero_poison, dict(self.views), dict(self.tables))  # fmt: skip
+
+    def bounds(self, e):
+        """Index expression ``e``'s values for ``forward``: ``[(least, largest)]``, or, when every variable in it is
+        a table variable of the re-rolled run being traced, ``[(v, v)]`` per iteration (they take their values
+        together: ``r_a - r_b`` is known iteration by iteration). KeyError for an unbound variable."""
+        if e.terms and all(v in self.tables for v, _ in e.terms):
+            steps = len(self.tables[e.terms[0][0]])
+            values = [e.const + sum(c * self.tables[v][j] for v, c in e.terms) for j in range(steps)]
+            return [(v, v) for v in values]
+        return [e.bounds(self.info.ranges)]
 
     def index(self, access: Access) -> tuple:
         """The access's index into the tensor as this state holds it (its block, inside vectorised loops)."""
@@ -126,28 +137,52 @@ class State:
             return None
         return starts
 
+    def _traced_window(self, access: Access, p: acc.AccessPlan):
+        """For a box access inside its tensor at starts that depend on traced indices: the starts as Affine
+        expressions (the key ``forward`` keeps its pending write under) and their traced values; else None."""
+        name = access.tensor.name
+        if not (p.box and p.in_bounds) or self.info.root(name) != name or name not in self.env:
+            return None
+        if self.offsets.get(name) is not None:  # a device's shard (mesh runs): plain dynamic windows
+            return None
+        return tuple(rest for _, rest in p.split), acc.starts(p, self.ivars)
+
     def read(self, access: Access):
         p = self.plan(access)
+        name = access.tensor.name
         starts = self._static_window(access, p, leaving_ok=True)
         if starts is not None:
-            name = access.tensor.name
-            w, self.env[name] = forward.read_window(self.env[name], starts, acc.window(p)[0])
+            w, self.env[name] = forward.read_window(self.env[name], starts, acc.window(p)[0], self.bounds)
             return acc.from_window(w, p)
-        offsets = self.offsets.get(self.info.root(access.tensor.name))
-        return acc.read(self.array(access.tensor.name), p, self.ivars, offsets)
+        traced = self._traced_window(access, p)
+        if traced is not None:
+            key, starts = traced
+            w, self.env[name] = forward.read_traced(self.env[name], key, starts, acc.window(p)[0], self.bounds)
+            return acc.from_window(w, p)
+        offsets = self.offsets.get(self.info.root(name))
+        return acc.read(self.array(name), p, self.ivars, offsets)
 
     def write(self, access: Access, value, mask=None) -> None:
         name = access.tensor.name
         p = self.plan(access)
         starts = self._static_window(access, p, leaving_ok=True) if p.box else None
-        if starts is not None:
+        traced = self._traced_window(access, p) if starts is None else None
+        if starts is not None or traced is not None:
             value = jnp.broadcast_to(jnp.asarray(value).astype(self.env[name].dtype), p.shape)
             if mask is not None:  # keep the old elements where the mask is off
                 value = jnp.where(jnp.broadcast_to(mask, p.shape), value, self.read(access))
+            sizes, contiguous = acc.window(p)
+            ranges = self.bounds
             old = None
-            if not acc.window(p)[1]:  # strided (then inside the tensor): the elements between the written ones
-                old, self.env[name] = forward.read_window(self.env[name], starts, acc.window(p)[0])
-            self.env[name] = forward.write_window(self.env[name], starts, acc.to_window(value, p, old))
+            if starts is not None:
+                if not contiguous:  # strided (then inside the tensor): the elements between the written ones
+                    old, self.env[name] = forward.read_window(self.env[name], starts, sizes, ranges)
+                self.env[name] = forward.write_window(self.env[name], starts, acc.to_window(value, p, old))
+                return
+            key, starts = traced
+            if not contiguous:
+                old, self.env[name] = forward.read_traced(self.env[name], key, starts, sizes, ranges)
+            self.env[name] = forward.write_traced(self.env[name], key, starts, acc.to_window(value, p, old), ranges)
             return
         offsets = self.offsets.get(self.info.root(name))
         new = acc.write(self.array(name), p, value, self.ivars, offsets, mask)

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from nki_dsl.backends.jax import runtime, runtime_loops, vectorise
-from nki_dsl.backends.jax.analysis import RNG, KernelInfo, analyse, is_shared_alloc
+from nki_dsl.backends.jax import reroll, runtime, runtime_loops, vectorise
+from nki_dsl.backends.jax.analysis import RNG, KernelInfo, analyse, is_shared_alloc, written_by
 from nki_dsl.backends.jax.collectives import COLLECTIVE_HANDLERS, run_cores_jax
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.lower_isa import ISA_HANDLERS
@@ -62,9 +62,19 @@ def run_op(op: Op, st: State) -> None:
         ctx.write_operand(name, value, accumulate)
 
 
+def _rerolled(body, info: KernelInfo) -> list:
+    key = tuple(id(s) for s in body)  # (the statements live as long as the kernel; a list may be a fresh copy)
+    plan = info.rerolled.get(key)
+    if plan is None:
+        plan = info.rerolled[key] = reroll.plan(body, info, info.refs)
+    return plan
+
+
 def run_body(body, st: State) -> None:
-    for stmt in body:
-        if isinstance(stmt, Loop) and stmt.runtime:
+    for stmt in _rerolled(body, st.info):
+        if isinstance(stmt, reroll.Rerolled):
+            reroll.run(stmt, st, run_op, lambda op: written_by(op, st.info))
+        elif isinstance(stmt, Loop) and stmt.runtime:
             runtime_loops.run(stmt, st, run_body)
         elif isinstance(stmt, Loop):
             _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[id(stmt)],
