@@ -27,7 +27,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from nki_dsl.backends.jax import batched_slices
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access
@@ -190,7 +189,12 @@ def _window(p: AccessPlan):
 def _slice(array, starts, sizes):
     if all(isinstance(s, int) for s in starts):
         return array[tuple(slice(s, s + n) for s, n in zip(starts, sizes))]
-    return batched_slices.dynamic_slice(array, _indices(starts), sizes)
+    return lax.dynamic_slice(array, _indices(starts), sizes, allow_negative_indices=False)
+
+
+def slice_window(array, starts, sizes):
+    """The window of ``sizes`` at ``starts`` (Python ints or traced int32), which provably stays inside ``array``."""
+    return _slice(array, starts, sizes)
 
 
 def _indices(starts):
@@ -228,9 +232,7 @@ def update(array, w, starts):
                 along[(slice(None),) * k + (slice(s, s + m),)] = True
                 inside = inside & jnp.asarray(along)
         return jnp.where(inside, lax.pad(w, jnp.zeros((), w.dtype), pads), array)
-    if all(isinstance(s, int) for s in starts):
-        return lax.dynamic_update_slice(array, w, starts, allow_negative_indices=False)
-    return batched_slices.dynamic_update_slice(array, w, _indices(starts))
+    return lax.dynamic_update_slice(array, w, _indices(starts), allow_negative_indices=False)
 
 
 def _read_box(array, p: AccessPlan, ivars, offsets):

@@ -28,7 +28,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from nki_dsl.backends.jax import access as acc
-from nki_dsl.backends.jax import batched_slices
 from nki_dsl.ir.affine import Affine
 
 MAX_PENDING = 50  # writes kept per tensor before the oldest is applied (bounds the search per read)
@@ -59,9 +58,8 @@ def materialise(value):
         if tiled is not None:
             return tiled
     array = value.base
-    for starts, w, key in value.writes:
-        array = acc.update(array, w, list(starts)) if key is None else batched_slices.dynamic_update_slice(
-            array, w, starts)  # fmt: skip
+    for starts, w, _ in value.writes:  # (acc.update takes static and traced starts alike)
+        array = acc.update(array, w, list(starts))
     return array
 
 
@@ -195,12 +193,12 @@ def read_traced(value, key, starts, sizes, ranges):
     if isinstance(value, Pending):
         found = _find(value, key, sizes, ranges)
         if found is None:
-            return batched_slices.dynamic_slice(value.base, starts, sizes), value
+            return acc.slice_window(value.base, starts, sizes), value
         if found != "overlap":
             (_, w, _), offsets = found
             return _slice(w, offsets, sizes), value
         value = materialise(value)
-    return batched_slices.dynamic_slice(value, starts, sizes), value
+    return acc.slice_window(value, starts, sizes), value
 
 
 def write_traced(value, key, starts, w, ranges):
