@@ -51,7 +51,7 @@ ENABLED = True  # tests switch it off to compare against the unrolled lowering
 # both ways when re-rolled: first call 1.9 -> 2.9 s, run 4.5 -> 10.2 ms (6 heads, CPU time).
 MIN_TRIPS = 8
 MIN_SAVED = 8  # nor when it removes fewer ops than this from the program ((k - 1) * L)
-MAX_PERIOD = 256  # longest unit searched for (the search costs O(ops * MAX_PERIOD) signature comparisons)
+MAX_PERIOD = 256  # longest unit searched for (the search compares every op with the op MAX_PERIOD ahead at most)
 MAX_CANDIDATES = 64  # exact checks tried per run before giving up (bounds lowering time on long bodies)
 TABLE_BASE = 1_000_000  # table variables are loop-index names i<TABLE_BASE + n>: no traced kernel has that many
 
@@ -138,39 +138,34 @@ def _match(ops, sigs, s: int, L: int, k: int, uses: dict) -> bool:
 
 
 def _uses(ops, body_refs: dict):
-    """Reference counts of tensor names: inside this straight-line list per op, and everywhere else."""
-    per_op = [{v.tensor.name for v in op.operands.values() if isinstance(v, Access)} for op in ops]
-    inside: dict[str, int] = {}
-    for refs in per_op:
-        for r in refs:
-            inside[r] = inside.get(r, 0) + 1
-    outside = {n: c - inside.get(n, 0) for n, c in body_refs.items()}
+    """Where tensors are named: the positions in this straight-line list of the ops naming each, and how many
+    references the kernel has elsewhere."""
+    at: dict[str, list[int]] = {}
+    for n, op in enumerate(ops):
+        for r in {v.tensor.name for v in op.operands.values() if isinstance(v, Access)}:
+            at.setdefault(r, []).append(n)
+    outside = {name: c - len(at.get(name, ())) for name, c in body_refs.items()}
 
     def units(name, s, L, k):
-        return [(n - s) // L if s <= n < s + L * k else -1 for n, refs in enumerate(per_op) if name in refs]
+        return [(n - s) // L if s <= n < s + L * k else -1 for n in at.get(name, ())]
 
     return {"outside": outside, "units": units}
 
 
 def _candidates(sigs):
-    """(saved ops, start, period, units) of the periodic stretches of ``sigs``."""
+    """(saved ops, start, period, units) of the periodic stretches of ``sigs`` (one int per op)."""
     n = len(sigs)
+    arr = np.asarray(sigs, dtype=np.int64)
     found = []
     for L in range(1, min(n // 2, MAX_PERIOD) + 1):
-        i = 0
-        while i + L < n:
-            if sigs[i] != sigs[i + L]:
-                i += 1
-                continue
-            j = i
-            while j + L < n and sigs[j] == sigs[j + L]:
-                j += 1
-            # positions i .. j-1 equal their successors at distance L: units start at i, i+L, ... up to j
+        eq = np.concatenate(([False], arr[:-L] == arr[L:], [False]))
+        edges = np.flatnonzero(np.diff(eq.astype(np.int8)))
+        # stretches [i, j) of positions equal to their successor at distance L: units start at i, i+L, ... up to j
+        for i, j in zip(edges[0::2].tolist(), edges[1::2].tolist()):
             for phase in range(min(L, j - i)):
                 k = (j - i - phase) // L + 1
                 if k >= max(2, MIN_TRIPS) and (k - 1) * L >= MIN_SAVED:
                     found.append(((k - 1) * L, i + phase, L, k))
-            i = j + 1
     return found
 
 
