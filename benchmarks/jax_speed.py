@@ -30,7 +30,8 @@ process's resident memory grew (after garbage collection and ``malloc_trim``): w
 
 ``--reroll N[,N...]`` instead times a kernel whose Python loop unrolls N tiles (load, exp into ring slot t % 3,
 row sum, divide, store: 128x512 fp32 tiles) on the JAX backend with loop re-rolling off and on
-(``nki_dsl/backends/jax/reroll.py``, on from 2 units whatever ``reroll.MIN_TRIPS`` says): first call and steady
+(``nki_dsl/backends/jax/reroll.py``; ``NKI_JAX_REROLL=0/1``, and on from 2 units whatever ``reroll.MIN_TRIPS``
+says): first call and steady
 state of each, and their ratios; the numbers behind ``reroll.MIN_TRIPS``.
 
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
@@ -186,19 +187,17 @@ def _unrolled_tiles(x):
 
 
 def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s: float) -> None:
-    from nki_dsl.backends.jax import reroll
-
     print(f"{'tiles':>5} {'first off (ms)':>14} {'first on (ms)':>13} {'run off (ms)':>12} {'run on (ms)':>11} "
           f"{'first on/off':>12} {'run on/off':>12}")  # fmt: skip
     kernel = nki.jit(_unrolled_tiles)
-    enabled, min_trips = reroll.ENABLED, reroll.MIN_TRIPS
-    reroll.MIN_TRIPS = 2  # "on" re-rolls whatever the threshold: the table is what decides it
+    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_REROLL_MIN_TRIPS")}
+    os.environ["NKI_JAX_REROLL_MIN_TRIPS"] = "2"  # "on" re-rolls whatever the threshold: the table is what decides it
     try:
         for n in tiles:
             x = jnp.asarray(np.random.default_rng(n).standard_normal((128 * n, 512)).astype(np.float32))
             firsts, fns = [], []
             for on in (False, True):
-                reroll.ENABLED = on
+                os.environ["NKI_JAX_REROLL"] = "1" if on else "0"  # read at each lowering
                 firsts.append(first_call_time(kernel, (x,), cpu, first))
                 k = nki.jit(kernel.fn)
                 jax.block_until_ready(k(x, backend="jax"))  # compiled with this setting, then kept
@@ -209,7 +208,11 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
             print(f"{n:5d} {firsts[0] * 1e3:14.1f} {firsts[1] * 1e3:13.1f} {t_off:12.2f} {t_on:11.2f} "
                   f"{firsts[1] / firsts[0]:12.2f} {ratio:6.2f} +-{spread:4.2f}")  # fmt: skip
     finally:
-        reroll.ENABLED, reroll.MIN_TRIPS = enabled, min_trips
+        for v, value in saved.items():
+            if value is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = value
 
 
 def main() -> int:

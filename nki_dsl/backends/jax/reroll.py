@@ -30,6 +30,7 @@ saves).
 from __future__ import annotations
 
 import heapq
+import os
 from dataclasses import dataclass, replace
 
 import jax.numpy as jnp
@@ -43,7 +44,9 @@ from nki_dsl.ir.hbm_views import VIEW_OPS
 from nki_dsl.ir.nodes import Access, Imm, Loop, Op
 from nki_dsl.ir.ops import OPS
 
-ENABLED = True  # tests switch it off to compare against the unrolled lowering
+# Switches, read at each lowering: the environment variables NKI_JAX_REROLL=0 (off) and NKI_JAX_REROLL_MIN_TRIPS
+# (benchmarks/jax_speed.py --reroll sets both), or these module values (tests).
+ENABLED = True
 # Re-roll only runs of at least MIN_TRIPS units (``python benchmarks/jax_speed.py --reroll 4,8,16,32 --cpu``:
 # a Python loop of n tiles; see the report in the commit that set it). Below it the loop's own cost (windows at
 # traced starts, which XLA compiles into costlier kernels than static slices, and per-iteration buffer traffic)
@@ -51,8 +54,8 @@ ENABLED = True  # tests switch it off to compare against the unrolled lowering
 # both ways when re-rolled: first call 1.9 -> 2.9 s, run 4.5 -> 10.2 ms (6 heads, CPU time).
 MIN_TRIPS = 8
 MIN_SAVED = 8  # nor when it removes fewer ops than this from the program ((k - 1) * L)
-MAX_PERIOD = 256  # longest unit searched for (the search compares every op with the op MAX_PERIOD ahead at most)
-MAX_CANDIDATES = 64  # exact checks tried per run before giving up (bounds lowering time on long bodies)
+MAX_PERIOD = 300  # longest unit searched for (the search compares every op with the op MAX_PERIOD ahead at most)
+MAX_CANDIDATES = 40  # exact checks tried per run before giving up (bounds lowering time on long bodies)
 TABLE_BASE = 1_000_000  # table variables are loop-index names i<TABLE_BASE + n>: no traced kernel has that many
 
 
@@ -152,6 +155,14 @@ def _uses(ops, body_refs: dict):
     return {"outside": outside, "units": units}
 
 
+def _enabled() -> bool:
+    return ENABLED and os.environ.get("NKI_JAX_REROLL", "1") != "0"
+
+
+def _min_trips() -> int:
+    return max(2, int(os.environ.get("NKI_JAX_REROLL_MIN_TRIPS", MIN_TRIPS)))
+
+
 def _candidates(sigs):
     """(saved ops, start, period, units) of the periodic stretches of ``sigs`` (one int per op)."""
     n = len(sigs)
@@ -164,7 +175,7 @@ def _candidates(sigs):
         for i, j in zip(edges[0::2].tolist(), edges[1::2].tolist()):
             for phase in range(min(L, j - i)):
                 k = (j - i - phase) // L + 1
-                if k >= max(2, MIN_TRIPS) and (k - 1) * L >= MIN_SAVED:
+                if k >= _min_trips() and (k - 1) * L >= MIN_SAVED:
                     found.append(((k - 1) * L, i + phase, L, k))
     return found
 
@@ -213,7 +224,7 @@ def _substitute(op: Op, names: list) -> Op:
 def plan(body: list, info, refs: dict) -> list:
     """``body`` with its re-rollable runs replaced by ``Rerolled`` items (``refs``: every tensor name's reference
     count in the kernel). Table variables are registered in ``info.ranges``."""
-    if not ENABLED:
+    if not _enabled():
         return list(body)
     out: list = []
     run: list[Op] = []
@@ -245,7 +256,7 @@ def _reroll_run(ops: list[Op], info, refs: dict) -> list:
         if not _match(ops, sigs, s, L, k, uses):
             # a unit at either end may be the odd one out (a tile the first unit shares with the rest, a last
             # unit that differs): try the run without it
-            if k - 1 >= max(2, MIN_TRIPS) and (k - 2) * L >= MIN_SAVED:
+            if k - 1 >= _min_trips() and (k - 2) * L >= MIN_SAVED:
                 heapq.heappush(heap, (-(k - 2) * L, L, s + L, k - 1))
                 heapq.heappush(heap, (-(k - 2) * L, L, s, k - 1))
             continue
