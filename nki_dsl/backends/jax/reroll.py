@@ -47,11 +47,13 @@ from nki_dsl.ir.ops import OPS
 # Switches, read at each lowering: the environment variables NKI_JAX_REROLL=0 (off) and NKI_JAX_REROLL_MIN_TRIPS
 # (benchmarks/jax_speed.py --reroll sets both), or these module values (tests).
 ENABLED = True
-# Re-roll only runs of at least MIN_TRIPS units (``python benchmarks/jax_speed.py --reroll 4,8,16,32 --cpu``:
-# a Python loop of n tiles; see the report in the commit that set it). Below it the loop's own cost (windows at
-# traced starts, which XLA compiles into costlier kernels than static slices, and per-iteration buffer traffic)
-# outweighs what it saves. The ViT attention kernel's pipelined heads (5 units of 40 ops over 8 live buffers) lost
-# both ways when re-rolled: first call 1.9 -> 2.9 s, run 4.5 -> 10.2 ms (6 heads, CPU time).
+# Re-roll only runs of at least MIN_TRIPS units. ``python benchmarks/jax_speed.py --reroll 4,8,16,32 --cpu`` (a
+# Python loop of n 128x512 tiles: load, exp into ring slot t % 3, row sum, divide, store), re-rolled / unrolled,
+# load ~8: first call n=4 0.86-1.07 (two runs), n=8 0.50-0.56, n=16 0.40-0.48, n=32 0.22-0.23; steady state
+# 0.98-1.18 (a loop of small windows at traced starts runs up to ~15% slower than straight-line code XLA fuses).
+# The ViT attention kernel's pipelined heads (5 units of 40 ops over 8 live buffers) lose both ways re-rolled
+# (NKI_JAX_REROLL_MIN_TRIPS=2, CPU time, load ~8): 6 heads first call 2.0 -> 2.2 s, run 3.5 -> 7.3 ms; 12 heads
+# (inside the vectorised head-group loop) 2.5 -> 3.0 s, 8.3 -> 20.4 ms.
 MIN_TRIPS = 8
 MIN_SAVED = 8  # nor when it removes fewer ops than this from the program ((k - 1) * L)
 MAX_PERIOD = 300  # longest unit searched for (the search compares every op with the op MAX_PERIOD ahead at most)
