@@ -103,7 +103,30 @@ def nc_matmul(ctx: OpContext) -> Lowered:
     stationary, moving = ctx.read("stationary", axes={0: 1}), ctx.read("moving", axes={1: 1})
     # Operands hold fp32 values rounded to their dtype; the product accumulates in fp32, as PSUM does. The
     # transposed operand is made contiguous first (OpenBLAS is slow on small transposed GEMMs).
-    return Lowered(f"np.matmul(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
+    return Lowered(f"{ctx.e.const(_matmul32)}(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
+
+
+MATMUL_EDGE = 64  # the result is computed on whole multiples of this many rows and columns (see _matmul32)
+
+
+def _matmul32(a, b) -> np.ndarray:
+    """``a @ b`` in fp32 (a [M, K], b [K, N]) with every result element rounded as in a matmul of any other width,
+    as the PE array computes each element the same way whatever the tile's size. OpenBLAS's sgemm computes a
+    ragged edge of the result in other code paths, which sum in another order (measured with this project's
+    OpenBLAS 0.3.31, Haswell kernels: a column of a block N % 16 in 1..8 columns wide differs in the last bit from
+    the same column of a 512-column block, and NumPy hands a one-column product to gemv), so a shape family's
+    masked 512-column block would not compute its concrete trace's numbers. So M and N are padded with zeros to
+    multiples of ``MATMUL_EDGE`` (which the kernels' micro-tiles divide) and the result cut; zero rows of the
+    contraction are exact."""
+    a, b = np.asarray(a), np.asarray(b)
+    m, n = a.shape[0], b.shape[1]
+    pm, pn = -m % MATMUL_EDGE, -n % MATMUL_EDGE
+    if pm:
+        a = np.concatenate([a, np.zeros((pm, a.shape[1]), a.dtype)])
+    if pn:
+        b = np.concatenate([b, np.zeros((b.shape[0], pn), b.dtype)], axis=1)
+    out = np.matmul(a, b)
+    return out[:m, :n] if pm or pn else out
 
 
 def _mx_operand(ctx: OpContext, data: str, scale: str) -> str:
@@ -282,9 +305,22 @@ def _bn_stats_masked(data, keep) -> np.ndarray:
     return out
 
 
+def _bn_stats_placed(data, valid, starts, shape) -> np.ndarray:
+    """A masked ``bn_stats`` of ``data``, the box of the access ``shape`` at ``starts`` that the mask keeps
+    (``valid``: which of its elements, None for all of them). A box of a 2-D access starting at an even column is
+    ``_bn_stats`` of the box itself, as an unmasked instruction over those elements computes it (the same parity
+    groups, summed the same way); anything else counts the kept elements at their positions in the access."""
+    if valid is None and len(shape) == 2 and int(starts[1]) % 2 == 0:
+        return _bn_stats(data)
+    return _bn_stats_masked(*embed(data, valid, starts, shape))
+
+
 def _bn_aggr(data) -> np.ndarray:
-    """``[P, 2]`` mean and population variance from (count, mean, M2) triples, combined in fp32 (Chan et al.)."""
+    """``[P, 2]`` mean and population variance from (count, mean, M2) triples, combined in fp32 (Chan et al.).
+    A triple of no elements on every partition (a parity group no element reached, or the slot of a chunk past a
+    shape family's last) takes no part: the others combine as they would without it."""
     g = np.asarray(data, dtype=F32).reshape(np.shape(data)[0], -1, 3)
+    g = g[:, (g[..., 0] != 0).any(axis=0)]
     count, mean, m2 = g[..., 0], g[..., 1], g[..., 2]
     total = count.sum(axis=1, dtype=F32)
     mu = (count * mean).sum(axis=1, dtype=F32) / total
@@ -301,8 +337,8 @@ def bn_stats(ctx: OpContext) -> Lowered:
     shape = ", ".join([ctx.box[0][2] if 0 in ctx.box else py_int(access.shape[0])]
                       + [py_int(s) for s in access.shape[1:]]) + ","  # fmt: skip
     starts[0] = "0"  # the partition box is the op mask's: data is already cut to it
-    placed = f"{ctx.e.const(embed)}({data}, {valid or 'None'}, ({', '.join(starts)},), ({shape}))"
-    return Lowered(_cut(ctx, f"{ctx.e.const(_bn_stats_masked)}(*{placed})", done=PARTITION))
+    placed = f"{data}, {valid or 'None'}, ({', '.join(starts)},), ({shape})"
+    return Lowered(_cut(ctx, f"{ctx.e.const(_bn_stats_placed)}({placed})", done=PARTITION))
 
 
 def bn_aggr(ctx: OpContext) -> Lowered:
