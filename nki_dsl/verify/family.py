@@ -7,7 +7,9 @@ argument that holds for every instance, and a rule without one refuses the famil
 every rule the verifier has; a new rule fails a test until it is argued here).
 
 The form the family must have makes most of the arguments simple. Symbols may appear only in (a) dimensions of
-HBM tensors (parameters and HBM allocations), (b) loop stops, (c) masks and (d) index expressions into HBM tensors
+HBM tensors (parameters and HBM allocations), (b) loop stops, (c) masks (an op's, and a reduction's
+``reduce_mask`` over its input's axes, which every rule reads where it reads the op's: ``mask-vars``, ``structure``,
+``out-of-bounds`` through ``_mask_for``, the budgets' constraint counts) and (d) index expressions into HBM tensors
 (a tile that starts at a symbolic multiple of rows: ``out[2048*$_1 + 128*i3 + d0, ...]``); never in an op's view
 shape, an index into an on-chip tensor, an on-chip type, another op's result type, an attribute or the grid
 (``check_form``). Every size symbol is >= 0 everywhere (its interval's lower end). Then, instance by instance, only
@@ -68,7 +70,7 @@ from nki_dsl.ir.indirect import DIM as INDIRECT_DIM
 from nki_dsl.ir.indirect import hbm_operand
 from nki_dsl.ir.instantiate import instantiate, substitute
 from nki_dsl.ir.nodes import Access, Kernel, Loop, Op
-from nki_dsl.ir.ops import DECLARED, OPS
+from nki_dsl.ir.ops import DECLARED, OPS, REDUCE_MASK
 from nki_dsl.ir.ops.collectives import SYNC_OPS
 from nki_dsl.ir.symbols import SymbolError, affine_bounds, check_table, is_symbol, ranges, ties
 from nki_dsl.targets import Target
@@ -170,7 +172,10 @@ def check_form(kernel: Kernel) -> list[Diagnostic]:
                         found.append(_diag(stmt.loc, stmt.name, f"operand '{oname}' uses {x}, which is not a "
                                                                 f"declared symbol"))  # fmt: skip
         for aname, v in stmt.attrs.items():
-            if isinstance(v, Affine | Mask) and any(_is_sym(x) for x in v.vars()):
+            if aname == REDUCE_MASK.name and isinstance(v, Mask):  # (c): a reduction's mask over its input's axes
+                found += [_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses {x}, which is not a declared symbol")
+                          for x in sorted(v.vars()) if _is_sym(x) and x not in kernel.symbols]  # fmt: skip
+            elif isinstance(v, Affine | Mask) and any(_is_sym(x) for x in v.vars()):
                 found.append(_diag(stmt.loc, stmt.name, f"attribute {aname!r} uses a dimension symbol; only masks "
                                                         f"and loop stops may"))  # fmt: skip
             elif isinstance(v, tuple) and any(isinstance(x, str) for x in v):
