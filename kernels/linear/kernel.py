@@ -585,8 +585,14 @@ class _LayerNormed:
 @nki.jit
 def linear_kernel(x, w, b=None, residual=None, epilogue="none", x_source="auto"):
     """``x_source``: how x^T is made, ``"dma"`` (``_DmaTransposed``; by DMA transpose for 2-byte dtypes),
-    ``"rows"`` (``_RowsTransposed``, on the Tensor engine) or ``"auto"`` (``choose_x_source``)."""
+    ``"rows"`` (``_RowsTransposed``, on the Tensor engine) or ``"auto"`` (``choose_x_source``); a shape family over
+    K or N makes x^T one way (``widths.Rows``)."""
     out = nl.ndarray((x.shape[0], w.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _static(x.shape[1]) is None or _static(w.shape[1]) is None:  # a shape family over the widths
+        from .widths import Rows, linear_widths
+
+        linear_widths(x, w, b, residual, out, epilogue, Rows(x))
+        return out
     if x_source == "auto":
         x_source = choose_x_source(x.shape[0], x.shape[1], w.shape[1], np.dtype(x.dtype).itemsize, epilogue)
     _linear(x, w, b, residual, out, epilogue, X_SOURCES[x_source](x))
@@ -598,5 +604,10 @@ def layernorm_linear_kernel(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue="n
     """``LN(x) @ w (+ b, then GELU)``: the LayerNorm of each row as the prologue (``norm_prologue``), its
     transposed result straight into the matmuls, the normalised rows never in HBM."""
     out = nl.ndarray((x.shape[0], w.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _static(x.shape[1]) is None or _static(w.shape[1]) is None:  # a shape family over the widths
+        from .widths import LayerNormed, linear_widths
+
+        linear_widths(x, w, b, None, out, epilogue, LayerNormed(x, gamma, beta, epsilon))
+        return out
     _linear(x, w, b, None, out, epilogue, _LayerNormed(x, gamma, beta, epsilon))
     return out

@@ -180,3 +180,63 @@ def test_the_fused_kernels_families_run_unforeseen_row_counts_without_trust(regi
                 np.testing.assert_array_equal(np.asarray(g, np.float64), np.asarray(want, np.float64))
                 _close(g, ref, 2e-2, 8e-2)
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+# -- linear's widths (kernels/linear/widths.py): K and N symbolic as well as M ----------------------------------------
+# Three of kernel.toml's width families (picked by their N range; the rest are proved in tests/kernels), called at
+# widths nobody declared: 384 / 1152 and ViT-L's 1024 / 4096, against the concrete trace and float64.
+WIDTHS = {  # entry: [(dtype, (M, K, N) to call, constants)]
+    "linear": [(np.float32, (70, 384, 1152), {"epilogue": "bias"}), (BF16, (70, 1024, 4096), {"epilogue": "residual"})],
+    "layernorm_linear": [(BF16, (70, 1024, 4096), {"epilogue": "bias", "epsilon": 1e-6})],
+}
+
+
+def _width_line(entry, dtype, mkn, constants):
+    """The end of kernel.toml's line (``widths.toml_line``) of the family holding the call: dtype, ranges, constants."""
+    from kernels.linear import widths
+
+    _, k, n = mkn
+    boxes = widths.width_boxes(np.dtype(dtype).itemsize, entry == "layernorm_linear", constants["epilogue"])
+    (k0, k1), (n0, n1) = next(b for b in boxes if b[0][0] <= k <= b[0][1] and b[1][0] <= n <= b[1][1])
+    consts = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in constants.items())
+    return (f':{np.dtype(dtype).name}"], dims = {{ M = "1..65536", K = "{k0}..{k1}", N = "{n0}..{n1}" }}, '
+            f"constants = {{ {consts} }} }},")
+
+
+def _width_arrays(entry, m, k, n, dtype, epilogue, rng):
+    x = _arrays(rng, [(m, k)], dtype)[0]
+    w = (rng.standard_normal((k, n)) / np.sqrt(k)).astype(np.float32).astype(dtype)
+    b, r = _arrays(rng, [(n,), (m, n)], dtype)
+    if entry == "linear":
+        return [x, w, b] + [r] * (epilogue == "residual")
+    gamma, beta = (1 + 0.1 * rng.standard_normal(k)).astype(np.float32).astype(dtype), _arrays(rng, [(k,)], dtype)[0]
+    return [x, gamma, beta, w, b]
+
+
+@pytest.fixture(scope="module")
+def widths_bundle(tmp_path_factory):
+    keep = [_width_line(entry, *case) for entry, cases in WIDTHS.items() for case in cases]
+    root = families_only("linear", tmp_path_factory.mktemp("widths"), set(WIDTHS),
+                         lambda ln: any(ln.endswith(k) for k in keep))  # fmt: skip
+    return build_bundle(root, benchmarks=False)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+def test_linear_runs_widths_nobody_declared_without_trust(registry, widths_bundle, backend):
+    from kernels.linear import launcher
+
+    assert sum(1 for _ in widths_bundle.manifest.ir_files()) == 3  # the three width families alone
+    publish(widths_bundle, "acme/linear", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/linear", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(9)
+    for entry, cases in WIDTHS.items():
+        for dtype, (m, kk, n), constants in cases:
+            args = _width_arrays(entry, m, kk, n, dtype, constants["epilogue"], rng)
+            got = getattr(k, entry)(*args, backend=backend, **constants)
+            local = getattr(launcher, entry)(*args, backend="numpy", **constants)  # the concrete trace
+            np.testing.assert_array_equal(np.asarray(got, np.float64), np.asarray(local, np.float64))
+            expected = getattr(linear_reference, entry)(*[a.astype(np.float64) for a in args], **constants)
+            _close(got, expected, *((1e-5, 2e-4) if dtype is np.float32 else (2e-2, 8e-2)))
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
