@@ -10,7 +10,8 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
-from nki_dsl.backends.numpy_ref.lower_isa import _bn_aggr, _bn_stats, _matmul32
+from nki_dsl.backends.numpy_ref.functions import matmul32 as _matmul32
+from nki_dsl.backends.numpy_ref.lower_isa import _bn_aggr, _bn_stats
 
 RNG = np.random.default_rng(3)
 

@@ -152,3 +152,27 @@ REDUCTIONS = {
 }  # fmt: skip
 
 TWO_OVER_SQRT_PI = _TWO_OVER_SQRT_PI
+
+
+MATMUL_EDGE = 16  # the result is computed on whole multiples of this many rows and columns (see matmul32)
+
+
+def matmul32(a, b) -> np.ndarray:
+    """``a @ b`` in fp32 (a [M, K], b [K, N]) with every result element rounded as in a matmul of any other width,
+    as the PE array computes each element the same way whatever the tile's size. OpenBLAS's sgemm computes a
+    ragged edge of the result in other code paths, which sum in another order (measured with this project's
+    OpenBLAS 0.3.31, Haswell kernels: a column of a block N % 16 in 1..8 columns wide differs in the last bit from
+    the same column of a 512-column block, and NumPy hands a one-column product to gemv), so a shape family's
+    masked 512-column block would not compute its concrete trace's numbers. So M and N are padded with zeros to
+    multiples of ``MATMUL_EDGE`` (the Haswell sgemm kernels' tile; measured: every width from 1 to 512 columns and
+    1 to 128 rows then rounds as the full tile) and the result cut; zero rows of the contraction are exact. Both
+    ``nisa.nc_matmul`` and ``nl.matmul`` compute through it, so lowering one to the other keeps the bits."""
+    a, b = np.asarray(a), np.asarray(b)
+    m, n = a.shape[0], b.shape[1]
+    pm, pn = -m % MATMUL_EDGE, -n % MATMUL_EDGE
+    if pm:
+        a = np.concatenate([a, np.zeros((pm, a.shape[1]), a.dtype)])
+    if pn:
+        b = np.concatenate([b, np.zeros((b.shape[0], pn), b.dtype)], axis=1)
+    out = np.matmul(a, b)
+    return out[:m, :n] if pm or pn else out

@@ -14,7 +14,7 @@ from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.access_code import affine_code
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal
-from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES, matmul32
 from nki_dsl.backends.numpy_ref.lower_language import TRANSPOSED, reduction
 from nki_dsl.backends.numpy_ref.masked import embed
 from nki_dsl.ir import mx
@@ -103,30 +103,9 @@ def nc_matmul(ctx: OpContext) -> Lowered:
     stationary, moving = ctx.read("stationary", axes={0: 1}), ctx.read("moving", axes={1: 1})
     # Operands hold fp32 values rounded to their dtype; the product accumulates in fp32, as PSUM does. The
     # transposed operand is made contiguous first (OpenBLAS is slow on small transposed GEMMs).
-    return Lowered(f"{ctx.e.const(_matmul32)}(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
+    return Lowered(f"{ctx.e.const(matmul32)}(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
 
 
-MATMUL_EDGE = 64  # the result is computed on whole multiples of this many rows and columns (see _matmul32)
-
-
-def _matmul32(a, b) -> np.ndarray:
-    """``a @ b`` in fp32 (a [M, K], b [K, N]) with every result element rounded as in a matmul of any other width,
-    as the PE array computes each element the same way whatever the tile's size. OpenBLAS's sgemm computes a
-    ragged edge of the result in other code paths, which sum in another order (measured with this project's
-    OpenBLAS 0.3.31, Haswell kernels: a column of a block N % 16 in 1..8 columns wide differs in the last bit from
-    the same column of a 512-column block, and NumPy hands a one-column product to gemv), so a shape family's
-    masked 512-column block would not compute its concrete trace's numbers. So M and N are padded with zeros to
-    multiples of ``MATMUL_EDGE`` (which the kernels' micro-tiles divide) and the result cut; zero rows of the
-    contraction are exact."""
-    a, b = np.asarray(a), np.asarray(b)
-    m, n = a.shape[0], b.shape[1]
-    pm, pn = -m % MATMUL_EDGE, -n % MATMUL_EDGE
-    if pm:
-        a = np.concatenate([a, np.zeros((pm, a.shape[1]), a.dtype)])
-    if pn:
-        b = np.concatenate([b, np.zeros((b.shape[0], pn), b.dtype)], axis=1)
-    out = np.matmul(a, b)
-    return out[:m, :n] if pm or pn else out
 
 
 def _mx_operand(ctx: OpContext, data: str, scale: str) -> str:

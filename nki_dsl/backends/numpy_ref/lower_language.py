@@ -7,7 +7,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.backends.numpy_ref import indirect
 from nki_dsl.backends.numpy_ref.emitter import Lowered, OpContext, number_literal, tensor_var
-from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES
+from nki_dsl.backends.numpy_ref.functions import BINARY_TEMPLATES, REDUCTIONS, UNARY_TEMPLATES, matmul32
 from nki_dsl.backends.numpy_ref.masked import masked_reduce
 from nki_dsl.errors import NkiError
 from nki_dsl.ir.constant_data import decode_constant
@@ -117,8 +117,8 @@ def matmul(ctx: OpContext) -> Lowered:
     # fp32 operands (already rounded to their tile dtype) and an fp32 product: PSUM accumulates in fp32.
     # The transposed operand is made contiguous first: OpenBLAS is pathologically slow on small transposed GEMMs.
     if ctx.op.attrs["transpose_x"]:
-        return Lowered(f"np.matmul(np.ascontiguousarray({x}.T), {y})")
-    return Lowered(f"np.matmul({x}, {y})")
+        return Lowered(f"{ctx.e.const(matmul32)}(np.ascontiguousarray({x}.T), {y})")
+    return Lowered(f"{ctx.e.const(matmul32)}({x}, {y})")
 
 
 def select(ctx: OpContext) -> Lowered:
