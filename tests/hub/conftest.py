@@ -3,6 +3,7 @@ tmp_path, and the HF_* environment pointing at them. Nothing here reaches beyond
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,31 @@ def hf_env(tmp_path, monkeypatch):
     api.clear_memo()  # loaded kernels are memoised per process; each test starts from a cold process state
     yield
     api.clear_memo()
+
+
+class BackoffWaits:
+    """Stands in for ``time`` in huggingface_hub's retry loop: the waits it asks for are recorded, not slept."""
+
+    def __init__(self):
+        self.waits: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+@pytest.fixture(autouse=True)
+def hf_backoff(monkeypatch) -> BackoffWaits:
+    """huggingface_hub retries a refused connection or a cut transfer five times, sleeping 1, 2, 4, 8 and 8 s
+    (``utils/_http.py``): 23 s of wall time per download that fails for good, and nothing of this project's runs
+    meanwhile. The retries still happen, on the same requests; a test reads ``hf_backoff.waits`` to see them."""
+    from huggingface_hub.utils import _http
+
+    waits = BackoffWaits()
+    monkeypatch.setattr(_http, "time", waits)
+    return waits
 
 
 @pytest.fixture

@@ -160,7 +160,7 @@ def _lock(tmp_path, p):
     return path
 
 
-def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp_path, monkeypatch):
+def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp_path, monkeypatch, hf_backoff):
     """A lock pins the commit, so nothing asks for refs: these failures happen on the downloads themselves."""
     p = publish(softmax_bundle, "acme/softmax", settings())
     lock = _lock(tmp_path, p)
@@ -180,6 +180,7 @@ def test_download_failures_are_the_projects_errors(registry, softmax_bundle, tmp
     assert str(e.value) == (
         f"downloading 'manifest.json' of acme/softmax@{p.commit[:12]} from http://127.0.0.1:9 failed: the Hub does "
         f"not answer and the file is not cached; retry when the connection is back")
+    assert hf_backoff.waits  # the error comes after huggingface_hub's retries, not instead of them
 
 
 def test_a_file_the_manifest_names_missing_on_the_server(registry, softmax_bundle):
