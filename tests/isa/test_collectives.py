@@ -15,6 +15,7 @@ from nki_dsl import backends
 from nki_dsl.errors import NkiRuntimeError, SourceLoc
 from nki_dsl.ir.cores import Meet, run_cores
 from nki_dsl.ir.printer import print_kernel
+from tests.backend_fixture import backend_independent
 from tests.current_api import lnc_kernels as k
 
 X = np.random.default_rng(3).standard_normal((2, 128, 64)).astype(np.float32)
@@ -53,6 +54,7 @@ def _no_barrier(x):
     return out
 
 
+@backend_independent
 def test_the_barrier_is_what_orders_the_shared_writes():
     # the same exchange through shared HBM without the barrier: the two cores run at once, so core 0 may read core
     # 1's half before core 1 has written it; the verifier's core-race rule refuses the kernel, naming both lines
@@ -112,6 +114,7 @@ def _program(*meets, result=None):
     return result
 
 
+@backend_independent
 def test_the_driver_refuses_cores_that_do_not_meet():
     loc = SourceLoc("k.py", 7)
     barrier = Meet("nisa.core_barrier", loc)

@@ -7,6 +7,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.isa.support import BF16, F16, F32, FLOAT_DTYPES, assert_close, f32, rand
 
 P, F = 128, 48
@@ -72,10 +73,12 @@ def _expect_error(body, a, pattern):
         kernel(a)
 
 
+@backend_independent
 def test_dma_copy_rejects_different_shapes_naming_the_op():
     _expect_error(lambda x, out: nisa.dma_copy(dst=out[:, 0:8], src=x), rand((P, F)), r"nisa\.dma_copy.*'dst'.*'src'")
 
 
+@backend_independent
 def test_dma_copy_accumulates_only_with_add():
     _expect_error(lambda x, out: nisa.dma_copy(dst=out, src=x, dst_rmw_op=np.multiply), rand((P, F)),
                   r"nisa\.dma_copy.*dst_rmw_op")  # fmt: skip
@@ -108,6 +111,7 @@ def test_dma_transpose_of_3d_and_4d_tensors(shape, axes):
     np.testing.assert_array_equal(f32(kernel(a)), np.transpose(a, axes).astype(F16).astype(F32))
 
 
+@backend_independent
 def test_dma_transpose_rejects_a_permutation_the_dma_engines_do_not_do():
     @nki.jit
     def kernel(a):

@@ -9,6 +9,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.isa.support import F32, assert_close, rand
 
 E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -100,17 +101,20 @@ def one_double_row(s, m, tile_size):
     ],
     ids=["bf16", "2-d", "4-rows", "k-differs", "column-tiling", "m-too-big", "n-too-big"],
 )  # fmt: skip
+@backend_independent
 def test_double_row_misuse_is_reported(s, m, tile_size, error, message):
     (s_shape, s_dtype), (m_shape, m_dtype) = s, m
     with pytest.raises(error, match=rf"test_double_row_matmul.py:\d+: nisa.nc_matmul: {message}"):
         one_double_row(np.zeros(s_shape, s_dtype), np.zeros(m_shape, m_dtype), tile_size)
 
 
+@backend_independent
 def test_an_unknown_perf_mode_is_refused():
     with pytest.raises(nki.NkiApiError, match=r"perf_mode='fast' is not one of MatmulPerfMode \(none, double_row\)"):
         double_row_kernel(np.zeros((128, 2, 8), E4M3), np.zeros((128, 2, 8), E4M3), "fast")
 
 
+@backend_independent
 def test_3d_operands_without_double_row_say_what_they_need():
     with pytest.raises(nki.NkiTraceError, match=r"must be 2-D tiles \(\[K, 2, N\] operands need perf_mode=double_row"):
         double_row_kernel(np.zeros((128, 2, 8), E4M3), np.zeros((128, 2, 8), E4M3), "none")

@@ -7,15 +7,18 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.isa.support import F32, assert_close, f32, rand, run_tiles
 
 
+@backend_independent
 def test_engine_values_match_nki():
     assert {e.name: int(e) for e in nisa.engine} == {
         "unknown": 0, "tensor": 1, "scalar": 2, "gpsimd": 3, "vector": 5, "sync": 6,
     }  # fmt: skip
 
 
+@backend_independent
 def test_engine_selectors_are_engine_members():
     selectors = {
         nisa.tensor_engine: "tensor", nisa.vector_engine: "vector", nisa.scalar_engine: "scalar",
@@ -25,12 +28,14 @@ def test_engine_selectors_are_engine_members():
         assert member is nisa.engine[name]
 
 
+@backend_independent
 def test_command_and_mode_enums_have_nkis_members():
     assert [m.name for m in nisa.reduce_cmd] == ["idle", "reset", "reset_reduce", "reduce"]
     assert {m.name for m in nisa.dge_mode} == {"none", "swdge", "hwdge", "unknown"}
     assert {m.name for m in nisa.oob_mode} == {"error", "skip"}
 
 
+@backend_independent
 def test_nc_version_orders_generations_and_the_default_target_is_trn2():
     assert nisa.nc_version.gen2 < nisa.nc_version.gen3 < nisa.nc_version.gen4
     assert nisa.get_nc_version() is nisa.nc_version.gen3
@@ -64,6 +69,7 @@ def test_engine_may_be_given_as_member_name_or_value(engine):
     (nisa.tensor_engine, r"nisa\.tensor_scalar.*engine=tensor is not supported.*vector, scalar, gpsimd"),
     (42, r"nisa\.tensor_scalar.*engine=42 is not a nisa\.engine"),
 ])  # fmt: skip
+@backend_independent
 def test_engine_errors_name_the_op_and_the_engines_it_runs_on(engine, pattern):
     @nki.jit
     def kernel(a):
@@ -87,6 +93,7 @@ def test_reduce_cmd_may_be_given_by_name():
                  rtol=1e-5, atol=1e-5)  # fmt: skip
 
 
+@backend_independent
 def test_an_unknown_reduce_cmd_is_rejected_naming_the_op():
     def body(x):
         acc = nl.ndarray((16, 1), dtype=nl.float32)

@@ -7,6 +7,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.isa.support import F32, FLOAT_DTYPES, assert_close, f32, rand, run_tiles
 
 P, F = 128, 64
@@ -55,6 +56,7 @@ def test_iota_over_a_3d_tile():
     np.testing.assert_array_equal(kernel(), p * 100 + a * 16 - b)
 
 
+@backend_independent
 def test_iota_needs_an_index_expression_and_names_the_op():
     @nki.jit
     def kernel():
@@ -112,6 +114,7 @@ def test_affine_select_with_a_combined_band_predicate():
     np.testing.assert_array_equal(run_tiles(body, data), np.where((q >= k) & (k > q - 8), data, 0.0))
 
 
+@backend_independent
 def test_affine_select_predicate_must_fit_the_tile():
     @nki.jit
     def kernel(a):

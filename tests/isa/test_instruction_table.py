@@ -13,6 +13,7 @@ from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
 from nki_dsl.verify import verify_kernel
+from tests.backend_fixture import backend_independent
 from tests.isa.support import BF16, rand
 
 TRN2 = nki.get_target("trn2")
@@ -58,6 +59,7 @@ def _every_instruction(a, s, m):
     return out
 
 
+@backend_independent
 def test_a_kernel_of_every_instruction_verifies_and_runs_the_same_after_a_round_trip():
     kernel = nki.jit(_every_instruction)
     args = (rand((128, 64), BF16, seed=1), rand((128, 64), seed=2), rand((128, 64), seed=3))
@@ -95,6 +97,7 @@ def _diagnostic(body, *arrays):
     ("affine_select", lambda a: nisa.affine_select(nl.arange(64)[:, None] >= nl.arange(64)[None, :], a, 0.0),
      "on_true_tile", "hbm"),
 ])  # fmt: skip
+@backend_independent
 def test_an_operand_in_the_wrong_buffer_is_reported_with_op_operand_and_buffer(op, body, operand, buffer):
     message = _diagnostic(body, rand((64, 64)))
     assert "test_instruction_table.py:" in message  # the kernel source line that made the op

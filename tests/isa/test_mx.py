@@ -10,6 +10,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 from nki_dsl.errors import NkiError
+from tests.backend_fixture import backend_independent
 
 E4M3 = ml_dtypes.float8_e4m3fn
 X4 = np.dtype([("float8_e4m3fn_x4", np.uint32)])  # what nl.float8_e4m3fn_x4 is in the current API
@@ -74,6 +75,7 @@ def test_quantize_mx_scales_each_group_by_a_power_of_two():
     ((32, 15), (4, 15), r"must have an even free size"),
     ((64, 16), (8, 16), r"'stationary_scale' \[8, 16\] must be \[64, 16\]"),
 ])  # fmt: skip
+@backend_independent
 def test_mx_shape_rules(shape_a, shape_sa, message):
     @nki.jit
     def kernel(a, sa, b, sb):
@@ -88,6 +90,7 @@ def test_mx_shape_rules(shape_a, shape_sa, message):
         kernel(a, sa, b, sb, target="trn3")
 
 
+@backend_independent
 def test_mx_kernel_verifies_and_runs_the_same_after_a_round_trip():
     from nki_dsl.backends.numpy_ref import compile_kernel
     from nki_dsl.ir.parser import parse_kernel

@@ -8,6 +8,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 
 
 @nki.jit
@@ -59,6 +60,7 @@ def test_rand2_draws_within_per_partition_bounds_on_trn3():
     np.testing.assert_allclose(x.mean(axis=1), lo[:, 0] + 1.0, atol=0.1)  # 1024 draws of variance 1/3 per row
 
 
+@backend_independent
 def test_rand2_is_trn3_only_and_rng_writes_integers():
     lo = np.zeros((128, 1), np.float32)
     with pytest.raises(nki.NkiError, match=r"nisa.rand2 runs on NeuronCore-v4 \(trn3\) only"):

@@ -6,6 +6,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.isa.support import BF16, F16, F32, assert_close, f32, rand
 
 
@@ -55,6 +56,7 @@ def test_nc_matmul_with_a_mask_computes_only_the_selected_rows():
     np.testing.assert_allclose(got[:40], (s.T @ m)[:40], rtol=1e-5, atol=1e-5)
 
 
+@backend_independent
 def test_nc_matmul_records_its_flags():
     @nki.jit
     def kernel(s, m):
@@ -108,6 +110,7 @@ def test_nc_transpose_dtype_and_mask():
     assert not f32(got[20:]).any()
 
 
+@backend_independent
 def test_nc_transpose_rejects_an_engine_it_cannot_use():
     @nki.jit
     def kernel(a):
@@ -119,6 +122,7 @@ def test_nc_transpose_rejects_an_engine_it_cannot_use():
         kernel(rand((32, 32)))
 
 
+@backend_independent
 def test_nc_transpose_on_the_vector_engine_is_limited_to_32x32():
     @nki.jit
     def kernel(a):
@@ -144,6 +148,7 @@ def _nc_matmul_of(dt_s, dt_m):
     (nl.float32, nl.bfloat16, "'stationary' is float32", "'moving' is bfloat16"),
     (nl.float16, nl.float32, "'moving' is float32", "'stationary' is float16"),
 ])  # fmt: skip
+@backend_independent
 def test_nc_matmul_multiplies_fp32_only_with_fp32(dt_s, dt_m, wide, narrow):
     """§2.7 nc_matmul: input dtypes may mix, "except fp32/tf32 only with fp32/tf32" (in both API generations)."""
     s, m = rand((128, 64), F32, seed=1), rand((128, 256), F32, seed=2)

@@ -19,6 +19,7 @@ from kernels.eager.softmax import softmax_kernel
 from kernels.eager.vit import eager_attention_steps
 from kernels.linear import gelu_tanh
 from kernels.vit_attn import attention_qkv_reference
+from tests.backend_fixture import backend_independent
 
 F32 = np.float32
 
@@ -46,6 +47,7 @@ def test_softmax_rows():
     np.testing.assert_allclose(softmax_kernel(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+@backend_independent
 def test_eager_attention_composition():
     batch, seq, heads, d = 2, 197, 3, 64
     qkv = np.random.default_rng(3).standard_normal((batch, seq, 3 * heads * d)).astype(F32)
@@ -67,6 +69,7 @@ def test_embed_tokens():
     ("bias add", bias_add_kernel, [(8192, 1024), (1024,)]),
     ("gelu", gelu_kernel, [(8192, 3072)]),
 ])  # fmt: skip
+@backend_independent
 def test_elementwise_is_within_1_3x_of_the_dma_bound(name, kernel, shapes):
     # The DMA bound: the bytes moved to and from HBM at the memory roof of the target (the DMA engines'
     # aggregate peak or the core's share of HBM bandwidth, whichever is lower, reference/nki.md §3.4).
@@ -101,6 +104,7 @@ def _attention_cases():
 
 @pytest.mark.parametrize("name, kernel, shapes, consts, sides", list(_attention_cases()),
                          ids=[c[0] for c in _attention_cases()])  # fmt: skip
+@backend_independent
 def test_attention_ops_are_within_1_8x_of_their_layout_bound(name, kernel, shapes, consts, sides):
     # Each op moves several heads (or rows) per transfer, so its transfers' fixed costs hide behind their streaming
     # and it runs near what the DMA engines need for its bytes in the runs its layout allows. One head per transfer
@@ -112,6 +116,7 @@ def test_attention_ops_are_within_1_8x_of_their_layout_bound(name, kernel, shape
 
 
 @pytest.mark.parametrize("shape", [(2364, 64), (1576, 768)])  # scale q at ViT-B/16 batch 1; an encoder row tile
+@backend_independent
 def test_elementwise_at_encoder_shapes_is_within_1_5x_of_its_bound(shape):
     # 2,364 rows have no divisor giving 4 KiB per partition: 12 rows per partition (1.5 KiB), not one (128 B)
     prof = nki.benchmark(scale_kernel, nki.spec(shape, "bfloat16"), target="trn2", scale=0.125)

@@ -16,6 +16,7 @@ import pytest
 
 import nki_dsl as nki
 from nki_dsl.trace.jit import TRACE_HOOKS
+from tests.backend_fixture import backend_independent
 from tests.kernels.legacy.flash_bwd import FlashConfig, flash_attn_bwd
 
 BS, HEADS, KV_HEADS, D, SEQ = 1, 4, 2, 32, 512
@@ -202,6 +203,7 @@ def test_the_float64_formula_is_the_gradient_of_the_forward():
         np.testing.assert_allclose(grad[at], numeric, rtol=1e-4, atol=1e-6, err_msg=name)
 
 
+@backend_independent
 def test_the_simulator_gives_the_reference_numbers_and_a_timing():
     args, _, _ = _case(True, seed=1)
     config = CONFIGS["causal-bf16"]
@@ -221,6 +223,7 @@ def test_the_simulator_runs_window_sinks_and_dropout_as_the_reference():
         np.testing.assert_array_equal(got, want)
 
 
+@backend_independent
 def test_the_trace_mode_helper_is_inlined_and_the_config_is_a_constant():
     args, _, _ = _case(True, seed=2)
     traced = []

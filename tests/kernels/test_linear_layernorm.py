@@ -13,6 +13,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.layernorm import layernorm, layernorm_reference
 from kernels.linear import gelu_tanh, linear, linear_reference, mlp, plan_linear, plan_mlp
+from tests.backend_fixture import backend_independent
 
 DT = {"float32": np.float32, "bfloat16": nl.bfloat16}
 TOL = {"float32": (1e-5, 1e-5), "bfloat16": (2e-2, 4e-2)}
@@ -25,6 +26,7 @@ def _close(out, ref, dtype):
 
 @pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_linear_epilogues(epilogue, dtype):
     # 300 rows (2 full tiles and a ragged one), K 320 (a ragged K tile), N 640 (a ragged 128-column block)
     rng = np.random.default_rng(0)
@@ -52,6 +54,7 @@ def test_linear_after_the_prologue_stores_whole_rows(x_source, epilogue):
     _close(out, linear_reference(x, w, b, r, epilogue), "bfloat16")
 
 
+@backend_independent
 def test_mlp_matches_fc1_gelu_fc2():
     dtype = "bfloat16"
     rng = np.random.default_rng(1)
@@ -65,6 +68,7 @@ def test_mlp_matches_fc1_gelu_fc2():
     _close(mlp(x, w1, b1, w2, b2, r), expected, dtype)
 
 
+@backend_independent
 def test_mlp_refuses_fp32():
     a = np.zeros((4, 8), np.float32)
     with pytest.raises(ValueError, match="2-byte dtypes only"):
@@ -73,6 +77,7 @@ def test_mlp_refuses_fp32():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_layernorm(dtype):
     rng = np.random.default_rng(2)
     dt = DT[dtype]
@@ -84,6 +89,7 @@ def test_layernorm(dtype):
         np.float64), rtol=rtol, atol=atol)  # fmt: skip
 
 
+@backend_independent
 def test_linear_refuses_bad_shapes():
     with pytest.raises(ValueError, match="x \\(M, K\\) and w \\(K, N\\)"):
         plan_linear(nki.spec((4, 8), "bfloat16"), nki.spec((9, 4), "bfloat16"))
@@ -97,6 +103,7 @@ def _tensor_bound_ns(prof):
 
 
 @pytest.mark.parametrize("m, k, n", [(4096, 768, 3072), (4096, 3072, 768)])
+@backend_independent
 def test_matmul_is_within_1_3x_of_the_tensor_engine_bound(m, k, n):
     # The eager matmul (linear without an epilogue) at large shapes, modelled on trn2 from shapes alone.
     kernel, args, consts = plan_linear(nki.spec((m, k), "bfloat16"), nki.spec((k, n), "bfloat16"))
@@ -108,6 +115,7 @@ def test_matmul_is_within_1_3x_of_the_tensor_engine_bound(m, k, n):
 # (linear's 42 shape families take ~22 s of CPU to trace and prove, benchmarks/family_load.py; tests/hub/
 # test_library_families.py publishes some)
 @pytest.mark.parametrize("package", ["layernorm", pytest.param("linear", marks=pytest.mark.slow)])
+@backend_independent
 def test_packages_bundle(package):
     # each declared specialisation traces, verifies and round-trips; the small fp32 ones carry test vectors that
     # the builder checked against the NumPy reference
@@ -134,6 +142,7 @@ def _norm_inputs(rng, m, k, dt):
     (2565, 128, 128, "none"),  # 21 row tiles: the prologue, one affine group of 16 and a static rest of 2
 ])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_layernorm_linear(m, k, n, epilogue, dtype):
     from kernels.linear import layernorm_linear, layernorm_linear_reference
 
@@ -152,6 +161,7 @@ def test_layernorm_linear(m, k, n, epilogue, dtype):
     (2100, 128, 256),  # five blocks: one affine group of four, then the static rest
 ])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_layernorm_mlp(m, k, h, dtype):
     from kernels.linear import layernorm_mlp, layernorm_mlp_reference
 
@@ -170,6 +180,7 @@ def test_layernorm_mlp(m, k, h, dtype):
         np.testing.assert_allclose(np.asarray(out, np.float64), ref, rtol=2e-2, atol=8e-2)
 
 
+@backend_independent
 def test_layernorm_fusions_refuse_bad_shapes():
     from kernels.linear import plan_layernorm_linear, plan_layernorm_mlp
 
@@ -187,6 +198,7 @@ def test_layernorm_fusions_refuse_bad_shapes():
     (600, 192, 128, "bfloat16"),  # two blocks (the one-ahead pipeline), a ragged K tile
     (130, 128, 384, "float32"),  # three q and three k feature tiles, V in one 384-column block
 ])  # fmt: skip
+@backend_independent
 def test_layernorm_qkv_split_layout(m, k, hd, dtype):
     from kernels.linear import layernorm_qkv, layernorm_qkv_reference, plan_layernorm_qkv
 
@@ -204,6 +216,7 @@ def test_layernorm_qkv_split_layout(m, k, hd, dtype):
 
 
 @pytest.mark.parametrize("k, n", [(768, 2304), (768, 768), (768, 3072), (3072, 768)])
+@backend_independent
 def test_matmul_at_one_image_is_within_2x_of_its_bound(k, n):
     # ViT-B/16's matmuls at batch 1 (197 tokens: every row tile in the streamed prologue, bound by the weight's
     # DMA): within 2x of the larger of the Tensor-engine bound and the DMA bound (its HBM bytes at the memory

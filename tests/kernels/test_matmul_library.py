@@ -18,6 +18,7 @@ from kernels.matmul import (
     matmul_tiled,
     plan_matmul,
 )
+from tests.backend_fixture import backend_independent
 from tests.kernels.nki_style import matmul as nki_style
 
 PACKAGE = Path(__file__).parents[2] / "kernels" / "matmul"
@@ -36,6 +37,7 @@ def test_every_kernel_computes_lhsT_transposed_times_rhs(kernel):
 
 @pytest.mark.parametrize(("shape", "chosen"), [((256, 128, 512), matmul_tiled), ((256, 512, 1024), matmul_blocked),
                                                ((8192, 512, 1024), matmul_tiled)])  # fmt: skip
+@backend_independent
 def test_the_launcher_blocks_only_what_fills_the_blocks(shape, chosen):
     k, m, n = shape
     lhsT, rhs = nki.spec((k, m), "float32"), nki.spec((k, n), "float32")
@@ -43,6 +45,7 @@ def test_the_launcher_blocks_only_what_fills_the_blocks(shape, chosen):
     assert kernel is chosen and args == (lhsT, rhs) and kwargs == {}
 
 
+@backend_independent
 def test_the_launcher_runs_and_matches_the_reference():
     lhsT, rhs = _operands(128, 256, 512, np.float16)
     out = matmul(lhsT, rhs)
@@ -56,11 +59,13 @@ def test_the_launcher_runs_and_matches_the_reference():
     ((256, 100), (256, 512), "multiples of 128, 128 and 512"),
     ((256, 128), (256, 500), "multiples"),
 ])  # fmt: skip
+@backend_independent
 def test_the_launcher_refuses_shapes_it_cannot_tile(lhsT, rhs, message):
     with pytest.raises(ValueError, match=message):
         plan_matmul(np.zeros(lhsT, np.float32), np.zeros(rhs, np.float32))
 
 
+@backend_independent
 def test_the_manifest_publishes_both_kernels():
     # the bundle's test vectors are checked with the other packages' in tests/hub/test_bundle.py
     bundle = build_bundle(PACKAGE, benchmarks=False)
@@ -79,6 +84,7 @@ TUTORIAL_TWINS = [(nki_style.nki_matmul_hoist_load_, matmul_hoisted),
 
 
 @pytest.mark.parametrize(("aws", "library"), TUTORIAL_TWINS)
+@backend_independent
 def test_the_nki_tutorial_kernels_trace_to_the_library_kernels(aws, library):
     """The NKI-style conformance kernels are AWS's tutorial code (mgrid ``.p/.x`` indexing, named block constants);
     written that way they must trace to exactly the IR of the library's step they correspond to."""

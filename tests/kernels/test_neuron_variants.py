@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.backend_fixture import backend_independent
+
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nki_dsl.compat") is None,
     reason="needs nki_dsl.compat.install() (the current-API front end that makes `import nki` resolve to nki-dsl), "
@@ -44,6 +46,7 @@ def _close(actual, expected, rtol, atol):
 rng = np.random.default_rng(7)
 
 
+@backend_independent
 def test_softmax(variant):
     from kernels.softmax.reference import softmax
 
@@ -51,6 +54,7 @@ def test_softmax(variant):
     _close(variant("softmax").softmax(x), softmax(x), 1e-5, 1e-7)
 
 
+@backend_independent
 def test_rmsnorm(variant):
     from kernels.rmsnorm.reference import rmsnorm
 
@@ -58,6 +62,7 @@ def test_rmsnorm(variant):
     _close(variant("rmsnorm").rmsnorm(x, g, 1e-6), rmsnorm(x, g, 1e-6), 1e-5, 1e-5)
 
 
+@backend_independent
 def test_layernorm(variant):
     from kernels.layernorm.reference import layernorm
 
@@ -67,6 +72,7 @@ def test_layernorm(variant):
 
 
 @pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
+@backend_independent
 def test_linear(variant, epilogue):
     from kernels.linear.reference import linear
 
@@ -77,6 +83,7 @@ def test_linear(variant, epilogue):
     _close(got, linear(x, w, b, r, epilogue), 1e-5, 2e-4)
 
 
+@backend_independent
 def test_vit_attention_both_layouts(variant):
     from kernels.vit_attn.reference import attention, attention_qkv
 
@@ -86,6 +93,7 @@ def test_vit_attention_both_layouts(variant):
     _close(variant("vit_attn").attention_qkv(qkv, 2), attention_qkv(qkv, 2), 2e-5, 2e-5)
 
 
+@backend_independent
 def test_matmul(variant):
     from kernels.matmul.reference import matmul
 

@@ -27,6 +27,7 @@ from kernels.vit_attn import (
     plan_attention_qkv,
 )
 from kernels.vit_attn.kernel import RESIDENT_MAX_SEQ
+from tests.backend_fixture import backend_independent
 
 TOL = {"float32": (2e-5, 2e-5), "bfloat16": (1.5e-2, 1.5e-2)}
 DTYPES = {"float32": np.float32, "bfloat16": nl.bfloat16}
@@ -60,26 +61,31 @@ def _run(layout, batch, seq, heads, d, dtype, seed=0, strategy="auto"):
 
 @pytest.mark.parametrize("layout", ["qkv", "bhsd"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_deit_s_batch1(layout, dtype):
     _run(layout, 1, 197, 6, 64, dtype)
 
 
+@backend_independent
 def test_vit_b_batch1_bf16_qkv():
     _run("qkv", 1, 197, 12, 64, "bfloat16", seed=1)
 
 
+@backend_independent
 def test_vit_h_batch1_fp32_bhsd():
     # head_dim 80 (no head pairs on the partitions) and 257 rows: two full tiles and a 1-row tile, masked
     _run("bhsd", 1, 257, 16, 80, "float32", seed=2)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_batch8_few_heads(dtype):
     # batch 8 at the ViT-B/16 sequence, with 2 heads instead of 12 to keep the NumPy run short
     _run("qkv", 8, 197, 2, 64, dtype, seed=3)
 
 
 @pytest.mark.parametrize("layout", ["qkv", "bhsd"])
+@backend_independent
 def test_flash_matches_the_resident_strip(layout):
     # the online softmax over key blocks of 512 (one full, one ragged of 88) on a short sequence, forced
     _run(layout, 1, 600, 2, 72, "float32", seed=4, strategy="flash")
@@ -90,10 +96,12 @@ def test_flash_matches_the_resident_strip(layout):
     (600, 2, 64, "bfloat16"),  # two score chunks (512 + 88), a head pair sharing transposes and one division
     (1100, 2, 72, "float32"),  # three chunks (512 + 512 + 76): the row sum accumulated over them by the exp
 ])  # fmt: skip
+@backend_independent
 def test_multi_chunk_resident_strip(layout, seq, heads, d, dtype):
     _run(layout, 1, seq, heads, d, dtype, seed=7)
 
 
+@backend_independent
 def test_large_logits_stay_finite():
     # scores of O(100): exp without the max subtraction would overflow fp32
     rng = np.random.default_rng(5)
@@ -103,6 +111,7 @@ def test_large_logits_stay_finite():
     _check(out, attention_reference(q * 30, k * 30, v), "float32")
 
 
+@backend_independent
 def test_strategy_is_chosen_by_shape():
     assert choose_strategy(197) == "resident" and choose_strategy(RESIDENT_MAX_SEQ) == "resident"
     assert choose_strategy(RESIDENT_MAX_SEQ + 1) == "flash"
@@ -114,11 +123,13 @@ def test_strategy_is_chosen_by_shape():
     ((1, 20000, 3 * 64), 1, "sequence length 20000 exceeds the limit of 16384"),
     ((1, 197, 100), 3, "is not 3 * num_heads"),
 ])  # fmt: skip
+@backend_independent
 def test_refusals_name_the_limit(shape, heads, message):
     with pytest.raises(VitAttnShapeError, match=re.escape(message)):
         plan_attention_qkv(nki.spec(shape, "bfloat16"), heads)
 
 
+@backend_independent
 def test_refusals_of_dtype_and_layout():
     with pytest.raises(VitAttnShapeError, match="dtype float16 is not supported"):
         attention_qkv(np.zeros((1, 8, 6), np.float16), 1)
@@ -126,6 +137,7 @@ def test_refusals_of_dtype_and_layout():
         attention(np.zeros((1, 1, 8, 4), np.float32), np.zeros((1, 1, 9, 4), np.float32), np.zeros((1, 1, 8, 4)))
 
 
+@backend_independent
 def test_profile_names_the_binding_engine():
     # timing only, from shapes: the ViT-B/16 batch 8 row on trn2 (the figures themselves are benchmarks/vit.py's)
     kernel, args, consts = plan_attention_qkv(nki.spec((8, 197, 3 * 768), "bfloat16"), 12)
@@ -155,6 +167,7 @@ def test_flash_beyond_the_resident_limit():
     (1, 600, 2, 72, "bfloat16"),  # a two-chunk strip, one head per transpose width
     (1, 130, 3, 80, "float32"),  # a 2-row ragged query tile
 ])  # fmt: skip
+@backend_independent
 def test_split_layout_matches_attention_qkv(batch, seq, heads, d, dtype):
     # attention_split from [q^T; (scale * k)^T] and V as the fused projection writes them, against the
     # attention_qkv reference on the same qkv (the scale folded into k in float64 before rounding)
@@ -172,6 +185,7 @@ def test_split_layout_matches_attention_qkv(batch, seq, heads, d, dtype):
     _check(out, attention_qkv_reference(qkv, heads).reshape(batch * seq, hd), dtype)
 
 
+@backend_independent
 def test_split_layout_refusals():
     from kernels.vit_attn import plan_attention_split
 

@@ -12,11 +12,13 @@ from pathlib import Path
 
 from hub_client.bundle import build_bundle
 from hub_client.package import read_package
+from tests.backend_fixture import backend_independent
 from tests.kernels.test_vit_attn import TABLE
 
 PACKAGE = Path(__file__).parents[2] / "kernels" / "vit_attn"
 
 
+@backend_independent
 def test_manifest_declares_the_table():
     pkg = read_package(PACKAGE)
     eps = {e.name: e for e in pkg.entry_points}
@@ -42,6 +44,7 @@ def _subset(tmp_path):
     return root
 
 
+@backend_independent
 def test_bundle_carries_the_comparison(tmp_path):
     root = _subset(tmp_path)
     bundle = build_bundle(root)

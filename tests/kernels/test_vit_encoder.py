@@ -16,12 +16,14 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.eager.compose import breakdown, profile, run
 from kernels.eager.vit import VIT_B16, ViTConfig, encoder_steps, reference_forward, weight_shapes, weights
+from tests.backend_fixture import backend_independent
 
 SMALL = ViTConfig("test", dim=128, depth=2, heads=2, image=64)
 
 
 @pytest.mark.parametrize("mode", ["eager", "fused"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@backend_independent
 def test_forward_matches_numpy(mode, dtype):
     dt = np.float32 if dtype == "float32" else nl.bfloat16
     w = weights(SMALL, dt)
@@ -36,6 +38,7 @@ def test_forward_matches_numpy(mode, dtype):
         assert np.linalg.norm(out - ref) / np.linalg.norm(ref) <= 2e-2
 
 
+@backend_independent
 def test_vit_b16_launch_lists():
     eager, fused = encoder_steps(VIT_B16, 8, "eager"), encoder_steps(VIT_B16, 8, "fused")
     # eager: patch matmul + bias, embed, 12 x 19 launches, final layernorm; fused: linear, embed, 12 x 4
@@ -45,6 +48,7 @@ def test_vit_b16_launch_lists():
     assert sum(s.op == "layernorm" for s in eager) == 25 and sum(s.op == "layernorm" for s in fused) == 1
 
 
+@backend_independent
 def test_breakdown_sums_to_the_total():
     values = {k: nki.spec(s, "bfloat16") for k, s in weight_shapes(SMALL).items()}
     values["patches"] = nki.spec((SMALL.patches, SMALL.patch_dim), "bfloat16")

@@ -7,6 +7,7 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.language.support import BF16, F16, F32, exact, rand, rounded
 
 
@@ -116,6 +117,7 @@ def _from_bits(bits, uint, dtype):
     return np.array([bits], dtype=uint).view(dtype)[0].item()
 
 
+@backend_independent
 def test_float_limits():
     # nki.md §2.2 gives nl.fp32.min as the bit pattern 0xff7fffff and nl.bfp16.min as 0xff80... (bf16 -max).
     assert nl.fp32.min == _from_bits(0xFF7FFFFF, np.uint32, np.float32)
@@ -164,6 +166,7 @@ def test_lazy_initialization_still_initialises(lazy):
     np.testing.assert_array_equal(got, rounded(want, F32))
 
 
+@backend_independent
 def test_lazy_initialization_must_be_a_bool():
     with pytest.raises(nki.NkiApiError, match=r"test_creation.py:\d+: nl.zeros: lazy_initialization= must be True"):
         lazy_kernel(rand((128, 8), F32), "yes")

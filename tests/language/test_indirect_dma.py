@@ -12,6 +12,7 @@ import nki_dsl.language as nl
 from nki_dsl.backends.simulator.templates import build_template
 from nki_dsl.errors import NkiRuntimeError, NkiTraceError, NkiVerificationError
 from nki_dsl.passes.pipeline import compile_for_target
+from tests.backend_fixture import backend_independent
 
 RNG = np.random.default_rng(11)
 DATA = RNG.standard_normal((4, 300, 64)).astype(np.float32)
@@ -62,6 +63,7 @@ def test_gather_reads_the_named_rows():
     np.testing.assert_array_equal(np.asarray(gather_basic(DATA, idx)), DATA[1, idx[:, 0], :])
 
 
+@backend_independent
 def test_gather_on_the_simulator_costs_one_descriptor_per_row():
     idx = RNG.integers(0, 300, size=(128, 1)).astype(np.int32)
     out, profile = nki.simulate(gather_basic, DATA, idx, target="trn2")
@@ -100,6 +102,7 @@ def test_an_index_outside_the_dimension_is_refused_when_the_kernel_runs(bad, par
         nki.simulate(gather_basic, DATA, idx, target="trn2")  # the lowered DMA, at the same kernel line
 
 
+@backend_independent
 def test_an_index_tile_on_a_free_axis_is_refused():
     @nki.jit
     def free_axis(data, idx):
@@ -112,6 +115,7 @@ def test_an_index_tile_on_a_free_axis_is_refused():
         free_axis(DATA, np.zeros((1, 64), np.int32))
 
 
+@backend_independent
 def test_an_indirect_view_is_only_moved_by_a_dma():
     @nki.jit
     def computed(data, idx):
@@ -124,6 +128,7 @@ def test_an_indirect_view_is_only_moved_by_a_dma():
         computed(DATA, np.zeros((128, 1), np.int32))
 
 
+@backend_independent
 def test_a_scatter_in_an_affine_loop_that_ignores_its_index_is_refused():
     # the rows are data: two iterations may write the same row, so the write is loop-carried (conservative)
     @nki.jit
@@ -161,6 +166,7 @@ def test_a_gather_masked_over_its_partitions_moves_and_checks_only_the_kept_ones
         np.asarray(gather_ragged(DATA, idx))
 
 
+@backend_independent
 def test_a_masked_scatter_is_refused():
     @nki.jit
     def masked_scatter(data, idx, value):

@@ -6,6 +6,7 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
+from tests.backend_fixture import backend_independent
 from tests.language.support import BF16, F32, assert_ulps, exact, rand, rounded
 
 
@@ -109,6 +110,7 @@ def loop_reduce_misuse_kernel(x):
     return nl.loop_reduce(tile, np.add, loop_indices=[0])  # 0 is not the index of an enclosing loop
 
 
+@backend_independent
 def test_loop_reduce_needs_enclosing_loop_indices():
     with pytest.raises(nki.NkiApiError, match="loop_indices must be indices of enclosing"):
         loop_reduce_misuse_kernel(np.ones((128, 8), F32))

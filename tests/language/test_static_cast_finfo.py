@@ -7,6 +7,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl.errors import NkiApiError
+from tests.backend_fixture import backend_independent
 from tests.language.support import BF16, F16, F32, exact, rand, rounded
 
 E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
@@ -70,6 +71,7 @@ def test_static_cast_of_a_psum_tile():
     np.testing.assert_allclose(exact(got), exact(rounded(exact_product, BF16)), rtol=2**-7, atol=1e-6)
 
 
+@backend_independent
 def test_static_cast_scalars():
     assert nl.static_cast(0.1, nl.bfloat16) == exact(rounded(0.1, BF16)) == 0.10009765625
     assert nl.static_cast(2.5, nl.int32) == 2 and nl.static_cast(3.5, "int32") == 4
@@ -85,11 +87,13 @@ def cast_hbm_kernel(x):
     return out
 
 
+@backend_independent
 def test_static_cast_of_an_hbm_tensor_names_static_cast():
     with pytest.raises(NkiApiError, match=r"test_static_cast_finfo.py:\d+: nl.static_cast: input_data %x is in 'hbm'"):
         cast_hbm_kernel(rand((128, 8), F32))
 
 
+@backend_independent
 def test_static_cast_rejects_what_is_not_data():
     with pytest.raises(NkiApiError, match=r"nl.static_cast: input_data must be a tile or a Python number, got str"):
         nl.static_cast("1.0", nl.float32)
@@ -108,6 +112,7 @@ FORMATS = [
 
 
 @pytest.mark.parametrize(("dtype", "bits", "nmant", "largest", "min_exp"), FORMATS, ids=lambda v: str(v))
+@backend_independent
 def test_finfo_fields_match_the_format(dtype, bits, nmant, largest, min_exp):
     info = nl.finfo(dtype)
     assert info.dtype == dtype and info.bits == bits and info.nmant == nmant
@@ -119,6 +124,7 @@ def test_finfo_fields_match_the_format(dtype, bits, nmant, largest, min_exp):
     assert nl.finfo(dtype.name) == info  # by name too
 
 
+@backend_independent
 def test_finfo_rejects_integer_dtypes():
     with pytest.raises(NkiApiError, match="int32 is not a floating-point dtype"):
         nl.finfo(nl.int32)
