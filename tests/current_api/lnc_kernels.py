@@ -2,6 +2,8 @@
 ``nisa.core_barrier`` (reference/nki.md §2.7 "Multi-core"), shared by the tests of the instructions, of the
 verifier's ``core-sync`` rule and of the LNC=2 kernels."""
 
+import inspect
+
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
@@ -42,39 +44,43 @@ def exchange(send_to, recv_from, src_dtype=nl.float32, dma_engine=nisa.dma_engin
     return k
 
 
-@nki.jit
-def barrier_swap(x, cores=(0, 1)):
-    """Each core writes its half of x (doubled) into a shared scratch, waits at a barrier, then reads the other
-    core's half: out[c] = 2 * x[1 - c]. Without the barrier the read would race with the peer's write."""
-    _, P, F = x.shape
-    out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    c = nl.program_id(0)
-    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x[c])
-    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
-    nisa.dma_copy(dst=scratch[c], src=t)
-    nisa.core_barrier(scratch, cores)
-    back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=back, src=scratch[1 - c])
-    nisa.dma_copy(dst=out[c], src=back)
-    return out
+def scratch_swap(name: str, *, barrier: bool = True, double: bool = True, reuse: bool = False):
+    """A kernel ``name(x, cores=(0, 1))``: each core writes its half of x (doubled when ``double``) into a shared
+    scratch, waits at a barrier over ``cores`` (when ``barrier``), then reads the other core's half and writes it
+    to out[c]. With ``reuse`` each core then writes what it read back into its own half of the scratch."""
+
+    def swap(x, cores=(0, 1)):
+        _, P, F = x.shape
+        out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+        scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
+        c = nl.program_id(0)
+        t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[c])
+        if double:
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=scratch[c], src=t)
+        if barrier:
+            nisa.core_barrier(scratch, cores)
+        back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=back, src=scratch[1 - c])
+        if reuse:
+            nisa.dma_copy(dst=scratch[c], src=back)
+        nisa.dma_copy(dst=out[c], src=back)
+        return out
+
+    swap.__name__ = swap.__qualname__ = name
+    return nki.jit(swap)
 
 
-@nki.jit
-def reuse_scratch(x):
-    """barrier_swap, then each core reuses its half of the scratch for a second result with no barrier between
-    its write and the peer's read of the first: the cores race on scratch[c] (refused by rule core-race)."""
-    _, P, F = x.shape
-    out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    c = nl.program_id(0)
-    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x[c])
-    nisa.dma_copy(dst=scratch[c], src=t)
-    nisa.core_barrier(scratch, (0, 1))
-    back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=back, src=scratch[1 - c])
-    nisa.dma_copy(dst=scratch[c], src=back)
-    nisa.dma_copy(dst=out[c], src=back)
-    return out
+# out[c] = 2 * x[1 - c]. Without the barrier the read would race with the peer's write.
+barrier_swap = scratch_swap("barrier_swap")
+# After the swap each core reuses its half of the scratch with no barrier between its write and the peer's read of
+# the first result: the cores race on scratch[c] (refused by rule core-race).
+reuse_scratch = scratch_swap("reuse_scratch", double=False, reuse=True)
+
+
+def line_of(kernel, text: str) -> int:
+    """The source line of ``kernel``'s body that contains ``text`` (one line only)."""
+    lines, first = inspect.getsourcelines(kernel.fn)
+    (at,) = [first + i for i, line in enumerate(lines) if text in line]
+    return at

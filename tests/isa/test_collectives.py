@@ -38,33 +38,20 @@ def test_after_a_barrier_each_core_reads_what_the_other_wrote(kernel_backend):
     np.testing.assert_array_equal(out, 2 * X[::-1])
 
 
-@nki.jit
-def _no_barrier(x):
-    """barrier_swap without its barrier: core 0 reads core 1's half before core 1 has written it (a race)."""
-    _, P, F = x.shape
-    out = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    scratch = nl.ndarray((2, P, F), nl.float32, buffer=nl.shared_hbm)
-    c = nl.program_id(0)
-    t = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x[c])
-    nisa.dma_copy(dst=scratch[c], src=t)
-    back = nl.ndarray((P, F), nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=back, src=scratch[1 - c])
-    nisa.dma_copy(dst=out[c], src=back)
-    return out
+# barrier_swap without its barrier: core 0 reads core 1's half before core 1 has written it (a race).
+_no_barrier = k.scratch_swap("_no_barrier", barrier=False, double=False)
 
 
-@backend_independent
 def test_the_barrier_is_what_orders_the_shared_writes():
     # the same exchange through shared HBM without the barrier: the two cores run at once, so core 0 may read core
     # 1's half before core 1 has written it; the verifier's core-race rule refuses the kernel, naming both lines
     with pytest.raises(nki_dsl.NkiVerificationError) as e:
         _no_barrier[2](X)
     (d,) = e.value.diagnostics
-    first = _no_barrier.fn.__code__.co_firstlineno
-    assert (d.rule, d.op, d.loc.line) == ("core-race", "nisa.dma_copy", first + 9)  # scratch[c] = t
+    write, read = k.line_of(_no_barrier, "dst=scratch[c], src=t"), k.line_of(_no_barrier, "src=scratch[1 - c]")
+    assert (d.rule, d.op, d.loc.line) == ("core-race", "nisa.dma_copy", write)
     assert (f"core 0 writes %1[128, 64] in 'shared_hbm' and core 1 reads %1[128, 64] in 'shared_hbm' at line "
-            f"{first + 11} (nisa.dma_copy) in the same phase") in d.message  # back = scratch[1 - c]
+            f"{read} (nisa.dma_copy) in the same phase") in d.message
 
 
 @nki.jit
