@@ -16,6 +16,7 @@ import nki_dsl.current.language as nl
 import nki_dsl.isa as legacy_isa
 from nki_dsl.errors import NkiVerificationError
 from tests.current_api import lnc_kernels
+from tests.current_api.attention_steps import scores, weighted_values
 
 BACKENDS = ["numpy", "simulator", "jax"]
 
@@ -43,14 +44,7 @@ def split_kv_decode(qT, k_cache, v_cache, pos):
     nisa.dma_copy(dst=q, src=qT)
     partial = nl.ndarray((H, D + 2), nl.float32, buffer=nl.sbuf)  # per head: o (D), max, sum
     for h in nl.affine_range(H):
-        k = nl.ndarray((half, D), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=k, src=k_cache[h, nl.ds(c * half, half), :])
-        kT_psum = nl.ndarray((D, half), nl.float32, buffer=nl.psum)
-        nisa.nc_transpose(dst=kT_psum, data=k)
-        kT = nl.ndarray((D, half), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=kT, src=kT_psum)
-        s = nl.ndarray((1, half), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=s, stationary=q[:, nl.ds(h, 1)], moving=kT)
+        s = scores(q[:, nl.ds(h, 1)], k_cache[h, nl.ds(c * half, half), :], half, D)
         m = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=m, op=nl.maximum, data=s, axis=1, keepdims=True)
         bias = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
@@ -59,14 +53,7 @@ def split_kv_decode(qT, k_cache, v_cache, pos):
         total = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=p, op=nl.exp, data=s, bias=bias, scale=scale, reduce_op=nl.add, reduce_res=total,
                         reduce_cmd=nisa.reduce_cmd.reset_reduce)
-        pT_psum = nl.ndarray((half, 1), nl.float32, buffer=nl.psum)
-        nisa.nc_transpose(dst=pT_psum, data=p)
-        pT = nl.ndarray((half, 1), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=pT, src=pT_psum)
-        v = nl.ndarray((half, D), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=v, src=v_cache[h, nl.ds(c * half, half), :])
-        o = nl.ndarray((1, D), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=o, stationary=pT, moving=v)
+        o = weighted_values(p, v_cache[h, nl.ds(c * half, half), :], half, D)
         nisa.tensor_copy(dst=partial[nl.ds(h, 1), 0:D], src=o)
         nisa.tensor_copy(dst=partial[nl.ds(h, 1), D:D + 1], src=m)
         nisa.tensor_copy(dst=partial[nl.ds(h, 1), D + 1:D + 2], src=total)

@@ -10,6 +10,7 @@ import pytest
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
+from tests.current_api.attention_steps import scores, weighted_values
 
 
 @nki.jit
@@ -31,14 +32,7 @@ def decode_attention(qT, k_new, v_new, k_cache, v_cache, pos):
         nisa.dma_copy(dst=vrow, src=v_new[nl.ds(head, 1), :])
         nisa.dma_copy(dst=v_cache[head, pos:pos + 1, :], src=vrow)
         # scores [1, L] = q_h . K_h^T / sqrt(D)
-        k = nl.ndarray((L, D), k_cache.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=k, src=k_cache[head, 0:L, :])
-        kT_psum = nl.ndarray((D, L), nl.float32, buffer=nl.psum)
-        nisa.nc_transpose(dst=kT_psum, data=k)
-        kT = nl.ndarray((D, L), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=kT, src=kT_psum)
-        s_psum = nl.ndarray((1, L), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=s_psum, stationary=q_all[:, nl.ds(head, 1)], moving=kT)
+        s_psum = scores(q_all[:, nl.ds(head, 1)], k_cache[head, 0:L, :], L, D, k_cache.dtype)
         # softmax along the free axis, in fp32
         neg_max = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
         nisa.tensor_reduce(dst=neg_max, op=nl.maximum, data=s_psum, axis=1, negate=True, keepdims=True)
@@ -50,15 +44,8 @@ def decode_attention(qT, k_new, v_new, k_cache, v_cache, pos):
         inv = nl.ndarray((1, 1), nl.float32, buffer=nl.sbuf)
         nisa.reciprocal(dst=inv, data=total)
         nisa.tensor_scalar(dst=p, data=p, op0=nl.multiply, operand0=inv)
-        # out_h [1, D] = p [1, L] @ V_h [L, D]: the Tensor engine contracts over partitions, so p goes in as [L, 1]
-        pT_psum = nl.ndarray((L, 1), nl.float32, buffer=nl.psum)
-        nisa.nc_transpose(dst=pT_psum, data=p)
-        pT = nl.ndarray((L, 1), nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=pT, src=pT_psum)
-        v = nl.ndarray((L, D), nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=v, src=v_cache[head, 0:L, :])
-        o_psum = nl.ndarray((1, D), nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=o_psum, stationary=pT, moving=v)
+        # out_h [1, D] = p [1, L] @ V_h [L, D]
+        o_psum = weighted_values(p, v_cache[head, 0:L, :], L, D)
         o = nl.ndarray((1, D), out.dtype, buffer=nl.sbuf)
         nisa.tensor_copy(dst=o, src=o_psum)
         nisa.dma_copy(dst=out[nl.ds(head, 1), :], src=o)
