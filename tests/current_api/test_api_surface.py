@@ -14,6 +14,8 @@ import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
 import nki_dsl.language as lnl
 from nki_dsl.errors import NkiApiError, NkiError, NkiTraceError, NkiVerificationError
+from tests.current_api.kernel_io import out as _out
+from tests.current_api.kernel_io import sbuf as _sbuf
 
 X = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
 
@@ -374,8 +376,7 @@ def test_unmodelled_instructions_import_and_refuse_when_called(name):
 def test_unmodelled_alu_operator_passed_as_an_op_says_why(name):
     @nki.jit
     def k(x):
-        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
+        t = _sbuf(x)
         nisa.tensor_scalar(dst=t, data=t, op0=getattr(nl, name), operand0=0.0)
         return x
 
@@ -388,13 +389,10 @@ def test_unmodelled_alu_operator_passed_as_an_op_says_why(name):
 def test_no_reorder_keeps_values_and_says_what_the_simulator_does_not_model():
     @nki.jit
     def k(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
         with nl.no_reorder():
-            nisa.dma_copy(dst=t, src=x)
+            t = _sbuf(x)
             nisa.activation(dst=t, op=nl.exp, data=t)
-        nisa.dma_copy(dst=out, src=t)
-        return out
+        return _out(t)
 
     with pytest.warns(UserWarning, match="does not enforce the block's order"):
         np.testing.assert_allclose(k(X / X.size), np.exp(X / X.size), rtol=1e-6)
