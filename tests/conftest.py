@@ -8,12 +8,17 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
 from nki_dsl.trace.jit import TRACE_HOOKS
 from nki_dsl.verify import check
+from tests.examples import DEEP
 from tests.mutation_order import pytest_collection_modifyitems  # noqa: F401 (a hook: cheapest tests first in mutation runs)
+
+# `--hypothesis-profile deep`: every property test draws its whole declared count (tests/examples.py).
+settings.register_profile(DEEP, settings.get_profile("default"))
 
 
 def _round_trip(kernel, target):

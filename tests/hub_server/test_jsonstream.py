@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from hub_client.server import jsonstream
 from hub_client.server.errors import HubError
+from tests.examples import examples
 
 
 class Trickle(io.RawIOBase):
@@ -36,7 +37,7 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4)
                        | st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(value=_values, ascii_only=st.booleans(), compact=st.booleans(), step=st.sampled_from([1, 2, 3, 7, 65536]))
 def test_it_reads_what_json_writes(value, ascii_only, compact, step):
     text = json.dumps(value, ensure_ascii=ascii_only, separators=(",", ":") if compact else None)

@@ -9,6 +9,7 @@ from nki_dsl.ir.budget import DEFAULT_BUDGET
 from nki_dsl.ir.fastread import FallbackError, Reader
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.printer import print_kernel
+from tests.examples import examples
 
 from .strategies import kernels
 from .support import EVERY_KIND
@@ -23,7 +24,7 @@ def _both(text: str) -> tuple[str, str]:
 
 
 @pytest.mark.usefixtures("every_kind_op")
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(kernels({**OPS, EVERY_KIND.name: EVERY_KIND}))
 def test_the_fast_reader_reads_every_printed_kernel_as_lark_does(kernel):
     text = print_kernel(kernel)

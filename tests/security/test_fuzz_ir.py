@@ -11,6 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
+
 from .corpus import seeds
 from .fuzz import Choices, HypothesisChoices, Stats, campaign, check_one, mutate
 
@@ -27,7 +29,7 @@ def workdir():
             os.chdir(cwd)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_mutated_real_kernels_are_refused_cleanly_or_run_right(workdir, data):
     corpus = [s.text for s in seeds()]

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import nki_dsl as nki
 from nki_dsl import backends
 from nki_dsl.errors import NkiError, NkiParseError, SourceLoc
+from tests.examples import examples
 
 from .corpus import same_outputs, seeds
 
@@ -112,7 +113,8 @@ def _clean_marker():
     _assert_nothing_ran()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=examples(60), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(hostile_texts())
 def test_payloads_in_strings_and_names_never_run(case):
     seed, text, arrays = case

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from nki_dsl.backends.simulator.prepared import prepare
 from nki_dsl.backends.simulator.units import DMA
 from nki_dsl.targets import get_target
+from tests.examples import examples
 from tests.simulator.generated_kernels import Plan, generated, inputs, plans
 from tests.simulator.support import simulate, specialized
 
@@ -88,7 +89,7 @@ def check_critical_path(prof) -> None:
             assert abs(b.start_ns - a.end_ns) <= EPS, (a, b)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(plans(), st.integers(0, 2**16))
 # Pinned cases, run every time (a random draw finds them only some of the time): tiles of fewer than 128
 # partitions written over full-partition records (transposes of a [32, F] tile, a 32-row matmul accumulation), an

@@ -13,6 +13,7 @@ from nki_dsl.backends.simulator.profile import build, critical_path
 from nki_dsl.backends.simulator.scheduler import schedule
 from nki_dsl.backends.simulator.units import DMA, ENGINES
 from nki_dsl.targets import get_target
+from tests.examples import examples
 
 TARGET = get_target("trn2")
 
@@ -74,7 +75,7 @@ def _depends(later, earlier) -> bool:
     return raw or war or waw
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(instruction(), min_size=1, max_size=40))
 def test_schedule_invariants(stream):
     s = schedule(stream, TARGET)

@@ -12,6 +12,7 @@ from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Loop, Tensor
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.verify.iteration_overlap import Side, meet_in_different_iterations
+from tests.examples import examples
 
 LOC = SourceLoc("k.py", 1)
 TENSOR = Tensor("t", TensorType((128, 4096), "float32", Buffer.SBUF), "alloc")
@@ -119,7 +120,7 @@ def _brute_force(loops: list[Loop], at: int, a: Access, b: Access) -> bool:
     return False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(problems())
 def test_the_answer_is_brute_forces(problem):
     loops, at, a, b = problem
