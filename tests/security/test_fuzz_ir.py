@@ -50,8 +50,8 @@ def test_mutations_change_the_text_and_reach_every_stage(workdir):
 
     corpus = [s.text for s in seeds()]
     c = Choices(random.Random(3))
-    texts = [mutate(c.pick(corpus), corpus, c) for _ in range(300)]
-    assert sum(t not in corpus for t in texts) > 250
+    texts = [mutate(c.pick(corpus), corpus, c) for _ in range(examples(300))]  # seeded: 100 reach every stage too
+    assert sum(t not in corpus for t in texts) > 0.8 * len(texts)
     stats = Stats()
     for t in texts:
         check_one(t, stats, workdir, compare_readers=False)
