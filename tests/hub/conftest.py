@@ -47,13 +47,16 @@ class BackoffWaits:
 
 @pytest.fixture(autouse=True)
 def hf_backoff(monkeypatch) -> BackoffWaits:
-    """huggingface_hub retries a refused connection or a cut transfer five times, sleeping 1, 2, 4, 8 and 8 s
-    (``utils/_http.py``): 23 s of wall time per download that fails for good, and nothing of this project's runs
-    meanwhile. The retries still happen, on the same requests; a test reads ``hf_backoff.waits`` to see them."""
+    """huggingface_hub retries a refused connection five times, sleeping 1, 2, 4, 8 and 8 s (``utils/_http.py``),
+    and a transfer cut short five times, sleeping 1 s each (``file_download.http_get``): 23 s and 5 s of wall time
+    per download that fails for good, and nothing of this project's runs meanwhile. The retries still happen, on
+    the same requests; a test reads ``hf_backoff.waits`` to see them."""
+    from huggingface_hub import file_download
     from huggingface_hub.utils import _http
 
     waits = BackoffWaits()
     monkeypatch.setattr(_http, "time", waits)
+    monkeypatch.setattr(file_download, "time", waits)
     return waits
 
 

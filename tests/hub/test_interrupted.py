@@ -73,10 +73,11 @@ def _no_partial_files(bundle):
         assert p.read_bytes() == bundle.files[str(p.relative_to(p.parents[2]))], f"truncated {p} in the cache"
 
 
-def test_every_attempt_cut_fails_clearly_and_leaves_no_truncated_file(cutting_proxy, softmax_bundle):
+def test_every_attempt_cut_fails_clearly_and_leaves_no_truncated_file(cutting_proxy, softmax_bundle, hf_backoff):
     cutting_proxy["remaining"] = 1000
     with pytest.raises(kernels.DownloadError, match="Nothing partial was kept"):
         kernels.get_kernel("acme/softmax", version=1)
+    assert hf_backoff.waits  # after huggingface_hub's own retries of the cut transfer
     _no_partial_files(softmax_bundle)
     cutting_proxy["remaining"] = 0  # the network recovers: the same call succeeds
     k = kernels.get_kernel("acme/softmax", version=1)
@@ -84,8 +85,9 @@ def test_every_attempt_cut_fails_clearly_and_leaves_no_truncated_file(cutting_pr
     _no_partial_files(softmax_bundle)
 
 
-def test_one_cut_is_retried(cutting_proxy, softmax_bundle):
+def test_one_cut_is_retried(cutting_proxy, softmax_bundle, hf_backoff):
     cutting_proxy["remaining"] = 1
     k = kernels.get_kernel("acme/softmax", version=1)
+    assert len(hf_backoff.waits) == 1  # one cut, one retry
     assert k.softmax(np.ones((128, 512), np.float32)).shape == (128, 512)
     _no_partial_files(softmax_bundle)
