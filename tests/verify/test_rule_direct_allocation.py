@@ -172,12 +172,11 @@ def _line_of(kernel, text: str) -> int:
 # -- a software pipeline: constant block indices before and after the loop are compared with the loop's ---------
 
 
-def _pipeline(slots: int, distance: int):
-    """8 blocks of 128 rows through a ring of ``slots`` SBUF slots with prefetch ``distance``: the prologue loads
-    blocks 0..distance-1, iteration i stores block i and then loads block i + distance (into the slot block i
-    just freed when ``slots == distance``), the epilogue stores the last ``distance`` blocks. Correct exactly
+def _pipeline(slots: int, distance: int, n: int = 8):
+    """``n`` blocks of 128 rows through a ring of ``slots`` SBUF slots with prefetch ``distance``: the prologue
+    loads blocks 0..distance-1, iteration i stores block i and then loads block i + distance (into the slot block
+    i just freed when ``slots == distance``), the epilogue stores the last ``distance`` blocks. Correct exactly
     when ``slots >= distance``."""
-    n = 8
 
     @nki.jit
     def kernel(x):
@@ -272,6 +271,19 @@ def test_past_the_replay_bound_the_per_iteration_check_stands_in(monkeypatch, re
     nki.trace(_pipeline(slots=2, distance=3), X8)
 
 
+@pytest.mark.parametrize("n", [4, 5, 8])
+def test_past_the_replay_bound_a_loop_whose_every_iteration_overwrites_a_live_block_is_refused(monkeypatch,
+                                                                                               rejected, n):
+    # One slot for a prefetch distance of 2: iteration i reads block i and writes block i + 2 into the same slot.
+    # The per-iteration check slides the blocks one iteration touches ({i, i + 2}) over every iteration, the
+    # first ones included: with 4 blocks the loop has only 2 iterations, and only their windows hold two blocks.
+    from nki_dsl.verify import block_schedule
+
+    monkeypatch.setattr(block_schedule, "MAX_EVENTS", 4)
+    err = rejected(_pipeline(slots=1, distance=2, n=n), X8[:n * 128])
+    assert "are in use at the same time (one iteration's accesses touch both)" in str(err), str(err)
+
+
 def test_a_family_proof_uses_the_per_iteration_check_over_symbolic_loops(traced):
     # verify/family.py sets SYMBOLIC_LOOPS while it checks a family's lowest instance: the replay counts iterations,
     # which differ between instances, so over such loops the blind per-iteration check decides (here it refuses
@@ -315,3 +327,63 @@ def test_the_replay_counts_every_grid_instance_against_its_event_budget(traced, 
     grid = dataclasses.replace(ir, grid=(2, 3))
     assert rules(grid, 6 * events) == []
     assert rules(grid, 6 * events - 1) == ["direct-allocation"]
+
+
+def test_past_the_replay_bound_blocks_indexed_by_different_loops_are_refused_naming_both_uses(monkeypatch, rejected):
+    # The per-iteration check cannot tell which iteration of one loop meets which of the other: blocks in shared
+    # space count as in use at once, and the diagnostic names the two uses whose loop indices differ.
+    from nki_dsl.verify import block_schedule
+
+    monkeypatch.setattr(block_schedule, "MAX_EVENTS", 4)
+
+    @nki.jit
+    def two_loops(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((4, nl.par_dim(128), 64), nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+        for i in nl.affine_range(4):
+            buf[i] = nl.load(x[nl.ds(i * 128, 128), :])
+        for j in nl.affine_range(4):
+            nl.store(out[nl.ds(j * 128, 128), :], value=buf[j])
+        return out
+
+    err = rejected(two_loops, X)
+    assert {d.rule for d in err.diagnostics} == {"direct-allocation"}
+    write, read = _line_of(two_loops, "buf[i] = "), _line_of(two_loops, "value=buf[j]")
+    assert (f"blocks [0] and [2] share space (partitions 0..127, bytes 0..255), and the tensor is indexed with "
+            f"different loop indices at line {write} ([i0]) and line {read} ([i1]): a block may be read after a "
+            f"later block took its space") in str(err), str(err)
+
+
+def _two_blocks_read_at_once(slots: int):
+    """Blocks 0 and 1 of a 4-block tensor (``slots`` slots) written one by one, then stored by one access that
+    reads both (its block index runs over an axis)."""
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 2, 64), x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((4, nl.par_dim(128), 64), nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(slots,)))
+        for b in nl.static_range(2):
+            buf[b] = nl.load(x[b * 128:(b + 1) * 128, :])
+        ip, ib, jf = nl.arange(128)[:, None, None], nl.arange(2)[None, :, None], nl.arange(64)[None, None, :]
+        nl.store(out[ip, ib, jf], value=buf[ib, ip, jf])
+        return out
+
+    return kernel
+
+
+def test_an_access_spanning_too_many_blocks_to_list_counts_as_using_every_block(monkeypatch, rejected):
+    # Past the replay bound, the per-iteration check lists the block offsets each access touches, up to
+    # _MAX_WINDOW of them; an access spanning more counts as touching every block of that dimension (the safe
+    # answer), so blocks 0 and 2, which share a slot, are then taken as in use at once.
+    from nki_dsl.verify import block_schedule
+    from nki_dsl.verify.rules import direct_allocation
+
+    x = X[:256]
+    monkeypatch.setattr(block_schedule, "MAX_EVENTS", 1)
+    np.testing.assert_array_equal(_two_blocks_read_at_once(slots=2)(x), x.reshape(2, 128, 64).transpose(1, 0, 2))
+    monkeypatch.setattr(direct_allocation, "_MAX_WINDOW", 1)
+    err = rejected(_two_blocks_read_at_once(slots=2), x)
+    assert ("blocks [0] and [2] share space (partitions 0..127, bytes 0..255) but are in use at the same time"
+            in str(err)), str(err)
