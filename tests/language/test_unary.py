@@ -90,3 +90,46 @@ def test_unary_matches_formula(op, dtypes):
     # A narrow output rounds the fp32 result once: at most one ulp of it from the once-rounded exact value.
     ulps = ulps if out_dtype == F32 else 1
     assert_ulps(got, formula(exact(x)), out_dtype, ulps=ulps, atol=eps * 2.0**-23, what=f"nl.{op}")
+
+
+# The functions that keep an integer tile's integers (and its wrap-around): the rest compute in fp32.
+INTEGER_CLOSED = {"abs", "negative", "square", "sign", "relu"}
+
+
+def _integers(op, dtype, shape=(128, 16)):
+    """Integer inputs inside the op's domain (its poles and overflow avoided), every sign the dtype has."""
+    _, (lo, hi, signed), _, _ = UNARY[op]
+    lo = max(math.ceil(lo), 1) if lo > 0 or signed else math.ceil(lo)
+    values = np.arange(lo, math.floor(hi) + 1)
+    if signed:
+        values = np.concatenate([values, -values])
+    info = np.iinfo(dtype)
+    values = values[(values >= info.min) & (values <= info.max)]
+    return np.resize(values, shape).astype(dtype)
+
+
+FLOAT_FUNCTIONS = tuple(sorted(set(UNARY) - INTEGER_CLOSED))
+
+
+@nki.jit
+def float_functions_kernel(x, ops):
+    """Row block k of the fp32 result is ``ops[k]`` of row block k of x (one kernel for every function)."""
+    out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    for k, op in enumerate(ops):
+        nl.store(out[k], value=getattr(nl, op)(nl.load(x[k]), dtype=nl.float32))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["u8", "i8"])
+def test_a_float_function_of_an_integer_tile_computes_in_fp32(dtype, kernel_backend):
+    # An 8-bit integer tile is computed as fp32, as on the engines: not in float16 (NumPy's own promotion of
+    # 8-bit integers, exp to 3 digits) and not on the negation's or the square's wrap-around (sigmoid of uint8 1
+    # computed as 1 / (1 + exp(255)) is 0).
+    if kernel_backend != "numpy":
+        pytest.skip("the JAX backend's functions convert integer tiles by construction (_float, _f32), and XLA "
+                    "takes seconds to compile this kernel of 25 functions")
+    x = np.stack([_integers(op, dtype) for op in FLOAT_FUNCTIONS])
+    got = float_functions_kernel(x, FLOAT_FUNCTIONS)
+    for k, op in enumerate(FLOAT_FUNCTIONS):
+        formula, _, ulps, eps = UNARY[op]
+        assert_ulps(got[k], formula(exact(x[k])), F32, ulps=ulps, atol=eps * 2.0**-23, what=f"nl.{op} of {dtype}")

@@ -56,64 +56,76 @@ def _erfc_cf(a):
     return np.exp(-a * a) / (math.sqrt(math.pi) * f)
 
 
+def f32(x):
+    """An operand of a float function as fp32. Float tiles already hold fp32 values (returned as they are); an
+    integer tile is converted, as the JAX backend's functions do: NumPy's own promotion would compute an 8-bit
+    tile in float16 (exp of a uint8 tile to 3 digits, the square in erf_dx wrapping at 256) and an int32 one in
+    float64. The integer-closed functions (abs, negative, square, sign, relu) keep the tile's integers."""
+    return np.asarray(x, dtype=F32)
+
+
 def sigmoid(x):
-    return (1.0 / (1.0 + np.exp(-np.asarray(x, dtype=F32)))).astype(F32)
+    return (1.0 / (1.0 + np.exp(-f32(x)))).astype(F32)
 
 
 def gelu(x):
+    x = f32(x)
     return (0.5 * x * (1.0 + erf(x * _SQRT_HALF))).astype(F32)
 
 
 def gelu_dx(x):
+    x = f32(x)
     cdf = 0.5 * (1.0 + erf(x * _SQRT_HALF))
     pdf = np.exp(-0.5 * x * x) * np.float32(1.0 / np.sqrt(2.0 * np.pi))
     return (cdf + x * pdf).astype(F32)
 
 
 def gelu_apprx_tanh(x):
+    x = f32(x)
     return (0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))).astype(F32)
 
 
 def silu_dx(x):
+    x = f32(x)
     s = sigmoid(x)
     return (s * (1.0 + x * (1.0 - s))).astype(F32)
 
 
 def softplus(x):
-    return np.logaddexp(np.float32(0.0), x).astype(F32)
+    return np.logaddexp(np.float32(0.0), f32(x)).astype(F32)
 
 
 UNARY_TEMPLATES = {
     "copy": "{0}",
-    "exp": "np.exp({0})",
-    "log": "np.log({0})",
-    "sqrt": "np.sqrt({0})",
-    "rsqrt": "(1.0 / np.sqrt({0}))",
-    "reciprocal": "(1.0 / {0})",
-    "tanh": "np.tanh({0})",
+    "exp": "np.exp(fn.f32({0}))",
+    "log": "np.log(fn.f32({0}))",
+    "sqrt": "np.sqrt(fn.f32({0}))",
+    "rsqrt": "(1.0 / np.sqrt(fn.f32({0})))",
+    "reciprocal": "(1.0 / fn.f32({0}))",
+    "tanh": "np.tanh(fn.f32({0}))",
     "sigmoid": "fn.sigmoid({0})",
     "relu": "np.maximum({0}, 0.0)",
     "gelu": "fn.gelu({0})",
     "gelu_apprx_tanh": "fn.gelu_apprx_tanh({0})",
-    "gelu_apprx_sigmoid": "({0} * fn.sigmoid(1.702 * {0}))",
+    "gelu_apprx_sigmoid": "(fn.f32({0}) * fn.sigmoid(1.702 * fn.f32({0})))",
     "gelu_dx": "fn.gelu_dx({0})",
-    "silu": "({0} * fn.sigmoid({0}))",
+    "silu": "(fn.f32({0}) * fn.sigmoid({0}))",
     "silu_dx": "fn.silu_dx({0})",
     "erf": "fn.erf({0})",
-    "erf_dx": "(fn.TWO_OVER_SQRT_PI * np.exp(-np.square({0})))",
+    "erf_dx": "(fn.TWO_OVER_SQRT_PI * np.exp(-np.square(fn.f32({0}))))",
     "softplus": "fn.softplus({0})",
-    "mish": "({0} * np.tanh(fn.softplus({0})))",
+    "mish": "(fn.f32({0}) * np.tanh(fn.softplus({0})))",
     "abs": "np.abs({0})",
     "negative": "np.negative({0})",
     "square": "np.square({0})",
-    "sin": "np.sin({0})",
-    "cos": "np.cos({0})",
-    "tan": "np.tan({0})",
-    "arctan": "np.arctan({0})",
+    "sin": "np.sin(fn.f32({0}))",
+    "cos": "np.cos(fn.f32({0}))",
+    "tan": "np.tan(fn.f32({0}))",
+    "arctan": "np.arctan(fn.f32({0}))",
     "sign": "np.sign({0})",
-    "floor": "np.floor({0})",
-    "ceil": "np.ceil({0})",
-    "trunc": "np.trunc({0})",
+    "floor": "np.floor(fn.f32({0}))",
+    "ceil": "np.ceil(fn.f32({0}))",
+    "trunc": "np.trunc(fn.f32({0}))",
     "logical_not": "np.logical_not({0})",
     "invert": "np.invert({0})",
 }
