@@ -124,6 +124,21 @@ def test_hbm_bytes_count_the_parameters_and_hbm_tensors_not_on_chip_tiles_or_res
     assert measure(kernel)["hbm_bytes"] == 2 * 128 * 512 * 4
 
 
+def _nested(depth: int) -> str:
+    body = "".join(f"{'  ' * (k + 1)}affine i{k} = range(0, 2, 1) loc(3) {{\n" for k in range(depth))
+    body += "  " * (depth + 1) + LOAD + "\n" + "  " * (depth + 1) + STORE + "\n"
+    return kernel_text(body + "".join(f"{'  ' * (k + 1)}}}\n" for k in reversed(range(depth))))
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_measure_counts_the_nesting_depth_and_the_iterations_of_the_loops(depth):
+    # the measure the defaults are checked against (test_the_defaults_fit_every_real_kernel) is the one the budget
+    # refuses on: depth loops of 2 trips around a load and a store (each run 2**depth times) after the output's
+    # alloc (run once)
+    m = measure(parse_kernel(_nested(depth)))
+    assert (m["loop_depth"], m["iterations"], m["ops"]) == (depth, 1 + 2 * 2**depth, 3 + depth)
+
+
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(IRBudget)])
 def test_the_defaults_fit_every_real_kernel(field):
     """The tutorials' and the kernel library's kernels, traced and lowered, measured against each default."""

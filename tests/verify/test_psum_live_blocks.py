@@ -249,3 +249,29 @@ def test_a_block_read_in_an_inner_loop_is_live_through_that_loop(traced, rejecte
     traced(_block_read_in_an_inner_loop(6), A)  # 6 held + the block + the inner tile
     (diag,) = rejected(_block_read_in_an_inner_loop(7), A).diagnostics
     assert diag.rule == "psum-banks" and diag.message.startswith("9 PSUM banks are in use here")
+
+
+@nki.jit
+def per_program_blocks(a):
+    """Each of the grid's programs accumulates x[:, 128i:128i+128].T @ x[:, :512] over i through its own row of
+    blocks ``blocks[pid, i]``, each written and consumed in one iteration: 16 blocks, one bank's worth live."""
+    out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    blocks = nl.ndarray((2, 8, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    pid = nl.program_id(0)
+    x = nl.load(a)
+    total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(8):
+        blocks[pid, i] = nisa.nc_matmul(x[:, nl.ds(i * 128, 128)], x[:, 0:512])
+        total[...] += nisa.tensor_copy(blocks[pid, i])
+    nl.store(out[nl.ds(pid * 128, 128), :], value=total)
+    return out
+
+
+def test_blocks_picked_by_the_program_id_and_a_loop_share_a_bank(traced):
+    # the program id stays one value in each program (both iterations compared see the same one), so the blocks
+    # are distinct per iteration and one bank holds them, not 16
+    a = (np.arange(128 * 1024, dtype=np.float32).reshape(128, 1024) % 13) / 13
+    ir = traced(per_program_blocks[2], a)
+    assert peak_banks(psum_buffers(Program(ir), nki.get_target("trn2"))).total == 1
+    want = sum(a[:, 128 * i:128 * (i + 1)].T @ a[:, :512] for i in range(8))
+    np.testing.assert_allclose(per_program_blocks[2](a), np.concatenate([want, want]), rtol=1e-5)
