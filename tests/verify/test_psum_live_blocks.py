@@ -275,3 +275,30 @@ def test_blocks_picked_by_the_program_id_and_a_loop_share_a_bank(traced):
     assert peak_banks(psum_buffers(Program(ir), nki.get_target("trn2"))).total == 1
     want = sum(a[:, 128 * i:128 * (i + 1)].T @ a[:, :512] for i in range(8))
     np.testing.assert_allclose(per_program_blocks[2](a), np.concatenate([want, want]), rtol=1e-5)
+
+
+def test_a_refusal_names_the_banks_a_kernel_placed_its_tensor_on(rejected):
+    import nki_dsl.compiler as ncc
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        placed = nl.ndarray((2, nl.par_dim(128), 512), dtype=nl.float32,
+                            buffer=ncc.psum.mod_alloc(base_bank=5, num_free_tiles=(2,)))
+        ps = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(7)]
+        for i in nl.affine_range(2):
+            placed[i] = nisa.nc_matmul(x[:, 0:128], x)
+        for p in ps:
+            p[...] = nisa.nc_matmul(x[:, 0:128], x)
+        total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+        for p in ps:
+            total[...] += nisa.tensor_copy(p)
+        for i in nl.affine_range(2):
+            total[...] += nisa.tensor_copy(placed[i])
+        nl.store(out, value=total)
+        return out
+
+    (diag,) = rejected(kernel, A).diagnostics
+    assert diag.message.startswith("9 PSUM banks are in use here"), diag.message
+    assert "f32[2, 128, 512] in 'psum' (2 banks placed at 5, 6, line" in diag.message, diag.message

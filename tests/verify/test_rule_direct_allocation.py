@@ -387,3 +387,22 @@ def test_an_access_spanning_too_many_blocks_to_list_counts_as_using_every_block(
     err = rejected(_two_blocks_read_at_once(slots=2), x)
     assert ("blocks [0] and [2] share space (partitions 0..127, bytes 0..255) but are in use at the same time"
             in str(err)), str(err)
+
+
+@pytest.mark.parametrize("address, message", [
+    ("(0, 0, 0, 256, 0)", "address has 5 entries; a tensor with 4 blocks needs 8 (start partition, byte offset "
+                          "per block)"),
+    ("(0, 0, 0, 256, 0, 512, 0, -768)", "address [0, 0, 0, 256, 0, 512, 0, -768] has a negative entry"),
+])  # fmt: skip
+def test_parsed_ir_with_a_malformed_address_is_refused(address, message):
+    # only parsed IR can give an address the tracer would not build: a pair per block or one pair in all
+    from nki_dsl.errors import NkiVerificationError
+
+    text = nki.trace(_double_buffered(ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(4,))), X).text
+    placed = "{address = (0, 0, 0, 256, 0, 512, 0, 768)}"
+    assert placed in text, text
+    with pytest.raises(NkiVerificationError) as err:
+        nki.parse_ir(text.replace(placed, f"{{address = {address}}}"))
+    assert {d.rule for d in err.value.diagnostics} == {"direct-allocation"}
+    assert message in str(err.value), str(err.value)
+    nki.parse_ir(text.replace(placed, "{address = (0, 1024)}"))  # one pair: the blocks side by side from there
