@@ -190,3 +190,25 @@ def test_an_equality_constraint_bounds_both_ways():
     assert not may_have_point([({"a": 1}, -5, True)], {"a": (6, 9)})  # a == 5 below the box: refuted from above
     same = ({"a": 1, "b": -1}, 0, True)
     assert may_have_point([same, ({"a": 1, "b": 1}, -3, False)], {"a": (0, 2), "b": (0, 2)})
+
+
+@nki.jit
+def _rows_from(x, start):
+    """The 128 rows of x from row ``start``: in bounds for every N >= 128 exactly when start is 0."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(x.shape[1])[None, :]
+    nl.store(out[i_p, i_f], value=nl.load(x[start + i_p, i_f]))
+    return out
+
+
+def test_an_access_one_past_the_smallest_size_is_refused_by_the_proof_too():
+    # rows 1..128 of a family with N >= 128: its last row is the smallest N itself. The proof's quick bound
+    # (the index stays below the smallest size) must not take it as inside, so the proof's own refusal stands
+    # beside the lowest instance's.
+    nki.trace(_rows_from, rows(128, 1024), 0)
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.trace(_rows_from, rows(128, 1024), 1)
+    assert [d.rule for d in e.value.diagnostics] == ["out-of-bounds", "out-of-bounds"]
+    assert "at N = 128: " in e.value.diagnostics[0].message
+    assert ("for some size of the family (N in 128..1024) the index d0 + 1 (operand 'src' %x[128, 512] in 'hbm') "
+            "may reach N") in e.value.diagnostics[1].message
