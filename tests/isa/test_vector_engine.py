@@ -185,6 +185,28 @@ def test_a_masked_scan_runs_over_the_selected_columns_from_initial():
     assert_close(run_tiles(body, a, b), expected, F32, rtol=2e-5)
 
 
+@nki.jit
+def _scans_from_a_loop_dependent_column(a, b):
+    """Iteration i scans from column 16 + 32i (a mask on the sequential loop's index, which the JAX backend
+    traces) and stores those columns into row block i of the result."""
+    out = nl.ndarray((2, P, F), dtype=nl.float32, buffer=nl.shared_hbm)
+    x, y = nl.load(a), nl.load(b)
+    i_p, i_f = nl.mgrid[0:P, 0:F]
+    for i in nl.sequential_range(2):
+        r = nisa.tensor_tensor_scan(x, y, 1.0, np.multiply, np.add, mask=(i_f >= 16 + 32 * i))
+        nl.store(out[i], value=r, mask=(i_f >= 16 + 32 * i))
+    return out
+
+
+def test_a_scan_masked_by_a_loop_index_starts_at_the_column_of_each_iteration():
+    a, b = rand((P, F), lo=0.0, hi=0.9, seed=23), rand((P, F), seed=24)
+    got = _scans_from_a_loop_dependent_column(a, b)
+    for i in range(2):
+        first = 16 + 32 * i
+        expected = _scan(_f64(a[:, first:]), _f64(b[:, first:]), 1.0, "multiply", "add")
+        assert_close(got[i][:, first:], expected, F32, rtol=2e-5)
+
+
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 @pytest.mark.parametrize("out", FLOAT_DTYPES)
 def test_tensor_copy_converts_with_round_to_nearest_even(dtype, out):
