@@ -79,3 +79,16 @@ def test_modelled_benchmarks_when_the_simulator_exists():
     figures = json.loads(bundle.files["benchmarks/modelled.json"])
     assert set(figures) == {f"softmax/{s.id}" for s in bundle.manifest.entry_points["softmax"].specialisations}
     assert all(f["latency_ns"] > 0 for f in figures.values())
+
+
+def test_a_package_without_a_version_is_refused_naming_the_form(tmp_path):
+    import shutil
+
+    from hub_client.package import read_package
+
+    pkg = tmp_path / "softmax"
+    shutil.copytree(SOFTMAX, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = pkg / "kernel.toml"
+    toml.write_text(toml.read_text().replace('version = "1.0.0"\n', "", 1))
+    with pytest.raises(BundleError, match=r"^version '': expected MAJOR.MINOR.PATCH, e.g. 1.0.0$"):
+        read_package(pkg)

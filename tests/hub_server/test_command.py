@@ -63,3 +63,15 @@ def test_bad_limits_exit_2_before_serving(tmp_path, monkeypatch, capsys, option)
     assert (code, server) == (2, None)
     assert capsys.readouterr().out.startswith("error: ")
     assert not (tmp_path / "hub").exists()
+
+
+def test_the_help_gives_each_limit_its_unit():
+    import argparse
+
+    from hub_client.server.command import add_arguments
+
+    parser = argparse.ArgumentParser(prog="serve")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    for usage in ("--max-body BYTES", "--read-timeout SECONDS", "--max-connections MAX_CONNECTIONS"):
+        assert usage in text, text
