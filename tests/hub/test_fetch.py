@@ -240,3 +240,17 @@ def test_a_manifest_that_is_not_the_one_the_lock_pins_is_refused_naming_both_dig
     assert f"has sha256 {p.digest} but the manifest records {pinned}" in str(e.value)
     assert "(pinned by the lock file)" in str(e.value)
     assert not (settings().snapshot_dir("acme/softmax", p.commit) / MANIFEST).exists()
+
+
+def test_a_damaged_cached_manifest_is_refused_and_removed_so_the_next_fetch_downloads_it_afresh(loaded):
+    from hub_client.errors import BundleError
+
+    p, _ = loaded
+    cached = settings().snapshot_dir("acme/softmax", p.commit) / MANIFEST
+    blob = cached.resolve()
+    blob.write_text("{ not json")  # the bytes a full disk or a hand edit can leave
+    with pytest.raises(BundleError):
+        fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
+    assert not cached.exists() and not blob.exists()  # the bad root does not stick: link and blob are gone
+    fetched = fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=False)
+    assert fetched.manifest.digest == p.digest
