@@ -254,3 +254,14 @@ def test_a_damaged_cached_manifest_is_refused_and_removed_so_the_next_fetch_down
     assert not cached.exists() and not blob.exists()  # the bad root does not stick: link and blob are gone
     fetched = fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=False)
     assert fetched.manifest.digest == p.digest
+
+
+def test_a_warm_fetch_of_verified_files_writes_nothing(loaded):
+    # everything the receipt lists is untouched: the fetch trusts it and leaves the receipt as it was (a cache on
+    # a read-only mount, or shared by several users, loads warm without write access)
+    p, _ = loaded
+    receipt = settings().repo_cache("acme/softmax") / "kernel-receipts" / f"{p.commit}.json"
+    before = receipt.stat()
+    fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
+    after = receipt.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
