@@ -54,6 +54,13 @@ def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
     ("symbol $_0 = ($N + 127) // 128", "symbol $_0 = ($N - 300) // 128", "may be negative"),
     ("f32[$N, 512] shared_hbm loc(12)\n", "f32[$N, 512] shared_hbm loc(12)\n  %v = hbm.view(x=%0) : i32[$N, 512] "
      "shared_hbm loc(13)\n", "kernel.py:13: hbm.view: a dtype view's shape cannot use a dimension symbol"),
+    ("f32[$N, 512] shared_hbm loc(12)\n", "f32[$N, 512] shared_hbm loc(12)\n  %v = hbm.reshape(x=%x) "
+     "{shape = ($N, 256)} : f32[$N, 512] hbm loc(13)\n",
+     "kernel.py:13: hbm.reshape: attribute shape = ['$N', 256] is not the result's shape ['$N', 512] symbol "
+     "for symbol"),
+    ("f32[$N, 512] shared_hbm loc(12)\n", "f32[$N, 512] shared_hbm loc(12)\n  %v = hbm.reshape(x=%x) : f32[512, 512] "
+     "hbm loc(13)\n", "kernel.py:13: hbm.reshape: the reshape of a tensor with symbolic dimensions N to one with none "
+     "may change the element count"),
 ])  # fmt: skip
 def test_a_family_of_the_wrong_form_is_refused_when_read(text, old, new, message):
     with pytest.raises(nki.NkiVerificationError) as e:
