@@ -2,6 +2,7 @@
 bundle the parser's grammar allows could."""
 
 import numpy as np
+import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
@@ -75,3 +76,13 @@ def test_a_one_axis_tensor_has_only_partition_axis_zero(traced, reverified):
     tile.type = replace(tile.type, shape=(128,), par_axis=1)
     messages = [d.message for d in reverified(ir).diagnostics if d.rule == "structure"]
     assert any("partition axis 1 is out of range" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("field, value", [("stop", 2.0), ("start", "0"), ("step", True)])
+def test_a_loop_whose_bounds_are_not_ints_is_refused(reverified, field, value):
+    # a pass (or Python-built IR) may set a float, a string or a bool where the grammar has an int
+    ir = parse_kernel(ZERO_STEP_LOOP.replace("range(0, 2, 0)", "range(0, 2, 1)"))
+    loop = next(s for s in ir.body if hasattr(s, "var"))
+    setattr(loop, field, value)
+    (diag,) = reverified(ir).diagnostics
+    assert (diag.rule, diag.message) == ("structure", "loop i0 bounds must be ints")
