@@ -30,6 +30,8 @@ def accumulate_under_mask(x, form):
         acc[...] += nl.exp(t, mask=(2 * i_f >= 5))
     elif form == "scaled_below":  # 3f < 41: columns up to 13 (the upper edge, 40/3, rounds down)
         acc[...] += nl.exp(t, mask=(3 * i_f < 41))
+    elif form == "two_upper_bounds":  # f < 40 and 3f < 100: two edges on one axis, the box ends at the tighter
+        acc[...] += nl.exp(t, mask=(i_f < 40) & (3 * i_f < 100))
     else:  # offset_window: f + 3 >= p - 60 and f - 2 < 20: an offset box on one axis, a residual over two
         acc[...] += nl.exp(t, mask=(i_f + 3 >= i_p - 60) & (i_f - 2 < 20))
     nl.store(out, value=acc)
@@ -41,6 +43,7 @@ WHERE = {
     "scaled_from": 2 * F >= 5,
     "scaled_below": 3 * F < 41,
     "offset_window": (F + 3 >= P - 60) & (F - 2 < 20),
+    "two_upper_bounds": (F < 40) & (3 * F < 100),
 }
 
 
