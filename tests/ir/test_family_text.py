@@ -61,9 +61,6 @@ def test_malformed_symbols_are_refused_by_the_parser(text, old, new, message):
     ("f32[$N, 512] shared_hbm loc(12)\n", "f32[$N, 512] shared_hbm loc(12)\n  %v = hbm.reshape(x=%x) : f32[512, 512] "
      "hbm loc(13)\n", "kernel.py:13: hbm.reshape: the reshape of a tensor with symbolic dimensions N to one with none "
      "may change the element count"),
-    ("{axis = (1,), keepdims = true} mask[$N - d0 - 128*i0 >= 1] : f32[128, 1] sbuf loc(20)",
-     "{axis = (1,), keepdims = true, reduce_mask = [$N - d1 >= 1]} mask[$N - d0 - 128*i0 >= 1] : f32[128, 1] sbuf "
-     "loc(20)", "kernel.py:20: nl.max: attribute 'reduce_mask' uses a dimension symbol; only masks and loop stops may"),
 ])  # fmt: skip
 def test_a_family_of_the_wrong_form_is_refused_when_read(text, old, new, message):
     with pytest.raises(nki.NkiVerificationError) as e:
