@@ -143,18 +143,20 @@ def test_two_psum_tiles_in_one_bank_are_accepted():
     np.testing.assert_allclose(k(X), np.exp(X), rtol=1e-6)
 
 
-def test_indexing_blocks_with_different_loops_through_shared_space_is_refused(rejected):
-    @nki.jit
-    def two_loops(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        buf = nl.ndarray((4, nl.par_dim(128), 64), nl.float32,
-                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
-        for i in nl.affine_range(4):
-            buf[i] = nl.load(x[nl.ds(i * 128, 128), :])
-        for j in nl.affine_range(4):
-            nl.store(out[nl.ds(j * 128, 128), :], value=buf[j])
-        return out
+@nki.jit
+def two_loops(x):
+    """Blocks of a 4-block tensor in 2 slots written by one loop and read by another."""
+    out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray((4, nl.par_dim(128), 64), nl.float32,
+                     buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+    for i in nl.affine_range(4):
+        buf[i] = nl.load(x[nl.ds(i * 128, 128), :])
+    for j in nl.affine_range(4):
+        nl.store(out[nl.ds(j * 128, 128), :], value=buf[j])
+    return out
 
+
+def test_indexing_blocks_with_different_loops_through_shared_space_is_refused(rejected):
     err = rejected(two_loops, X)
     assert {d.rule for d in err.diagnostics} == {"direct-allocation"}
     line = _line_of(two_loops, "buf[i] = ")
@@ -335,17 +337,6 @@ def test_past_the_replay_bound_blocks_indexed_by_different_loops_are_refused_nam
     from nki_dsl.verify import block_schedule
 
     monkeypatch.setattr(block_schedule, "MAX_EVENTS", 4)
-
-    @nki.jit
-    def two_loops(x):
-        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
-        buf = nl.ndarray((4, nl.par_dim(128), 64), nl.float32,
-                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
-        for i in nl.affine_range(4):
-            buf[i] = nl.load(x[nl.ds(i * 128, 128), :])
-        for j in nl.affine_range(4):
-            nl.store(out[nl.ds(j * 128, 128), :], value=buf[j])
-        return out
 
     err = rejected(two_loops, X)
     assert {d.rule for d in err.diagnostics} == {"direct-allocation"}
