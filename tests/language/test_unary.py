@@ -120,14 +120,13 @@ def float_functions_kernel(x, ops):
     return out
 
 
+# On JAX (slow: XLA takes seconds to compile this kernel of 25 functions) it checks the same numbers.
+@pytest.mark.parametrize("kernel_backend", ["numpy", pytest.param("jax", marks=pytest.mark.slow)], indirect=True)
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8], ids=["u8", "i8"])
 def test_a_float_function_of_an_integer_tile_computes_in_fp32(dtype, kernel_backend):
     # An 8-bit integer tile is computed as fp32, as on the engines: not in float16 (NumPy's own promotion of
     # 8-bit integers, exp to 3 digits) and not on the negation's or the square's wrap-around (sigmoid of uint8 1
     # computed as 1 / (1 + exp(255)) is 0).
-    if kernel_backend != "numpy":
-        pytest.skip("the JAX backend's functions convert integer tiles by construction (_float, _f32), and XLA "
-                    "takes seconds to compile this kernel of 25 functions")
     x = np.stack([_integers(op, dtype) for op in FLOAT_FUNCTIONS])
     got = float_functions_kernel(x, FLOAT_FUNCTIONS)
     for k, op in enumerate(FLOAT_FUNCTIONS):
