@@ -106,8 +106,6 @@ def nc_matmul(ctx: OpContext) -> Lowered:
     return Lowered(f"{ctx.e.const(matmul32)}(np.ascontiguousarray({stationary}.T, dtype=np.float32), {moving})")
 
 
-
-
 def _mx_operand(ctx: OpContext, data: str, scale: str) -> str:
     """The ``[4P, F]`` fp32 values of a packed MX operand times its scales (``nki_dsl.ir.mx``)."""
     raw_scale = ctx.dtype(scale) == "uint8"
