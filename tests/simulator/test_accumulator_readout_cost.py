@@ -65,3 +65,21 @@ def test_the_ir_marks_the_read_out_and_values_are_unchanged():
     assert text.count("reads_accumulator = true") == 1  # the read-out only, not the instruction reducing
     assert print_kernel(parse_kernel(text)) == text  # the mark survives the IR text (a Hub bundle's form)
     np.testing.assert_allclose(row_sums(X)[:, 0], np.exp(X.astype(np.float64)).sum(axis=1), rtol=1e-5)
+
+
+
+@pytest.mark.parametrize("marked", ["op = exp", "reads_accumulator = true"], ids=["wide-exp", "read-out-as-exp"])
+def test_parsed_ir_cannot_claim_the_read_out_price_for_another_activation(marked):
+    # The mark is priced at 64 cycles whole: an IR text (a Hub bundle) putting it on a wide or non-copy
+    # activation would model that work as nearly free, so the verifier refuses it.
+    from nki_dsl.verify import check
+
+    text = nki_dsl.trace(row_sums, X).text
+    line = next(ln for ln in text.splitlines() if marked in ln)
+    if marked == "op = exp":  # the [128, 512] exp claims to be the read-out
+        forged = line.replace('reduce_cmd = "reset_reduce"}', 'reduce_cmd = "reset_reduce", reads_accumulator = true}')
+    else:  # the read-out claims the price while computing exp
+        forged = line.replace("op = copy", "op = exp")
+    assert forged != line
+    with pytest.raises(nki_dsl.NkiError, match="reads_accumulator marks the copy of a"):
+        check(parse_kernel(text.replace(line, forged)), get_target("trn2"))

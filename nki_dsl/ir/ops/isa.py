@@ -200,6 +200,13 @@ def _nc_transpose_shape(shapes, attrs):
 def _activation_shape(shapes, attrs):
     s = _at_least_2d(shapes, "data")
     _per_partition(shapes, "data", ("bias", "scale", "reduce_res"))
+    # reads_accumulator prices the instruction at ActReadAccumulator's figure (§3.3), so it is held to what that
+    # reads: the engine's [P, 1] registers copied out. Parsed IR claiming it for any other activation is refused.
+    readout_form = math.prod(s[1:]) == 1 and attrs.get("op") == "copy" and attrs.get("reduce_op", "none") == "none" \
+        and "bias" not in shapes
+    if attrs.get("reads_accumulator") and not readout_form:
+        raise rules.ShapeError(f"reads_accumulator marks the copy of a [P, 1] accumulator read-out, not an "
+                               f"'{attrs.get('op')}' of 'data' {list(shapes['data'])}")
     return s
 
 
