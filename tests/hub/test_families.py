@@ -56,7 +56,7 @@ def test_calls_outside_the_family_say_why(published):
     assert "dimension N = 70000 is outside the published range 1..65536" in msg
     assert "softmax(N x 512:float32) with N in 1..65536" in msg and "trust_remote_code=True" in msg
     with pytest.raises(kernels.NoSpecialisationError):
-        k.softmax(np.ones((8, 256), np.float32))  # a fixed dimension that differs: not this family at all
+        k.softmax(np.ones((8, 256), np.float64))  # a dtype no family has: not a near miss of any
 
 
 def test_a_tampered_family_is_refused_at_instantiation(tmp_path, softmax_bundle):
@@ -78,9 +78,11 @@ def test_a_tampered_family_is_refused_at_instantiation(tmp_path, softmax_bundle)
 
 def test_the_manifest_records_the_family(softmax_bundle):
     specs = softmax_bundle.manifest.entry_points["softmax"].specialisations
+    rows, widths = {"N": (1, 65536, 1)}, {"N": (1, 65536, 1), "W": (1, 8192, 1)}
     assert [(tuple(map(str, s.args)), s.dims) for s in specs] == [
-        (("N x 512:float32",), {"N": (1, 65536, 1)}), (("N x 512:float16",), {"N": (1, 65536, 1)})]
-    assert all(s.test_vectors is not None for s in specs)
+        (("N x 512:float32",), rows), (("N x 512:float16",), rows), (("N x W:float32",), widths),
+        (("N x W:bfloat16",), widths), (("N x W:float16",), widths)]
+    assert all((s.test_vectors is not None) == ("bfloat16" not in s.id) for s in specs)  # .npy has no bfloat16
 
 
 def test_rmsnorm_publishes_families_with_its_constant():
@@ -112,6 +114,10 @@ def test_a_family_the_kernel_cannot_keep_symbolic_is_refused_at_publish(tmp_path
 
     root = tmp_path / "softmax"
     shutil.copytree(SOFTMAX, root, ignore=shutil.ignore_patterns("__pycache__"))
+    launcher = (root / "launcher.py").read_text()  # the concrete kernel only: it sizes its tiles by the row length
+    concrete = launcher.replace("return softmax_widths, (x,), {}", "return softmax_kernel, (x,), {}")
+    assert concrete != launcher
+    (root / "launcher.py").write_text(concrete)
     toml = (root / "kernel.toml").read_text()
     (root / "kernel.toml").write_text(toml.replace('"N x 512:float32"], dims = { N = "1..65536" }',
                                                    '"128 x C:float32"], dims = { C = "1..1024" }'))  # fmt: skip

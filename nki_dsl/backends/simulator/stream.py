@@ -171,7 +171,7 @@ class Stream:
             self.has_sync = True
             self.lines.append(f"{pad}yield ({name}, {r}, ({w}))")
             return
-        if op.mask is not None:
+        if op.mask is not None or "reduce_mask" in op.attrs:
             shrink = MaskShrink(op, t, self.target)
             self.namespace[f"M{t.index}"] = shrink
             values = "".join(f"{v}, " for v in shrink.rests)

@@ -21,7 +21,7 @@ from nki_dsl.backends.simulator.units import DMA
 from nki_dsl.ir.affine import var_kind
 from nki_dsl.ir.indirect import hbm_operand, widened
 from nki_dsl.ir.nodes import Access, Imm, Op
-from nki_dsl.ir.ops import OPS
+from nki_dsl.ir.ops import OPS, reduce_mask_operand
 from nki_dsl.ir.source_safe import py_int, py_var
 from nki_dsl.targets import Target
 
@@ -313,8 +313,12 @@ class MaskShrink:
         self.template, self.target = template, target
         self.shape = op.result.type.shape if op.result is not None else (
             template.writes[0].shape if template.writes else ())  # fmt: skip
+        mask = op.mask
+        if "reduce_mask" in op.attrs:  # a reduction reads only the box its reduce_mask keeps of its input (as the
+            # NumPy backend does); that mask holds the op mask's constraints too, written over the input's axes
+            mask, self.shape = op.attrs["reduce_mask"], op.operands[reduce_mask_operand(OPS[op.name])].shape
         self.single, self.per_env, self.rests = [], [], []
-        for c in op.mask.constraints:
+        for c in mask.constraints:
             axes = [(int(v[1:]), k) for v, k in c.terms if var_kind(v) == "axis"]
             rest = [(v, k) for v, k in c.terms if var_kind(v) != "axis"]
             if len(axes) == 1 and axes[0][0] < len(self.shape):
