@@ -21,6 +21,7 @@ the IR parses back to the same text, verifies, and the kernel matches its refere
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,26 +112,70 @@ def _relocate(text: str, pkg: KernelPackage) -> str:
     return text
 
 
-def _trace(pkg, ep, spec, plan, arrays):
-    """``(IR text, parsed IR, (launch, args, kwargs))`` of one specialisation."""
-    launch, args, kwargs = plan(*arrays, **dict(spec.constants))
-    passed = [a for a in args if _is_array(a)]
+def scalar_defaults(pkg, ep, spec, plan) -> dict[str, float | int]:
+    """Each runtime scalar's default: the plan's own keyword default (a loader without the Python passes it when the
+    caller leaves the keyword out)."""
+    params = inspect.signature(plan).parameters
+    out = {}
+    for name, dtype in spec.scalars:
+        default = params[name].default if name in params else inspect.Parameter.empty
+        if default is inspect.Parameter.empty or isinstance(default, bool) or not isinstance(default, int | float):
+            raise BundleError(f"{pkg.name}.{ep.name}: runtime scalar {name!r} needs a numeric default in the plan's "
+                              f"signature ({ep.plan}), which callers that leave it out get")  # fmt: skip
+        out[name] = float(default) if dtype == "float32" else int(default)
+    return out
+
+
+def scalar_arrays(spec, values: dict) -> list[np.ndarray]:
+    """The runtime scalars as the kernel takes them: one-element arrays of their dtypes, after the arrays."""
+    return [np.full((1,), values[name], dtype=dtype) for name, dtype in spec.scalars]
+
+
+def _probe(defaults: dict) -> dict:
+    """Other values of the runtime scalars than their defaults: the plan must pass what it is given."""
+    return {n: v * 2 + 1 for n, v in defaults.items()}
+
+
+def _check_plan(pkg, ep, spec, arrays, args, kwargs, defaults, is_arg):
+    """The plan passes the caller's arrays positionally, unchanged and in order, then one one-element array per
+    runtime scalar holding its value (a loader without the Python matches calls to IR that way)."""
+    passed = [a for a in args if is_arg(a)]
+    extra = passed[len(arrays):]
+    want = scalar_arrays(spec, defaults)
     if (
-        len(passed) != len(arrays)
+        len(passed) != len(arrays) + len(want)
         or any(p is not a for p, a in zip(passed, arrays))
-        or any(_is_array(v) for v in kwargs.values())
+        or any(is_arg(v) for v in kwargs.values())
+        or any(not _is_array(e) or tuple(e.shape) != (1,) or np.dtype(e.dtype) != w.dtype
+               or np.asarray(e)[0] != w[0] for e, w in zip(extra, want))  # fmt: skip
     ):
+        scalars = "".join(f", then {n} as a one-element {t} array" for n, t in spec.scalars)
         raise BundleError(
             f"{pkg.name}.{ep.name}: the plan must pass the caller's arrays to the kernel positionally, unchanged and "
-            f"in order (a loader without the Python matches calls to IR that way)"
+            f"in order{scalars} (a loader without the Python matches calls to IR that way)"
         )
+
+
+def _check_params(pkg, ep, spec, names: list[str]):
+    if len(names) != len(spec.args) + len(spec.scalars) or names[len(spec.args):] != [n for n, _ in spec.scalars]:
+        raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays"
+                          + "".join(f", then {n}" for n, _ in spec.scalars))  # fmt: skip
+
+
+def _trace(pkg, ep, spec, plan, arrays):
+    """``(IR text, parsed IR, (launch, args, kwargs))`` of one specialisation."""
+    defaults = scalar_defaults(pkg, ep, spec, plan)
+    launch, args, kwargs = plan(*arrays, **dict(spec.constants), **defaults)
+    _check_plan(pkg, ep, spec, arrays, args, kwargs, defaults, _is_array)
+    if spec.scalars:
+        _check_plan(pkg, ep, spec, arrays, *plan(*arrays, **dict(spec.constants), **_probe(defaults))[1:],
+                    _probe(defaults), _is_array)  # fmt: skip
     traced = nki.trace(launch, *args, target=TARGET, **kwargs)
     text = _relocate(traced.text, pkg)
     parsed = nki.parse_ir(text, target=TARGET)  # verified as a loader would; its text must be the same
     if parsed.text != text:
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
-    if len(execute.param_names(parsed)) != len(arrays):
-        raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
+    _check_params(pkg, ep, spec, execute.param_names(parsed))
     return text, parsed, (launch, args, kwargs)
 
 
@@ -143,16 +188,18 @@ def _trace_family(pkg, ep, spec, plan):
     specs = [nki.spec(a.shape, a.dtype, dims={s: ranges[s] for s in a.symbols}) for a in spec.args]
     shapes = nki.symbolic_shapes(*specs)
     stand_ins = [_FamilyArg(s, shape) for s, shape in zip(specs, shapes)]
-    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants))
-    passed = [a for a in args if isinstance(a, _FamilyArg)]
-    if len(passed) != len(stand_ins) or any(p is not a for p, a in zip(passed, stand_ins)) or any(
-        isinstance(v, _FamilyArg) for v in kwargs.values()
-    ):
-        raise BundleError(
-            f"{pkg.name}.{ep.name}: the plan must pass the caller's arrays to the kernel positionally, unchanged and "
-            f"in order (a loader without the Python matches calls to IR that way)"
-        )
-    args = [a.spec if isinstance(a, _FamilyArg) else a for a in args]
+    defaults = scalar_defaults(pkg, ep, spec, plan)
+    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants), **defaults)
+    def is_arg(a):
+        return isinstance(a, _FamilyArg) or (bool(spec.scalars) and _is_array(a))
+
+    _check_plan(pkg, ep, spec, stand_ins, args, kwargs, defaults, is_arg)
+    if spec.scalars:
+        _check_plan(pkg, ep, spec, stand_ins, *plan(*stand_ins, **dict(spec.constants), **_probe(defaults))[1:],
+                    _probe(defaults), is_arg)  # fmt: skip
+    # the runtime scalars as specs: the family's IR must not depend on their values
+    args = [a.spec if isinstance(a, _FamilyArg) else nki.spec(a.shape, str(a.dtype)) if _is_array(a) else a
+            for a in args]  # fmt: skip
     try:
         family = nki.trace(launch, *args, target=TARGET, **kwargs)
     except nki.NkiError as e:
@@ -161,8 +208,7 @@ def _trace_family(pkg, ep, spec, plan):
     parsed = nki.prove_family(nki.parse_family(text), TARGET)
     if parsed.text != text:
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
-    if len(parsed.param_names) != len(spec.args):
-        raise BundleError(f"{pkg.name}.{ep.name}: the kernel's parameters are not exactly the entry point's arrays")
+    _check_params(pkg, ep, spec, parsed.param_names)
     return text, parsed
 
 
@@ -180,10 +226,11 @@ def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def _check_against_reference(pkg, ep, spec, parsed, arrays, reference):
+def _check_against_reference(pkg, ep, spec, parsed, arrays, reference, scalars: dict):
+    """``arrays`` are the caller's; ``scalars`` the runtime scalars' values (passed after them, as arrays)."""
     exe = execute.compile_ir(parsed, execute.DEFAULT_BACKEND, TARGET)
-    actual = exe.run(dict(zip(execute.param_names(parsed), arrays)))
-    expected = reference(*arrays, **dict(spec.constants))
+    actual = exe.run(dict(zip(execute.param_names(parsed), arrays + scalar_arrays(spec, scalars))))
+    expected = reference(*arrays, **dict(spec.constants), **scalars)
     rtol, atol = pkg.tolerance.get(spec.args[0].dtype, (1e-5, 1e-6))
     if actual.shape != expected.shape or not np.allclose(
         actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol
@@ -248,15 +295,16 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 records.append(_family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate,
                                               baseline))  # fmt: skip
                 continue
-            arrays = _inputs(spec)
+            arrays, defaults = _inputs(spec), scalar_defaults(pkg, ep, spec, plan)
             text, parsed, launch = _trace(pkg, ep, spec, plan, arrays)
             ir_path = f"ir/{ep.name}/{spec.id}.nkir"
             files[ir_path] = text.encode()
             tv_path = None
             if sum(a.size for a in arrays) <= MAX_TEST_VECTOR_ELEMENTS and all(a.dtype in _NATIVE for a in spec.args):
-                expected, tol = _check_against_reference(pkg, ep, spec, parsed, arrays, reference)
+                expected, tol = _check_against_reference(pkg, ep, spec, parsed, arrays, reference, defaults)
                 tv_path = f"tests/{ep.name}/{spec.id}.npz"
-                vectors = {f"arg{i}": a for i, a in enumerate(arrays)} | {"expected": expected}
+                vectors = {f"arg{i}": a for i, a in enumerate(arrays + scalar_arrays(spec, defaults))}
+                vectors["expected"] = expected
                 vectors["tolerance"] = np.array(tol, dtype=np.float64)
                 files[tv_path] = npz_bytes(vectors)
             if simulate:
@@ -264,7 +312,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
             if baseline is not None:
                 compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
             records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
-                            "ir": ir_path, "test_vectors": tv_path})  # fmt: skip
+                            "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults))  # fmt: skip
         entries[ep.name] = {"plan": ep.plan, "specialisations": records}
     for name in pkg.python_files:
         files[f"src/{pkg.name}/{name}"] = (pkg.root / name).read_bytes()
@@ -294,6 +342,13 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
     return Bundle(files)
 
 
+def _scalars_record(spec, defaults: dict) -> dict:
+    """The record's ``scalars`` (only when it has any: other records keep their bytes)."""
+    if not spec.scalars:
+        return {}
+    return {"scalars": {n: {"dtype": t, "default": defaults[n]} for n, t in spec.scalars}}
+
+
 def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate, baseline) -> dict:
     """A shape family's manifest record; its IR, vectors (at the largest sample that fits) and modelled figures
     (at the last sample: a family has no one size to time) go into the bundle's files."""
@@ -301,20 +356,23 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
     ir_path = f"ir/{ep.name}/{spec.id}.nkir"
     files[ir_path] = text.encode()
     tv_path, samples = None, _samples(spec)
+    defaults = scalar_defaults(pkg, ep, spec, plan)
     for values in samples:
         arrays = _inputs(spec, values)
-        instance = family.instantiate(*arrays, target=TARGET)
-        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants)
+        runtime = scalar_arrays(spec, defaults)
+        instance = family.instantiate(*arrays, *runtime, target=TARGET)
+        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants,
+                                  scalars=spec.scalars)  # fmt: skip
         if not all(a.dtype in _NATIVE for a in spec.args):
             break
-        expected, tol = _check_against_reference(pkg, ep, concrete, instance, arrays, reference)
+        expected, tol = _check_against_reference(pkg, ep, concrete, instance, arrays, reference, defaults)
         tv_path = f"tests/{ep.name}/{spec.id}.npz"
-        vectors = {f"arg{i}": a for i, a in enumerate(arrays)} | {"expected": expected}
+        vectors = {f"arg{i}": a for i, a in enumerate(arrays + runtime)} | {"expected": expected}
         vectors["tolerance"] = np.array(tol, dtype=np.float64)
         files[tv_path] = npz_bytes(vectors)
     if samples and (simulate or baseline is not None):
         values = samples[-1]
-        launch = plan(*_inputs(spec, values), **dict(spec.constants))
+        launch = plan(*_inputs(spec, values), **dict(spec.constants), **defaults)
         concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants)
         if simulate:
             bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
@@ -322,7 +380,7 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
             compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, concrete, *launch, baseline)
     dims = {n: [lo, hi] + ([step] if step != 1 else []) for n, lo, hi, step in spec.dims}
     return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
-            "test_vectors": tv_path, "dims": dims}  # fmt: skip
+            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults)  # fmt: skip
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:

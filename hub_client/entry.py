@@ -1,16 +1,18 @@
 """A loaded kernel's entry point: ``softmax.softmax(x, backend="numpy", target="trn2")``.
 
 A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
-order) and its constants (keywords); the match's IR is parsed and verified on first use and compiled once per
-(backend, target). A shape family (``N x 512:float32`` with ``N in 1..65536``) matches any call whose arrays fit
-it: the family's IR is parsed once, and instantiated and verified once per concrete shape (``_instance``), with no
-trust needed. With trust, a call that matches no specialisation traces the published Python instead; without
-trust it is refused with the list of what exists.
+order) and its constants (keywords); a specialisation's runtime scalars (``epsilon``: any value, the manifest's
+default when left out) are passed to its IR after the arrays, as one-element arrays. The match's IR is parsed and
+verified on first use and compiled once per (backend, target). A shape family (``N x 512:float32`` with
+``N in 1..65536``) matches any call whose arrays fit it: the family's IR is parsed once, and instantiated and
+verified once per concrete shape (``_instance``), with no trust needed. With trust, a call that matches no
+specialisation traces the published Python instead; without trust it is refused with the list of what exists.
 """
 
 from __future__ import annotations
 
 import inspect
+import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import numpy as np
 
 import nki_dsl as nki
 from hub_client import execute, families
-from hub_client.errors import IRRejectedError, NoSpecialisationError
+from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
 from hub_client.manifest import SpecRecord
 from hub_client.package import describe_dim
 
@@ -37,7 +39,27 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
 
 
 def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
-    return all(k in spec.constants and spec.constants[k] == v for k, v in kwargs.items())
+    """Every keyword is a constant of the specialisation with its value, or one of its runtime scalars."""
+    return all(k in spec.scalars or (k in spec.constants and spec.constants[k] == v) for k, v in kwargs.items())
+
+
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> tuple:
+    """The specialisation's runtime scalars as its IR takes them (after the arrays): one-element arrays holding the
+    caller's values, or the published defaults."""
+    out = []
+    for name, (dtype, default) in spec.scalars.items():
+        v = kwargs.get(name, default)
+        ok = isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
+        if ok and dtype == "int32":
+            ok = isinstance(v, numbers.Integral) and _INT32[0] <= int(v) <= _INT32[1]
+        if not ok:
+            raise ScalarArgumentError(f"{label}: {name} must be a {'real number' if dtype == 'float32' else 'int32'} "
+                                      f"(passed to the kernel as {dtype}), got {v!r}")  # fmt: skip
+        out.append(np.full((1,), v, dtype=dtype))
+    return tuple(out)
 
 
 MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
@@ -109,7 +131,8 @@ class EntryPoint:
         got += "".join(f", {k}={v!r}" for k, v in kwargs.items())
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
-            + "".join(f", {k}={v!r}" for k, v in s.constants.items()) + ")"
+            + "".join(f", {k}={v!r}" for k, v in s.constants.items())
+            + "".join(f", {k}: {t} (any value, default {d!r})" for k, (t, d) in s.scalars.items()) + ")"
             + "".join(f" with {describe_dim(n, *d)}" for n, d in s.dims.items())
             for s in self.specialisations
         )  # fmt: skip
@@ -130,11 +153,13 @@ class EntryPoint:
                 if values is None:
                     near += [f"  {spec.id}: {why}"] if why else []
                     continue
-                compiled = self._instance(spec, values, args, target)
-                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), args)), backend, target)
+                arrays = args + _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
+                compiled = self._instance(spec, values, arrays, target)
+                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), arrays)), backend, target)
             if _matches(spec, args, kwargs):
+                arrays = args + _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
                 compiled = self._ir(spec, target)
-                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), args)), backend, target)
+                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), arrays)), backend, target)
         if self._plan is None:
             raise self._missing(args, kwargs, near)
         return self._run_python(args, kwargs, backend, target)

@@ -66,6 +66,10 @@ class NoSpecialisationError(KernelHubError):
     """A call whose shapes have no published IR specialisation, without trust in the kernel's Python."""
 
 
+class ScalarArgumentError(KernelHubError, TypeError):
+    """A runtime scalar keyword (``epsilon=``) whose value is not a number of the scalar's dtype."""
+
+
 class PublishRefusedError(KernelHubError):
     """A publish that would overwrite or shadow a release, or that lost a race to another publisher; the repo is
     left unchanged by it."""

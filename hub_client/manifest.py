@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from hub_client.errors import BundleError
-from hub_client.package import ArgSpec, check_version, parse_dims
+from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims
 from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
@@ -38,6 +38,8 @@ class SpecRecord:
     ir: str
     test_vectors: str | None
     dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a family's (lo, hi, step); {} for one shape
+    # runtime scalars, in the kernel's parameter order after the arrays: keyword -> (dtype, default value)
+    scalars: dict[str, tuple[str, float | int]] = field(default_factory=dict)
 
     @property
     def is_family(self) -> bool:
@@ -84,6 +86,22 @@ def _listed(path: object, files: dict, where: str) -> str:
     return path
 
 
+def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
+    """A record's ``"scalars": {"epsilon": {"dtype": "float32", "default": 1e-06}}``."""
+    if not isinstance(raw, dict):
+        raise BundleError(f"manifest: {where}scalars must be an object")
+    out = {}
+    for name, s in raw.items():
+        ok = isinstance(s, dict) and set(s) == {"dtype", "default"} and s["dtype"] in SCALAR_DTYPES
+        ok = ok and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", name) is not None
+        default = s.get("default") if ok else None
+        if not ok or type(default) not in ((float, int) if s["dtype"] == "float32" else (int,)):
+            raise BundleError(f"manifest: {where}scalars.{name} must be {{\"dtype\": one of "
+                              f"{', '.join(SCALAR_DTYPES)}, \"default\": a number of that dtype}}")  # fmt: skip
+        out[name] = (s["dtype"], default)
+    return out
+
+
 def parse(data: bytes) -> Manifest:
     try:
         raw = json.loads(data.decode("utf-8"))
@@ -117,6 +135,7 @@ def parse(data: bytes) -> Manifest:
                 _need(s, "id", str, where), args, _need(s, "constants", dict, where),
                 _listed(_need(s, "ir", str, where), files, where + "ir"),
                 None if tv is None else _listed(tv, files, where + "test_vectors"), dims,
+                _scalars(s.get("scalars", {}), where),
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs))
     return Manifest(

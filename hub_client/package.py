@@ -95,11 +95,29 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
     return tuple(out)
 
 
+# A runtime scalar's dtype (``scalars = { epsilon = "float32" }``): a keyword the caller may pass any value of,
+# handed to the kernel as a one-element array of this dtype after the arrays, so one IR serves every value.
+SCALAR_DTYPES = ("float32", "int32")
+
+
+def parse_scalars(raw: object, where: str) -> tuple[tuple[str, str], ...]:
+    """A specialisation's ``scalars = { epsilon = "float32" }``: ``(name, dtype)`` per runtime scalar, in order."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and SYMBOL.match(k) for k in raw) or not all(
+        v in SCALAR_DTYPES for v in raw.values()
+    ):
+        raise BundleError(f"{where}: scalars must be a table of identifiers to a dtype among "
+                          f"{', '.join(SCALAR_DTYPES)}, such as {{ epsilon = \"float32\" }}; got {raw!r}")  # fmt: skip
+    return tuple(raw.items())
+
+
 @dataclass(frozen=True)
 class Specialisation:
     args: tuple[ArgSpec, ...]
     constants: tuple[tuple[str, object], ...] = ()
     dims: tuple[tuple[str, int, int, int], ...] = ()  # a shape family's (name, lo, hi, step) per symbolic dimension
+    scalars: tuple[tuple[str, str], ...] = ()  # runtime scalars: (keyword, dtype), passed after the arrays
 
     @property
     def id(self) -> str:
@@ -108,10 +126,11 @@ class Specialisation:
         parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" for a in self.args)]
         parts += [f"{n}-{lo}-{hi}" + (f"-step-{step}" if step != 1 else "") for n, lo, hi, step in self.dims]
         parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
+        parts += [f"{k}-{dtype}" for k, dtype in self.scalars]
         return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
 
     def describe(self) -> str:
-        consts = ", ".join(f"{k}={v!r}" for k, v in self.constants)
+        consts = ", ".join([f"{k}={v!r}" for k, v in self.constants] + [f"{k}: {t}" for k, t in self.scalars])
         dims = "".join(f", {describe_dim(*d)}" for d in self.dims)
         return f"({', '.join(map(str, self.args))}{dims}{', ' + consts if consts else ''})"
 
@@ -186,8 +205,11 @@ def read_package(root: str | Path) -> KernelPackage:
         specs = []
         for s in ep.get("specialisations", []):
             args = tuple(ArgSpec.parse(a) for a in s.get("args", []))
-            specs.append(Specialisation(args, _constants(s.get("constants", {}), where),
-                                        parse_dims(s.get("dims"), args, where)))  # fmt: skip
+            constants, scalars = _constants(s.get("constants", {}), where), parse_scalars(s.get("scalars"), where)
+            if set(dict(constants)) & set(dict(scalars)):
+                raise BundleError(f"{where}: {', '.join(sorted(set(dict(constants)) & set(dict(scalars))))} is both "
+                                  f"a constant and a runtime scalar")  # fmt: skip
+            specs.append(Specialisation(args, constants, parse_dims(s.get("dims"), args, where), scalars))
         specs = tuple(specs)
         entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs))
     if not entries:

@@ -37,12 +37,12 @@ class VectorResult:
 def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: str) -> tuple[str, str]:
     try:
         v = load_npz(read(spec.test_vectors))
-        args = [v[f"arg{i}"] for i in range(len(spec.args))]
+        args = [v[f"arg{i}"] for i in range(len(spec.args) + len(spec.scalars))]  # the arrays, then the scalars
         expected, (rtol, atol) = v["expected"], (float(t) for t in v["tolerance"])
     except (KeyError, ValueError, OSError, TypeError) as e:
         return "invalid", f"unreadable test vectors ({type(e).__name__}: {e})"
     if spec.is_family:  # one instance of the family: its vectors' shapes must fit it
-        values, why = families.bind(spec, tuple(args))
+        values, why = families.bind(spec, tuple(args[:len(spec.args)]))
         if values is None:
             shapes = ", ".join(f"{'x'.join(map(str, a.shape))}:{a.dtype}" for a in args)
             return "invalid", (f"the vectors ({shapes}) do not fit the family{': ' + why if why else ''}; the "
@@ -51,6 +51,9 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
     for i, (a, s) in enumerate(zip(args, spec.args)):
         if not spec.is_family and tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
             return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, the specialisation says {s}"
+    for i, (a, (name, (dtype, _))) in enumerate(zip(args[len(spec.args):], spec.scalars.items()), len(spec.args)):
+        if tuple(a.shape) != (1,) or np.dtype(a.dtype).name != dtype:
+            return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, runtime scalar {name} is 1:{dtype}"
     try:
         if spec.is_family:
             ir = execute.parse_family(read(spec.ir).decode()).instantiate(*args, target=target)

@@ -54,7 +54,7 @@ def test_test_vectors_reproduce_from_the_ir(package):
             if spec.test_vectors is None:
                 continue
             v = load_npz(bundle.files[spec.test_vectors])
-            args = [v[f"arg{i}"] for i in range(len(spec.args))]
+            args = [v[f"arg{i}"] for i in range(len(spec.args) + len(spec.scalars))]  # runtime scalars follow
             ir = _verified_ir(bundle, spec, args)
             out = execute.compile_ir(ir, "numpy", "trn2").run(dict(zip(execute.param_names(ir), args)))
             rtol, atol = v["tolerance"]

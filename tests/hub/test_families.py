@@ -80,15 +80,21 @@ def test_the_manifest_records_the_family(softmax_bundle):
     specs = softmax_bundle.manifest.entry_points["softmax"].specialisations
     rows, widths = {"N": (1, 65536, 1)}, {"N": (1, 65536, 1), "W": (1, 8192, 1)}
     assert [(tuple(map(str, s.args)), s.dims) for s in specs] == [
-        (("N x 512:float32",), rows), (("N x 512:float16",), rows), (("N x W:float32",), widths),
-        (("N x W:bfloat16",), widths), (("N x W:float16",), widths)]
+        (("N x 512:float32",), rows), (("N x 512:float16",), rows), (("N x W:float32",), widths | {"W": (1, 4096, 1)}),
+        (("N x W:float32",), widths | {"W": (4097, 8192, 1)}), (("N x W:bfloat16",), widths),
+        (("N x W:float16",), widths)]
     assert all((s.test_vectors is not None) == ("bfloat16" not in s.id) for s in specs)  # .npy has no bfloat16
 
 
-def test_rmsnorm_publishes_families_with_its_constant():
+def test_rmsnorm_publishes_families_with_its_constant_then_with_a_runtime_epsilon():
     bundle = build_bundle(RMSNORM, benchmarks=False)
-    dims = [s.dims for s in bundle.manifest.entry_points["rmsnorm"].specialisations]
-    assert dims and all(d == {"N": (1, 65536, 1)} for d in dims)
+    specs = bundle.manifest.entry_points["rmsnorm"].specialisations
+    fixed, widths = specs[:3], specs[3:]
+    assert all(s.dims == {"N": (1, 65536, 1)} and s.constants == {"epsilon": 1e-6} and not s.scalars for s in fixed)
+    assert widths and all(set(s.dims) == {"N", "W"} and not s.constants for s in widths)
+    assert all(s.scalars == {"epsilon": ("float32", 1e-6)} for s in widths)  # the plan's default
+    for s in widths:  # the IR shows the scalar: the kernel's last parameter, one float32
+        assert "%epsilon: f32[1] hbm) -> (%0)" in bundle.files[s.ir].decode().split("\n")[0]
 
 
 @pytest.mark.parametrize("text, shape", [

@@ -240,3 +240,46 @@ def test_linear_runs_widths_nobody_declared_without_trust(registry, widths_bundl
             expected = getattr(linear_reference, entry)(*[a.astype(np.float64) for a in args], **constants)
             _close(got, expected, *((1e-5, 2e-4) if dtype is np.float32 else (2e-2, 8e-2)))
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+# -- the row kernels' widths (softmax, rmsnorm, ...: widths.py in each package): W symbolic, epsilon at run time ----
+# One width family each (picked by its dtype and W range), fetched without trust and called at a row count and width
+# nobody declared, rmsnorm with an epsilon no specialisation fixes (a runtime scalar: the manifest's ``scalars``),
+# against the concrete trace (the launcher's Python, run locally: bit for bit) and float64.
+ROW_KERNELS = {  # package: (the kept family's line fragment, [(shapes, dtype, keywords)], (rtol, atol))
+    "softmax": ('"N x W:bfloat16"', [([(70, 1000)], BF16, {})], (2e-2, 2e-3)),
+    "rmsnorm": ('"N x W:float32", "W:float32"], dims = { N = "1..65536", W = "1..4096" }',
+                [([(130, 700), (700,)], np.float32, {"epsilon": 1e-5}), ([(3, 1), (1,)], np.float32, {}),
+                 ([(200, 2000), (2000,)], np.float32, {"epsilon": 0.5})], (1e-5, 1e-5)),
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def row_bundles(tmp_path_factory):
+    out = {}
+    for package, (fragment, *_rest) in ROW_KERNELS.items():
+        root = families_only(package, tmp_path_factory.mktemp(package), {package}, lambda ln, f=fragment: f in ln)
+        out[package] = build_bundle(root, benchmarks=False)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+def test_row_kernels_run_widths_and_epsilons_nobody_declared_without_trust(registry, row_bundles, backend):
+    import importlib
+
+    rng = np.random.default_rng(10)
+    for package, (_, calls, (rtol, atol)) in ROW_KERNELS.items():
+        assert len(row_bundles[package].manifest.ir_files()) == 1  # the one width family
+        publish(row_bundles[package], f"acme/{package}", settings())
+        imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+        k = kernels.get_kernel(f"acme/{package}", version=1)
+        assert k.info.trusted is False and k.module is None
+        local = importlib.import_module(f"kernels.{package}")
+        for shapes, dtype, keywords in calls:
+            args = _arrays(rng, shapes, dtype)
+            got = getattr(k, package)(*args, backend=backend, **keywords)
+            want = getattr(local, package)(*args, backend="numpy", **keywords)  # the concrete trace
+            np.testing.assert_array_equal(np.asarray(got, np.float64), np.asarray(want, np.float64))
+            expected = getattr(local, f"{package}_reference")(*[a.astype(np.float64) for a in args], **keywords)
+            _close(got, expected, rtol, atol)
+        assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported

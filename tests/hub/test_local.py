@@ -58,8 +58,11 @@ def test_constants_select_the_specialisation():
     expected = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + 1e-6) * g
     np.testing.assert_allclose(k.rmsnorm(x, g), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(k.rmsnorm(x, g, epsilon=1e-6), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(kernels.NoSpecialisationError, match="epsilon=0.001"):
-        k.rmsnorm(x, g, epsilon=1e-3)
+    # another epsilon: not the fixed specialisations' constant, so the width family, whose epsilon is a runtime scalar
+    wide = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + 0.5) * g
+    np.testing.assert_allclose(k.rmsnorm(x, g, epsilon=0.5), wide, rtol=1e-5, atol=1e-5)
+    with pytest.raises(kernels.NoSpecialisationError, match="eps=0.001"):
+        k.rmsnorm(x, g, eps=1e-3)  # a keyword no specialisation has
 
 
 def test_tampered_local_file_is_refused(bundle_dir, softmax_bundle):

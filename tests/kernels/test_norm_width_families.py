@@ -13,8 +13,12 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
+from kernels.rmsnorm import launcher as rmsnorm_launcher
+from kernels.rmsnorm import reference as rmsnorm_reference
+from kernels.rmsnorm import widths as rmsnorm_widths
 from kernels.softmax import launcher as softmax_launcher
 from kernels.softmax import reference as softmax_reference
+from kernels.softmax import widths as softmax_widths
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
 
@@ -36,25 +40,40 @@ class _Arg:
         self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), dtype
 
 
-# entry: (plan, the arguments' shapes over N and W, reference, {dtype: (rtol, atol)})
+# entry: (launcher module, widths module, the arguments' shapes over N and W, reference, {dtype: (rtol, atol)})
 ENTRIES = {
-    "softmax": (softmax_launcher.plan_softmax, [("N", "W")], softmax_reference.softmax,
+    "softmax": (softmax_launcher, softmax_widths, [("N", "W")], softmax_reference.softmax,
                 {"float32": (1e-5, 1e-7), "bfloat16": (2e-2, 2e-3), "float16": (1e-2, 5e-4)}),
+    "rmsnorm": (rmsnorm_launcher, rmsnorm_widths, [("N", "W"), ("W",)], rmsnorm_reference.rmsnorm,
+                {"float32": (1e-5, 1e-5), "bfloat16": (2e-2, 2e-2), "float16": (1e-2, 2e-3)}),
 }  # fmt: skip
-RANGES = {"N": (1, 65536), "W": (1, 8192)}
 
 
-def _family(entry, dtype, **constants):
-    plan, shapes, *_ = ENTRIES[entry]
-    specs = [nki.spec(s, dtype, dims={d: RANGES[d] for d in s}) for s in shapes]
+def _plan(entry):
+    launcher = ENTRIES[entry][0]
+    return getattr(launcher, f"plan_{entry}")
+
+
+def _box(entry, dtype, w):
+    """The declared W range holding ``w``."""
+    launcher, widths = ENTRIES[entry][:2]
+    return next(b for b in widths.width_boxes(dtype, launcher.MAX_COLUMNS) if b[0] <= w <= b[1])
+
+
+def _family(entry, dtype, w, **constants):
+    """The family holding row length ``w``, traced through the launcher as the bundle builder traces it."""
+    ranges = {"N": (1, 65536), "W": _box(entry, dtype, w)}
+    specs = [nki.spec(s, dtype, dims={d: ranges[d] for d in s}) for s in ENTRIES[entry][2]]
     stand_ins = [_Arg(s, shape, DTYPES[dtype]) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
-    launch, args, kwargs = plan(*stand_ins, **constants)
-    return nki.trace(launch, *[a.spec if isinstance(a, _Arg) else a for a in args], target="trn2", **kwargs)
+    launch, args, kwargs = _plan(entry)(*stand_ins, **constants)
+    # a runtime scalar (rmsnorm's epsilon) comes back as a one-element array: traced as its spec, values unseen
+    args = [a.spec if isinstance(a, _Arg) else nki.spec(a.shape, str(a.dtype)) for a in args]
+    return nki.trace(launch, *args, target="trn2", **kwargs)
 
 
 def _inputs(entry, dtype, n, w, rng):
     cast = DTYPES[dtype]
-    shapes = [tuple({"N": n, "W": w}[d] for d in s) for s in ENTRIES[entry][1]]
+    shapes = [tuple({"N": n, "W": w}[d] for d in s) for s in ENTRIES[entry][2]]
     scale = [3.0] + [0.5] * (len(shapes) - 1)
     shift = [0.5] + [1.0] * (len(shapes) - 1)  # a mean off zero; gamma / g near 1
     return [(k * rng.standard_normal(s) + c).astype(np.float32).astype(cast) for s, k, c in zip(shapes, scale, shift)]
@@ -64,12 +83,19 @@ def _inputs(entry, dtype, n, w, rng):
 CASES = [
     ("softmax", "float32", (1, 1), {}),
     ("softmax", "float32", (300, 700), {}),
+    ("softmax", "float32", (129, 4096), {}),  # the top of the first box
     ("softmax", "float32", (129, 8192), {}),  # W at the top
     ("softmax", "bfloat16", (197, 1000), {}),
     ("softmax", "float16", (5, 513), {}),
+    ("rmsnorm", "float32", (1, 1), {"epsilon": 1e-6}),
+    ("rmsnorm", "float32", (300, 700), {"epsilon": 1e-5}),  # an epsilon no specialisation fixes
+    ("rmsnorm", "float32", (129, 4097), {"epsilon": 0.25}),  # the bottom of the second box
+    ("rmsnorm", "bfloat16", (197, 768), {"epsilon": 1e-6}),
+    ("rmsnorm", "float16", (70, 8192), {"epsilon": 1e-3}),
 ]
-SLOW_CASES = [("softmax", "bfloat16", (1000, 8191), {})]
-RUNS = [(*case, "numpy") for case in CASES] + [(*CASES[i], "simulator") for i in (1,)]
+SLOW_CASES = [("softmax", "bfloat16", (1000, 8191), {}), ("rmsnorm", "float32", (300, 16384), {"epsilon": 1e-5}),
+              ("rmsnorm", "bfloat16", (129, 12345), {"epsilon": 1e-6})]  # fmt: skip
+RUNS = [(*case, "numpy") for case in CASES] + [(*CASES[i], "simulator") for i in (1, 7)]
 RUNS += [pytest.param(*case, "numpy", marks=pytest.mark.slow) for case in SLOW_CASES]
 RUNS += [pytest.param(*case, "jax", marks=pytest.mark.slow) for case in CASES]
 
@@ -81,14 +107,16 @@ def _id(case):
 
 @pytest.mark.parametrize("entry, dtype, nw, constants, backend", RUNS, ids=[_id(c) for c in RUNS])
 def test_width_instances_compute_what_the_concrete_trace_computes(entry, dtype, nw, constants, backend):
-    plan, _, reference, tolerances = ENTRIES[entry]
-    family = _family(entry, dtype, **constants)
+    _, _, _, reference, tolerances = ENTRIES[entry]
+    family = _family(entry, dtype, nw[1], **constants)
     arrays = _inputs(entry, dtype, *nw, np.random.default_rng(3))
-    launch, args, kwargs = plan(*arrays, **constants)  # the concrete trace: the launcher's kernel for this shape
+    launch, args, kwargs = _plan(entry)(*arrays, **constants)  # the concrete trace: the launcher's kernel here
     concrete = nki.trace(launch, *args, target="trn2", **kwargs)
-    assert concrete.ir.name != family.ir.name or entry == "rmsnorm"  # a different kernel from the family's
+    assert concrete.ir.name != family.ir.name  # a different kernel from the family's
+    # the family's arguments: the arrays, then its runtime scalars (rmsnorm's epsilon as a [1] float32 array)
+    runtime = arrays + [np.full((1,), constants[n], np.float32) for n in family.param_names[len(arrays):]]
     names = family.param_names
-    got = family.instantiate(*args, target="trn2").compile(backend).run(dict(zip(names, args)))
+    got = family.instantiate(*runtime, target="trn2").compile(backend).run(dict(zip(names, runtime)))
     want = concrete.compile(backend).run(dict(zip(concrete.param_names, args)))
     rtol, atol = tolerances[dtype]
     if backend == "jax":  # XLA's reductions may round a masked 8192-column row differently from a narrower one
@@ -103,19 +131,27 @@ def test_width_instances_compute_what_the_concrete_trace_computes(entry, dtype, 
 def test_kernel_toml_declares_a_width_family_per_dtype_over_the_launchers_range(entry):
     """Every dtype the launcher takes has a family over every row length it takes (after the fixed-width ones)."""
     text = (KERNELS / entry / "kernel.toml").read_text()
-    launcher = {"softmax": softmax_launcher}[entry]
-    for dtype in launcher.DTYPES:
-        assert re.search(rf'"N x W:{dtype}".*W = "1\.\.{launcher.MAX_COLUMNS}"', text), dtype
+    launcher, widths = ENTRIES[entry][:2]
+    listed = re.findall(r'\{ args = \["N x W:(\w+)".*W = "(\d+)\.\.(\d+)"', text)
+    want = [(d, str(lo), str(hi)) for d in launcher.DTYPES for lo, hi in widths.width_boxes(d, launcher.MAX_COLUMNS)]
+    assert listed == want
+    assert widths.width_boxes("float32", launcher.MAX_COLUMNS)[-1][1] == launcher.MAX_COLUMNS
 
 
-@pytest.mark.parametrize("entry, dtype", [("softmax", "float32")])
-def test_the_widest_instance_allocates(entry, dtype):
-    """Proved at publish (the verifier's SBUF rule), and placed by the allocator at the top of the range."""
-    family = _family(entry, dtype)
-    shapes = [tuple({"N": 300, "W": RANGES["W"][1]}[d] for d in s) for s in ENTRIES[entry][1]]
+@pytest.mark.parametrize("entry, dtype, w", [("softmax", "float32", 4096), ("softmax", "float32", 8192),
+                                             ("rmsnorm", "float32", 4096), ("rmsnorm", "float32", 16384),
+                                             ("rmsnorm", "bfloat16", 8192)])  # fmt: skip
+def test_each_box_allocates_at_its_top(entry, dtype, w):
+    """Proved at publish (the verifier's SBUF rule), and placed by the allocator at the top of its range."""
+    family = _family(entry, dtype, w)
+    shapes = [tuple({"N": 300, "W": w}[d] for d in s) for s in ENTRIES[entry][2]] + [(1,)] * (entry == "rmsnorm")
     compile_for_target(family.instantiate(*shapes, target="trn2").ir, get_target("trn2"))
 
 
-def test_the_launcher_refuses_integer_softmax():
+def test_the_launchers_refuse_what_no_family_covers():
     with pytest.raises(ValueError, match="dtype int32 is not supported"):
         softmax_launcher.softmax(np.ones((4, 8), np.int32))
+    with pytest.raises(ValueError, match="at most 16384 columns"):
+        rmsnorm_launcher.rmsnorm(np.ones((4, 16385), np.float32), np.ones(16385, np.float32))
+    with pytest.raises(ValueError, match="x and g must share a dtype"):
+        rmsnorm_launcher.rmsnorm(np.ones((4, 8), np.float32), np.ones(8, np.float16))

@@ -1,0 +1,81 @@
+"""Runtime scalars (``scalars = { epsilon = "float32" }`` in kernel.toml): a keyword the caller may pass any value
+of, handed to the specialisation's IR after the arrays as a one-element array, so one published IR serves every
+value. The bundle builder checks the plan passes it through (and gives it a default); the manifest records dtype and
+default; the loader converts the caller's value or refuses one that is not a number."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+import kernels
+from hub_client.bundle import build_bundle
+from hub_client.errors import BundleError, ScalarArgumentError
+from hub_client.manifest import MANIFEST, dump, parse
+from tests.hub.conftest import RMSNORM
+
+WIDTH_LINE = '{ args = ["N x W:float32", "W:float32"], dims = { N = "1..65536", W = "1..4096" }, ' \
+             'scalars = { epsilon = "float32" } },'  # fmt: skip
+
+
+def _package(tmp_path, toml_line=WIDTH_LINE, launcher=lambda s: s):
+    """rmsnorm with one specialisation, ``toml_line``, and its launcher edited by ``launcher``."""
+    root = tmp_path / "rmsnorm"
+    shutil.copytree(RMSNORM, root, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = (root / "kernel.toml").read_text()
+    start = toml.index("specialisations = [") + len("specialisations = [")
+    (root / "kernel.toml").write_text(toml[:start] + "\n    " + toml_line + toml[toml.index("\n]", start):])
+    text = (root / "launcher.py").read_text()
+    (root / "launcher.py").write_text(launcher(text))
+    return root
+
+
+def test_the_manifest_records_the_scalar_and_the_ir_takes_it_last(tmp_path):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    (spec,) = bundle.manifest.entry_points["rmsnorm"].specialisations
+    assert spec.scalars == {"epsilon": ("float32", 1e-6)} and spec.constants == {}
+    assert spec.id.endswith("__epsilon-float32")
+    head = bundle.files[spec.ir].decode().split("\n")[0]
+    assert head == "kernel rmsnorm_widths(%x: f32[$N, $W] hbm, %g: f32[$W] hbm, %epsilon: f32[1] hbm) -> (%0) {"
+
+
+def test_any_value_runs_and_a_non_number_is_refused(tmp_path):
+    k = kernels.get_local_kernel(build_bundle(_package(tmp_path), benchmarks=False).write(tmp_path / "b"))
+    x, g = np.random.default_rng(1).standard_normal((5, 33)).astype(np.float32), np.ones(33, np.float32)
+    for eps in (1e-6, 0.25, np.float64(3.0), 2):
+        want = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + float(eps))
+        np.testing.assert_allclose(k.rmsnorm(x, g, epsilon=eps), want, rtol=1e-5, atol=1e-6)
+    for bad in ("1e-6", None, True, np.ones(1)):
+        with pytest.raises(ScalarArgumentError, match="epsilon must be a real number"):
+            k.rmsnorm(x, g, epsilon=bad)
+
+
+def test_a_plan_that_does_not_pass_the_value_is_refused(tmp_path):
+    fixed = _package(tmp_path, launcher=lambda s: s.replace("np.full((1,), epsilon, np.float32)",
+                                                            "np.full((1,), 1e-6, np.float32)"))  # fmt: skip
+    with pytest.raises(BundleError, match="then epsilon as a one-element float32 array"):
+        build_bundle(fixed, benchmarks=False)
+
+
+def test_a_scalar_needs_a_default_and_a_name_of_its_own(tmp_path):
+    no_default = _package(tmp_path / "a", launcher=lambda s: s.replace("def plan_rmsnorm(x, g, epsilon=1e-6)",
+                                                                       "def plan_rmsnorm(x, g, epsilon)"))  # fmt: skip
+    with pytest.raises(BundleError, match="needs a numeric default"):
+        build_bundle(no_default, benchmarks=False)
+    both = WIDTH_LINE.replace("scalars =", "constants = { epsilon = 1e-6 }, scalars =")
+    with pytest.raises(BundleError, match="both a constant and a runtime scalar"):
+        build_bundle(_package(tmp_path / "b", both), benchmarks=False)
+    with pytest.raises(BundleError, match="scalars must be a table"):
+        build_bundle(_package(tmp_path / "c", WIDTH_LINE.replace('"float32" }', '"float64" }')), benchmarks=False)
+
+
+@pytest.mark.parametrize("record", [{"dtype": "float64", "default": 1e-6}, {"dtype": "float32"},
+                                    {"dtype": "float32", "default": "1e-6"}, {"dtype": "int32", "default": 0.5},
+                                    {"dtype": "float32", "default": 1e-6, "extra": 1}])  # fmt: skip
+def test_the_manifest_refuses_a_malformed_scalar(tmp_path, record):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    raw = json.loads(bundle.files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0]["scalars"] = {"epsilon": record}
+    with pytest.raises(BundleError, match="scalars.epsilon must be"):
+        parse(dump(raw))
