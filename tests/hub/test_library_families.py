@@ -251,6 +251,9 @@ ROW_KERNELS = {  # package: (the kept family's line fragment, [(shapes, dtype, k
     "rmsnorm": ('"N x W:float32", "W:float32"], dims = { N = "1..65536", W = "1..4096" }',
                 [([(130, 700), (700,)], np.float32, {"epsilon": 1e-5}), ([(3, 1), (1,)], np.float32, {}),
                  ([(200, 2000), (2000,)], np.float32, {"epsilon": 0.5})], (1e-5, 1e-5)),
+    "layernorm": ('"N x W:bfloat16", "W:bfloat16", "W:bfloat16"], dims = { N = "1..65536", W = "1..2048" }',
+                  [([(394, 1024), (1024,), (1024,)], BF16, {"epsilon": 1e-5}),  # ViT-L at batch 2, HF's epsilon
+                   ([(7, 1100), (1100,), (1100,)], BF16, {})], (2e-2, 6e-2)),
 }  # fmt: skip
 
 
