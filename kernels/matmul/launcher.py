@@ -5,6 +5,8 @@ the tiled one otherwise) and runs it.
 arrays to the kernel unchanged and in order, so a loader without this Python can match a call to the published IR.
 """
 
+import numpy as np
+
 import nki_dsl as nki
 
 from .kernel import TILE_K, TILE_M, TILE_N, matmul_blocked, matmul_tiled
@@ -13,6 +15,12 @@ BLOCK_M, BLOCK_N = 4 * TILE_M, 2 * TILE_N  # matmul_blocked's default blocks (BM
 # matmul_blocked keeps a block's whole K strips in SBUF: tutorial 4's K = 8192 (192 KiB per partition in bf16) no
 # longer fits a trn1 core, 4096 does; deeper K takes the tiled kernel.
 MAX_BLOCKED_K = 4096
+# Every dimension at most 16384, as the published families (kernel.toml): a loaded kernel's op executions are bounded
+# by the untrusted-IR budget (nki.IRBudget.max_iterations, 4,194,304: each is a NumPy call or a simulated
+# instruction), which the tiled kernel meets up to 16384^3 (1,585,152) and not at 32768^3 (12.6 million).
+MAX_DIM = 16384
+# The Tensor engine's float dtypes this kernel is written for (fp32 at a quarter rate, §3.2); both operands alike.
+DTYPES = ("float32", "bfloat16", "float16")
 
 
 def plan_matmul(lhsT, rhs):
@@ -21,6 +29,13 @@ def plan_matmul(lhsT, rhs):
     (k, m), n = lhsT.shape, rhs.shape[1]
     if k % TILE_K or m % TILE_M or n % TILE_N:
         raise ValueError(f"matmul: K, M and N must be multiples of {TILE_K}, {TILE_M} and {TILE_N}, got {k}, {m}, {n}")
+    if k > MAX_DIM or m > MAX_DIM or n > MAX_DIM:
+        raise ValueError(f"matmul: K, M and N must be at most {MAX_DIM} (the published families' ranges, held by the "
+                         f"untrusted-IR iteration budget), got {k}, {m}, {n}")  # fmt: skip
+    dtype = np.dtype(lhsT.dtype).name
+    if dtype not in DTYPES or np.dtype(rhs.dtype).name != dtype:
+        raise ValueError(f"matmul: lhsT and rhs must share a dtype among {', '.join(DTYPES)}, got {dtype} and "
+                         f"{np.dtype(rhs.dtype).name}")  # fmt: skip
     if _fills_blocks(k, m, n):
         return matmul_blocked, (lhsT, rhs), {}
     return matmul_tiled, (lhsT, rhs), {}
