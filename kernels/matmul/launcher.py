@@ -17,7 +17,7 @@ BLOCK_M, BLOCK_N = 4 * TILE_M, 2 * TILE_N  # matmul_blocked's default blocks (BM
 MAX_BLOCKED_K = 4096
 # Every dimension at most 16384, as the published families (kernel.toml): a loaded kernel's op executions are bounded
 # by the untrusted-IR budget (nki.IRBudget.max_iterations, 4,194,304: each is a NumPy call or a simulated
-# instruction), which the tiled kernel meets up to 16384^3 (1,585,152) and not at 32768^3 (12.6 million).
+# instruction), which the tiled kernel meets up to 16384^3 (2,109,441) and not at 32768^3 (16.8 million).
 MAX_DIM = 16384
 # The Tensor engine's float dtypes this kernel is written for (fp32 at a quarter rate, §3.2); both operands alike.
 DTYPES = ("float32", "bfloat16", "float16")

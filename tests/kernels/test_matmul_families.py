@@ -98,7 +98,7 @@ def test_the_families_cover_the_launchers_range_in_every_dtype():
 
 def test_the_top_holds_the_budget_and_the_next_doubling_does_not():
     """Published families are proved within the untrusted-IR budget at their tops (``nki.trace`` proves them); a
-    family reaching 32768 would run 12.6 million op executions and is refused at publish, so the launcher stops at
+    family reaching 32768 would run 16.8 million op executions and is refused at publish, so the launcher stops at
     16384 and says so."""
     for dtype in launcher.DTYPES:
         _trace(dtype, launcher.MAX_DIM, launcher.MAX_DIM, launcher.MAX_DIM)
