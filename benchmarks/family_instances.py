@@ -11,6 +11,10 @@ kernels loop (kernels/linear/token_blocks.py), so the two can differ; prints bot
 Then linear's and layernorm_linear's width families (kernels/linear/widths.py: M, K and N symbolic, one plain
 schedule for every width) at widths nobody declared (ViT-L/16's 1024 / 4096, and others), bf16, against the
 concrete trace of the same shape.
+
+Then the row kernels' width families (softmax, rmsnorm, layernorm: ``widths.py`` in each package, the row length W
+symbolic, rmsnorm's and layernorm's epsilon a runtime scalar) and matmul's tiled family past 8192, against the
+concrete trace of the same shape.
 """
 
 from __future__ import annotations
@@ -53,9 +57,9 @@ QUICK = (591, 1576, 2561)
 
 
 class _Arg:
-    def __init__(self, spec, shape):
+    def __init__(self, spec, shape, dtype="bfloat16"):
         self.spec, self.shape, self.ndim = spec, shape, len(shape)
-        self.dtype = nl.bfloat16
+        self.dtype = nl.bfloat16 if dtype == "bfloat16" else np.dtype(dtype)
 
 
 def _family(plan, shapes, lo, hi, constants):
@@ -107,6 +111,56 @@ def widths_table(cases) -> None:
               flush=True)  # fmt: skip
 
 
+# (package, dtype, N, W): ViT and LLM widths, ragged ones, each package's largest
+ROWS_CASES = [("softmax", "float32", 256, 700), ("softmax", "bfloat16", 4096, 4096), ("softmax", "float32", 300, 8192),
+              ("rmsnorm", "float32", 197, 768), ("rmsnorm", "bfloat16", 4096, 4096), ("rmsnorm", "float32", 300, 16384),
+              ("layernorm", "bfloat16", 197, 768), ("layernorm", "bfloat16", 1576, 1280),
+              ("layernorm", "float32", 4096, 1000), ("layernorm", "bfloat16", 300, 16384)]  # fmt: skip
+# (dtype, K, M, N): matmul's tiled family past the old 8192 limit, at shapes the launcher tiles too (K above the
+# blocked kernel's 4096, or M / N off its blocks); the last fills the blocks but has no blocked family (K = 640)
+MATMUL_CASES = [("bfloat16", 8192, 1024, 12288), ("bfloat16", 12288, 640, 1536), ("float32", 384, 256, 1536),
+                ("bfloat16", 640, 512, 1024)]
+
+
+def rows_table(quick: bool) -> None:
+    import importlib
+
+    from kernels.matmul.kernel import matmul_tiled
+    from kernels.matmul.launcher import MAX_DIM, plan_matmul
+
+    print(f"\n{'kernel':10} {'dtype':9} {'N x W':>12} {'family W':>12} {'family us':>10} {'concrete us':>12} "
+          f"{'ratio':>6}")  # fmt: skip
+    for package, dtype, n, w in ROWS_CASES[::3] if quick else ROWS_CASES:
+        launcher = importlib.import_module(f"kernels.{package}.launcher")
+        widths = importlib.import_module(f"kernels.{package}.widths")
+        top = launcher.max_columns(dtype) if hasattr(launcher, "max_columns") else launcher.MAX_COLUMNS
+        lo, hi = next(b for b in widths.width_boxes(dtype, top) if b[0] <= w <= b[1])
+        names = {"softmax": [("N", "W")], "rmsnorm": [("N", "W"), ("W",)]}.get(package, [("N", "W"), ("W",), ("W",)])
+        ranges = {"N": (1, 65536), "W": (lo, hi)}
+        specs = [nki.spec(s, dtype, dims={d: ranges[d] for d in s}) for s in names]
+        plan = getattr(launcher, f"plan_{package}")
+        launch, args, kwargs = plan(*[_Arg(s, sh, dtype) for s, sh in zip(specs, nki.symbolic_shapes(*specs))])
+        args = [a.spec if isinstance(a, _Arg) else nki.spec(a.shape, str(a.dtype)) for a in args]
+        family = nki.trace(launch, *args, target="trn2", **kwargs)
+        shapes = [tuple({"N": n, "W": w}[d] for d in s) for s in names]
+        instance = family.instantiate(*shapes, *[(1,)] * (len(args) - len(shapes)), target="trn2")
+        launch, args, kwargs = plan(*[nki.spec(s, dtype) for s in shapes])
+        concrete = nki.trace(launch, *args, target="trn2", **kwargs)
+        fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
+        print(f"{package:10} {dtype:9} {f'{n}x{w}':>12} {f'{lo}..{hi}':>12} {fam:10.1f} {con:12.1f} {fam / con:6.3f}",
+              flush=True)  # fmt: skip
+    print(f"\n{'matmul':10} {'dtype':9} {'K x M x N':>16} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
+    for dtype, k, m, n in MATMUL_CASES[:1] if quick else MATMUL_CASES:
+        ranges = {"K": (128, MAX_DIM, 128), "M": (128, MAX_DIM, 128), "N": (512, MAX_DIM, 512)}
+        family = nki.trace(matmul_tiled, *[nki.spec(s, dtype, dims={d: ranges[d] for d in s}) for s in
+                                           (("K", "M"), ("K", "N"))], target="trn2")  # fmt: skip
+        instance = family.instantiate((k, m), (k, n), target="trn2")
+        launch, args, kwargs = plan_matmul(nki.spec((k, m), dtype), nki.spec((k, n), dtype))
+        concrete = nki.trace(launch, *args, target="trn2", **kwargs)
+        fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
+        print(f"{'tiled':10} {dtype:9} {f'{k}x{m}x{n}':>16} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help=f"row counts {QUICK} only, and fewer widths")
@@ -126,6 +180,7 @@ def main() -> None:
             fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
             print(f"{name:15} {m:5d} {f'{lo}..{hi}':>13} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
     widths_table(QUICK_WIDTHS if quick else WIDTHS)
+    rows_table(quick)
 
 
 if __name__ == "__main__":

@@ -286,3 +286,16 @@ def test_row_kernels_run_widths_and_epsilons_nobody_declared_without_trust(regis
             expected = getattr(local, f"{package}_reference")(*[a.astype(np.float64) for a in args], **keywords)
             _close(got, expected, rtol, atol)
         assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+def test_matmul_runs_past_8192_without_trust(registry, bundles):
+    """The tiled family reaches 16384 (the untrusted-IR budget holds it there): N = 12288, fetched without trust."""
+    publish(bundles["matmul"], "acme/matmul", settings())
+    k = kernels.get_kernel("acme/matmul", version=1)
+    assert k.info.trusted is False and k.module is None
+    lhsT, rhs = _arrays(np.random.default_rng(11), [(256, 128), (256, 12288)], np.float32)
+    from kernels.matmul import matmul as local
+
+    out = k.matmul(lhsT, rhs)
+    np.testing.assert_array_equal(out, local(lhsT, rhs))  # the concrete trace's numbers
+    _close(out, matmul_reference(lhsT.astype(np.float64), rhs.astype(np.float64)), 1e-4, 1e-3)
