@@ -338,9 +338,9 @@ class OpContext:
         for a in range(len(m.shape)):
             k = a - offset
             if k < 0 or shape[k] != m.shape[a]:  # an axis the operand does not share is not cut by the mask
-                m = jnp.any(m, axis=a, keepdims=True)
+                m = (np if isinstance(m, np.ndarray) else jnp).any(m, axis=a, keepdims=True)  # (static stays NumPy)
         m = m.reshape(m.shape[max(offset, 0):]) if offset > 0 else m
-        return jnp.broadcast_to(m, shape)
+        return (np if isinstance(m, np.ndarray) else jnp).broadcast_to(m, shape)
 
     def write_operand(self, name: str, value, accumulate: str = "none", mask="op") -> None:
         access = self.op.operands[name]

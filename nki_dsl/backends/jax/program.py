@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from nki_dsl.backends.jax import reroll, runtime, runtime_loops, vectorise
+from nki_dsl.backends.jax import batching, reroll, runtime, runtime_loops, vectorise
 from nki_dsl.backends.jax.analysis import RNG, KernelInfo, analyse, is_shared_alloc, written_by
 from nki_dsl.backends.jax.collectives import COLLECTIVE_HANDLERS, run_cores_jax
 from nki_dsl.backends.jax.context import OpContext, State
@@ -70,9 +70,32 @@ def _rerolled(body, info: KernelInfo) -> list:
     return plan
 
 
+def _planned(body, st: State) -> list:
+    """``body`` with batched runs (``batching``) and, among the rest, re-rolled runs (``reroll``)."""
+    if not batching.enabled():
+        return _rerolled(body, st.info)
+    # the plan depends on how the state holds tensors (vectorised loops' blocks) and on the static loop indices
+    key = ("batch", tuple(id(s) for s in body), repr(sorted(st.views.items())),
+           tuple(sorted((k, v) for k, v in st.ivars.items() if isinstance(v, int))))  # fmt: skip
+    plan = st.info.rerolled.get(key)
+    if plan is None:
+        plan, rest = [], []
+        for stmt in batching.plan(body, st, run_op):
+            if isinstance(stmt, batching.Batched):
+                plan += _rerolled(rest, st.info) + [stmt]
+                rest = []
+            else:
+                rest.append(stmt)
+        plan += _rerolled(rest, st.info)
+        st.info.rerolled[key] = plan
+    return plan
+
+
 def run_body(body, st: State) -> None:
-    for stmt in _rerolled(body, st.info):
-        if isinstance(stmt, reroll.Rerolled):
+    for stmt in _planned(body, st):
+        if isinstance(stmt, batching.Batched):
+            batching.run(stmt, st, run_op)
+        elif isinstance(stmt, reroll.Rerolled):
             reroll.run(stmt, st, run_op, lambda op: written_by(op, st.info))
         elif isinstance(stmt, Loop) and stmt.runtime:
             runtime_loops.run(stmt, st, run_body)

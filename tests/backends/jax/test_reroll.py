@@ -9,9 +9,14 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from nki_dsl.backends.jax import reroll
+from nki_dsl.backends.jax import batching, reroll
 
 P = 128
+
+
+@pytest.fixture(autouse=True)
+def _no_batching(monkeypatch):
+    monkeypatch.setattr(batching, "ENABLED", False)  # (batching would take these runs first: see test_batching)
 
 
 @pytest.fixture

@@ -1,0 +1,392 @@
+"""Batching plan (SLP-style vectorisation of a straight-line run): which ops run together as one op over a
+stacked leading "lane" axis, where each lane's operands come from, and what is written back afterwards.
+
+Why: an unrolled kernel (a software pipeline over heads and query tiles, a Python loop over tiles) hands XLA one
+op per instruction; on CPU, XLA's compile time is mostly LLVM compiling each of the program's kernels, so it grows
+with the count of separate ops (the ViT attention kernel: 56 kernels, ~2 s). Ops that do the same thing to
+different data become one batched op (``jax.vmap`` of the op's lowering over the lanes), so the count is that of
+distinct stages, not of items.
+
+**Element-level dataflow, at lower time in NumPy.** Every index and mask of the run is known at trace time (ops
+whose accesses of a tensor the run writes, or whose write masks, depend on a traced loop index end the run). For
+each tensor the run writes, an array holds, per element, which output of which op last wrote it and at which
+position of that output (-1: the value from before the run). Replaying the run in program order gives, for each
+op and each operand it reads, the exact source of every element it reads: its own lane's producer, another
+lane's, or the pre-run buffer. Masked writes write only the elements their mask keeps, so the stale rows a ragged
+tile's masked write leaves in a reused ring slot are traced to the earlier item that wrote them.
+
+**Renaming.** In JAX every buffer is a value: a batched op's outputs are fresh ``[lanes, ...]`` values, never
+written into the buffer during the run. Storage reuse (ring slots shared by items n and n+3) then creates no
+dependence: only true dataflow orders ops. A reader takes a producer's stacked value directly when every lane
+reads exactly what one lane of one batched op wrote; otherwise each lane's operand is read from the pre-run buffer
+with exactly its sources' writes applied in program order (the elements it reads are theirs). After the run, each
+tensor still live gets the writes that survive in it, in program order (the last writer per element wins).
+
+**Groups.** An op's *level* is one more than the highest level among the ops it reads from (0 when it reads only
+pre-run values). Ops of the same level cannot depend on each other; ops of the same level and *key* (name,
+attributes, immediates, result type, operand shapes, dtypes and buffers, index coefficients and the exact mask)
+form one group, lanes in program order, and groups run level by level: isomorphic chains interleaved in program
+order by a software pipeline fall into one group per stage whatever their positions. Almost-isomorphic ops (a
+different shape or dtype) have different keys and are not merged.
+
+**What an op reads and where it writes** is learnt by tracing its lowering once per key abstractly
+(``jax.eval_shape``): the operands the lowering reads (an accumulator's destination among them) and the masks of
+its writes (NumPy arrays: masks known at trace time).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nki_dsl.backends.jax import access as acc
+from nki_dsl.ir.affine import Affine, var_kind, var_number
+from nki_dsl.ir.nodes import Access, Op
+
+MIN_SAVED = 8  # batch a run only when it removes at least this many ops from the program (sum of lanes - 1)
+RESULT = ""  # the output key of an op's result (operand names are never empty)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What an op's lowering does, for every op of one key: operands read, outputs written with their masks."""
+
+    reads: tuple[str, ...]
+    writes: tuple[tuple[str, object], ...]  # (operand name or RESULT, mask over the written access or None)
+
+
+@dataclass
+class Inst:
+    op: Op
+    n: int  # position in the run
+    key: object
+    probe: Probe = None
+    level: int = 0
+    group: int = -1
+    lane: int = -1
+    # operand name -> (tensor root, source codes per element or None (all pre-run), positions per element)
+    sources: dict = field(default_factory=dict)
+
+
+@dataclass
+class Group:
+    insts: list  # lanes, in program order
+    level: int
+    reads: dict = field(default_factory=dict)  # operand name -> [Part, ...] (``classify_reads``)
+    lane_access: dict = field(default_factory=dict)  # operand name -> its lanes' reads as one Access, or False
+
+
+@dataclass
+class Region:
+    """A batched run: ``insts`` in program order, ``groups`` in the order they run, ``writeback`` the (inst, out
+    key) pairs to apply to the state afterwards, in program order."""
+
+    insts: list
+    groups: list
+    writeback: list
+    stats: dict = field(default_factory=dict)
+
+
+def code(inst_n: int, k: int) -> int:
+    return inst_n * 16 + k  # (an op has at most a handful of outputs)
+
+
+def decode(c: int) -> tuple[int, int]:
+    return divmod(int(c), 16)
+
+
+def op_key(op: Op, signature, mask_key) -> object:
+    return (signature(op), mask_key(op))
+
+
+def flat_indices(index: tuple, shape: tuple, held: tuple, ivars: dict):
+    """Flat element positions (int64, of ``shape``) in a tensor held with shape ``held`` of an access (``index``:
+    one Affine per dimension, as the state holds the tensor), clipped into the tensor as reads clip them, and
+    which lie inside it (None: all); None when an index depends on a traced variable."""
+    flat, inside = np.zeros((1,) * len(shape), np.int64), None
+    stride = 1
+    for e, n in reversed(list(zip(index, held))):
+        axes, rest = acc.split(e)
+        if any(name not in ivars for name, _ in rest.terms):
+            return None
+        r = acc.value_of(rest, ivars)
+        v = (acc.axis_values_np(axes, shape).astype(np.int64) + r) if axes else np.full((1,) * len(shape), r, np.int64)
+        if v.size and (v.min() < 0 or v.max() >= n):
+            ok = (v >= 0) & (v < n)
+            inside = ok if inside is None else inside & ok
+            v = np.clip(v, 0, max(n - 1, 0))
+        flat = flat + stride * v
+        stride *= n
+    flat = np.broadcast_to(flat, shape)
+    return flat, (None if inside is None else np.broadcast_to(inside, shape))
+
+
+def analyse(insts: list, written_roots: set, held_shape, index_of, root_of, ivars: dict):
+    """Fill each instance's sources and level; returns the final writer array per tensor (root -> source code per
+    flat element), or None when an access cannot be analysed (a traced index)."""
+    writer = {r: np.full(math.prod(held_shape(r)), -1, np.int64) for r in written_roots}
+    pos = {r: np.zeros(math.prod(held_shape(r)), np.int64) for r in written_roots}
+    level_of = np.zeros(len(insts), np.int64)
+    for inst in insts:
+        op, lvl = inst.op, 0
+        for name in inst.probe.reads:
+            v = op.operands[name]
+            root = root_of(v.tensor.name)
+            if root not in writer:
+                inst.sources[name] = (root, None, None)
+                continue
+            fi = flat_indices(index_of(v), tuple(v.shape), held_shape(root), ivars)
+            if fi is None:
+                return None
+            idx, _ = fi
+            src = writer[root][idx]
+            inst.sources[name] = (root, src, pos[root][idx])
+            hit = src[src >= 0]
+            if hit.size:
+                lvl = max(lvl, int(level_of[hit // 16].max()) + 1)
+        inst.level = lvl
+        level_of[inst.n] = lvl
+        for k, (name, mask) in enumerate(inst.probe.writes):
+            if name == RESULT:
+                root, shape = root_of(op.result.name), tuple(op.result.type.shape)
+                idx, keep = np.arange(math.prod(shape)).reshape(shape), None
+            else:
+                v = op.operands[name]
+                root, shape = root_of(v.tensor.name), tuple(v.shape)
+                fi = flat_indices(index_of(v), shape, held_shape(root), ivars)
+                if fi is None:
+                    return None
+                idx, keep = fi
+            if mask is not None:
+                keep = np.broadcast_to(mask, shape) if keep is None else keep & np.broadcast_to(mask, shape)
+            here = np.arange(math.prod(shape)).reshape(shape)
+            if keep is not None:
+                idx, here = idx[keep], here[keep]
+            writer[root][idx] = code(inst.n, k)
+            pos[root][idx] = here
+    return writer
+
+
+def form_groups(insts: list) -> list:
+    """Groups of (key, level), each in program order; ordered by level, then by first op."""
+    by: dict = {}
+    for inst in insts:
+        by.setdefault((inst.key, inst.level), []).append(inst)
+    groups = sorted(by.values(), key=lambda g: (g[0].level, g[0].n))
+    out = []
+    for gid, members in enumerate(groups):
+        for lane, inst in enumerate(members):
+            inst.group, inst.lane = gid, lane
+        out.append(Group(members, members[0].level))
+    return out
+
+
+def classify_reads(groups: list, insts: list) -> None:
+    """Per group and operand, how the stacked operand is assembled (``Read``)."""
+    for g in groups:
+        for name in g.insts[0].probe.reads:
+            g.reads[name] = _read_plan(g, name, insts)
+
+
+@dataclass
+class Part:
+    """Where some elements of a stacked operand come from: ``kind`` "pre" (the pre-run tensor, read lane by
+    lane), "box" (lanes ``lanes`` of output ``k`` of group ``group``, the window at ``offsets`` of each) or
+    "gather" (output ``k`` of group ``group`` flattened, at ``index`` per element); ``mask`` ([lanes, ...] bool,
+    None: every element) selects the elements it gives."""
+
+    kind: str
+    mask: object = None
+    maps: tuple = ()  # "affine": (A, b), the producer's (lane, coordinates) = (lane, coordinates) @ A + b
+    pieces: tuple = ()  # "pieces": per lane, ((producer lane, box starts, box sizes, (A, b) over the box), ...)
+    group: int = -1
+    k: int = -1
+    lanes: tuple = ()
+    offsets: tuple = ()
+    index: object = None
+
+
+def _read_plan(g: Group, name: str, insts: list) -> list:
+    """The parts of the stacked operand ``name`` of group ``g``, later ones overriding earlier ones."""
+    shape = tuple(g.insts[0].op.operands[name].shape)
+    srcs = [inst.sources[name][1] for inst in g.insts]
+    poss = [inst.sources[name][2] for inst in g.insts]
+    if all(s is None for s in srcs):
+        return [Part("pre")]
+    K = len(g.insts)
+    stacked = np.stack([np.full(shape, -1, np.int64) if s is None else s for s in srcs])
+    pos = np.stack([np.zeros(shape, np.int64) if p is None else p for p in poss])
+    shifted = stacked + 1  # (codes are small non-negative ints, -1 the pre-run value: counting beats sorting)
+    codes = np.flatnonzero(np.bincount(shifted.ravel())) - 1
+    lut = np.zeros(int(codes[-1]) + 2, np.int64)
+    lut[codes + 1] = np.arange(len(codes))
+    inv = lut[shifted]
+    gtab = np.array([insts[c // 16].group if c >= 0 else -1 for c in codes.tolist()], np.int64)
+    ltab = np.array([insts[c // 16].lane if c >= 0 else 0 for c in codes.tolist()], np.int64)
+    ktab = np.array([c % 16 if c >= 0 else -1 for c in codes.tolist()], np.int64)
+    prod_group, prod_lane, prod_k = gtab[inv], ltab[inv], ktab[inv]
+    parts = []
+    if (stacked < 0).any():
+        parts.append(Part("pre"))
+    keys = sorted({(int(a), int(b)) for a, b, c in zip(gtab.tolist(), ktab.tolist(), codes.tolist()) if c >= 0})
+    for gid, k in keys:
+        sel = (prod_group == gid) & (prod_k == k)
+        producer = next(i for i in insts if i.group == gid)
+        out_name = producer.probe.writes[k][0]
+        out_shape = tuple(producer.op.result.type.shape if out_name == RESULT else producer.op.operands[out_name].shape)
+        mask = None if sel.all() else sel
+        k_prod = sum(1 for i in insts if i.group == gid)
+        part = (_affine(sel, prod_lane, pos, shape, out_shape, K, k_prod)
+                or _pieces(sel, prod_lane, pos, shape, out_shape, K))  # fmt: skip
+        if part is None:
+            size = math.prod(out_shape)
+            part = Part("gather", index=np.where(sel, prod_lane * size + pos, 0))
+        part.mask, part.group, part.k = mask, gid, k
+        parts.append(part)
+    parts[0].mask = None  # the base: every element the later parts do not give
+    return parts
+
+
+def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None):
+    """Integer ``(A, b)`` such that, at every selected position ``x`` of the grid ``sel``, the producer's
+    coordinates ``(lane[x], *unravel(pos[x], out_shape))`` are ``(x - lo) @ A + b`` (``lane``: an int grid, or
+    None to leave the lane out); found from the first selected position and one more along each axis, then
+    checked everywhere at once. None when no such map fits."""
+    first = int(np.argmax(sel))
+    if not sel.flat[first]:
+        return None
+    x0 = np.array(np.unravel_index(first, sel.shape), np.int64)
+    lo = np.zeros(sel.ndim, np.int64) if lo is None else np.asarray(lo)
+
+    def y(x):
+        c = list(np.unravel_index(int(pos[tuple(x)]), out_shape)) if out_shape else []
+        return np.array(([int(lane[tuple(x)])] if lane is not None else []) + c, np.int64)
+
+    y0 = y(x0)
+    A = np.zeros((sel.ndim, len(y0)), np.int64)
+    for a in range(sel.ndim):
+        line = sel[tuple(slice(None) if k == a else int(x0[k]) for k in range(sel.ndim))]
+        others = np.flatnonzero(line)
+        others = others[others != x0[a]]
+        if others.size == 0:
+            continue
+        x1 = x0.copy()
+        x1[a] = others[0]
+        diff = y(x1) - y0
+        if (diff % (x1[a] - x0[a])).any():
+            return None
+        A[a] = diff // (x1[a] - x0[a])
+    b = y0 - (x0 - lo) @ A
+    # every selected position: the predicted lane and flat position against the actual ones
+    grid = [np.arange(n).reshape([n if k == a else 1 for k in range(sel.ndim)]) - lo[a]
+            for a, n in enumerate(sel.shape)]  # fmt: skip
+    pred = [b[j] + sum(A[a, j] * grid[a] for a in range(sel.ndim)) for j in range(len(y0))]
+    coords = pred[1:] if lane is not None else pred
+    if any(((c < 0) | (c >= n))[np.broadcast_to(sel, sel.shape)].any() if np.ndim(c) else not 0 <= c < n
+           for c, n in zip(coords, out_shape)):  # fmt: skip
+        return None
+    flat = 0
+    for c, n in zip(coords, out_shape):
+        flat = flat * n + c
+    ok = np.broadcast_to(flat, sel.shape) == pos
+    if lane is not None:
+        ok &= np.broadcast_to(pred[0], sel.shape) == lane
+    if not ok[sel].all():
+        return None
+    return A, b
+
+
+def _affine(sel, prod_lane, pos, shape, out_shape, K, k_prod):
+    """An "affine" part when the producer's (lane, position) of every selected element is an affine function of
+    the operand's (lane, position) and that map is a strided box: one window of the producer's stacked output,
+    sliced and reshaped."""
+    fit = fit_affine(sel, prod_lane, pos, out_shape)
+    if fit is None:
+        return None
+    p = affine_plan(fit, (K, *shape), (k_prod, *out_shape))
+    return Part("affine", maps=fit) if p.box and p.in_bounds else None
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The tensor an access of a stacked output is planned against (only its name and shape are looked at)."""
+
+    shape: tuple
+
+    @property
+    def name(self):
+        return "(batched output)"
+
+    @property
+    def type(self):
+        return self
+
+
+def affine_plan(maps, shape, source_shape) -> acc.AccessPlan:
+    """The access plan reading ``source[(x @ A + b)]`` at every position ``x`` of ``shape``."""
+    return acc.plan(Access(_Source(tuple(source_shape)), access_of(None, maps, shape), tuple(shape)), {})
+
+
+def _pieces(sel, prod_lane, pos, shape, out_shape, K):
+    """A "pieces" part when, for each lane, the elements each producer lane gives it are a whole box of the
+    operand read by an affine map from that producer lane's output (an operand assembled from several lanes'
+    tiles)."""
+    per_lane = []
+    for lane in range(K):
+        pieces = []
+        for p in np.unique(prod_lane[lane][sel[lane]]).tolist():
+            s = sel[lane] & (prod_lane[lane] == p)
+            where = np.nonzero(s)
+            lo = [int(w.min()) for w in where]
+            sizes = [int(w.max()) - a + 1 for w, a in zip(where, lo)]
+            if math.prod(sizes) != int(s.sum()):
+                return None
+            fit = fit_affine(s, None, pos[lane], out_shape, lo)
+            if fit is None:
+                return None
+            pieces.append((p, tuple(lo), tuple(sizes), fit))
+        per_lane.append(tuple(pieces))
+    return Part("pieces", pieces=tuple(per_lane))
+
+
+def access_of(tensor, maps, shape) -> tuple:
+    """Index expressions (one per dimension of the source) of the affine map ``maps`` = (A, b) over the axes of
+    an access of ``shape``."""
+    A, b = maps
+    return tuple(Affine.of(int(b[j]), **{f"d{a}": int(A[a, j]) for a in range(A.shape[0]) if A[a, j]})
+                 for j in range(A.shape[1]))  # fmt: skip
+
+
+def _shift_axes(e: Affine) -> Affine:
+    """``e`` with access axis ``d<k>`` renamed ``d<k+1>`` (room for a leading lane axis)."""
+    terms = [(f"d{var_number(v) + 1}" if var_kind(v) == "axis" else v, c) for v, c in e.terms]
+    return Affine.of(e.const, **dict(terms))
+
+
+def lane_access(accesses: list):
+    """The lanes' accesses as one access with a leading lane axis ``d0``, when they read the same tensor, with
+    the same shape and index coefficients, at constants that step by the same amount from lane to lane; else
+    None."""
+    first = accesses[0]
+    for a in accesses:
+        if a.tensor.name != first.tensor.name or tuple(a.shape) != tuple(first.shape):
+            return None
+        if any(e.terms != f.terms for e, f in zip(a.index, first.index)):
+            return None
+    consts = np.array([[e.const for e in a.index] for a in accesses], np.int64)
+    step = consts[1] - consts[0] if len(accesses) > 1 else np.zeros(consts.shape[1], np.int64)
+    if not (consts == consts[0] + np.arange(len(accesses))[:, None] * step).all():
+        return None
+    index = tuple(_shift_axes(e) + Affine.var("d0", int(d)) if d else _shift_axes(e) for e, d in zip(first.index, step))
+    return Access(first.tensor, index, (len(accesses), *first.shape))
+
+
+def writeback(final: dict, live) -> list:
+    """(inst position, output index) of the writes that survive in a live tensor, in program order."""
+    alive = set()
+    for root, w in final.items():
+        if live(root):
+            alive.update(int(c) for c in np.unique(w) if c >= 0)
+    return sorted(decode(c) for c in alive)
