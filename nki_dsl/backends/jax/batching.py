@@ -165,8 +165,8 @@ def _held_shape(st: State, root: str) -> tuple:
     return tuple(shape) if shape is not None else tuple(st.info.types[root].shape)
 
 
-def plan(body: list, st: State, run_op) -> list:
-    """``body`` with the runs worth batching replaced by ``Batched`` items."""
+def plan(body: list, st: State) -> list:
+    """``body`` (statements and re-rolled runs) with the runs worth batching replaced by ``Batched`` items."""
     if not enabled():
         return list(body)
     out, run, defined = [], [], set()
@@ -174,22 +174,22 @@ def plan(body: list, st: State, run_op) -> list:
         if isinstance(stmt, Op) and _eligible(stmt, st):
             run.append(stmt)
             continue
-        out += _plan_run(run, st, run_op, defined)
+        out += _plan_run(run, st, defined)
         defined |= {op.result.name for op in run if op.result is not None}
         run = []
         out.append(stmt)
         if isinstance(stmt, Op) and stmt.result is not None:
             defined.add(stmt.result.name)
-    out += _plan_run(run, st, run_op, defined)
+    out += _plan_run(run, st, defined)
     return out
 
 
-def _plan_run(ops: list, st: State, run_op, defined_before: set) -> list:
+def _plan_run(ops: list, st: State, defined_before: set) -> list:
     if len(ops) <= bp.MIN_SAVED:
         return list(ops)
     t0 = time.perf_counter()
     try:
-        region = _plan_region(ops, st, run_op, defined_before)
+        region = _plan_region(ops, st, defined_before)
     except _NotBatchableError:
         region = None
     if region is None:
@@ -199,7 +199,7 @@ def _plan_run(ops: list, st: State, run_op, defined_before: set) -> list:
     return [Batched(region)]
 
 
-def _plan_region(ops: list, st: State, run_op, defined_before: set):
+def _plan_region(ops: list, st: State, defined_before: set):
     info = st.info
     keys = [bp.op_key(op, _signature, lambda o: _mask_key(o, st)) for op in ops]
     if len(ops) - len(set(keys)) < bp.MIN_SAVED:  # not enough isomorphic ops to save anything

@@ -71,23 +71,18 @@ def _rerolled(body, info: KernelInfo) -> list:
 
 
 def _planned(body, st: State) -> list:
-    """``body`` with batched runs (``batching``) and, among the rest, re-rolled runs (``reroll``)."""
+    """``body`` with its re-rolled runs (``reroll``: a Python loop's isomorphic tiles, one loop body traced once)
+    and, among the rest, its batched runs (``batching``: independent ops of interleaved chains, one op per
+    stage)."""
+    rolled = _rerolled(body, st.info)
     if not batching.enabled():
-        return _rerolled(body, st.info)
+        return rolled
     # the plan depends on how the state holds tensors (vectorised loops' blocks) and on the static loop indices
     key = ("batch", tuple(id(s) for s in body), repr(sorted(st.views.items())),
            tuple(sorted((k, v) for k, v in st.ivars.items() if isinstance(v, int))))  # fmt: skip
     plan = st.info.rerolled.get(key)
     if plan is None:
-        plan, rest = [], []
-        for stmt in batching.plan(body, st, run_op):
-            if isinstance(stmt, batching.Batched):
-                plan += _rerolled(rest, st.info) + [stmt]
-                rest = []
-            else:
-                rest.append(stmt)
-        plan += _rerolled(rest, st.info)
-        st.info.rerolled[key] = plan
+        plan = st.info.rerolled[key] = batching.plan(rolled, st)
     return plan
 
 
