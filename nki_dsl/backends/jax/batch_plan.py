@@ -46,6 +46,9 @@ from nki_dsl.ir.affine import Affine, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Op
 
 MIN_SAVED = 8  # batch a run only when it removes at least this many ops from the program (sum of lanes - 1)
+# Runs whose ops touch more elements than this (summed over their accesses) are left unbatched: the plan tracks
+# every element in NumPy (the ViT attention kernel's 263-op head-group body: ~8 million).
+MAX_ELEMENTS = 1 << 25
 RESULT = ""  # the output key of an op's result (operand names are never empty)
 
 

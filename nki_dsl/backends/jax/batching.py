@@ -12,6 +12,7 @@ Switches, read at each lowering: ``NKI_JAX_BATCH=0`` (off), or ``ENABLED`` (test
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -203,6 +204,9 @@ def _plan_region(ops: list, st: State, defined_before: set):
     info = st.info
     keys = [bp.op_key(op, _signature, lambda o: _mask_key(o, st)) for op in ops]
     if len(ops) - len(set(keys)) < bp.MIN_SAVED:  # not enough isomorphic ops to save anything
+        return None
+    elements = sum(math.prod(v.shape) for op in ops for v in op.operands.values() if isinstance(v, Access))
+    if elements > bp.MAX_ELEMENTS:  # (the plan's NumPy work and memory grow with the elements the run touches)
         return None
     probes = {}
     insts = []
