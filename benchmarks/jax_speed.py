@@ -34,6 +34,10 @@ row sum, divide, store: 128x512 fp32 tiles) on the JAX backend with loop re-roll
 says): first call and steady
 state of each, and their ratios; the numbers behind ``reroll.MIN_TRIPS``.
 
+``--batch`` instead times the ViT attention kernel with batching off and on (``NKI_JAX_BATCH=0/1``,
+``nki_dsl/backends/jax/batching.py``) and prints what planning the batched runs costs on its body and on a
+2,401-op one.
+
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
 other work, wall-clock time partly measures the other work, CPU time what the calls cost.
 """
@@ -190,8 +194,9 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
     print(f"{'tiles':>5} {'first off (ms)':>14} {'first on (ms)':>13} {'run off (ms)':>12} {'run on (ms)':>11} "
           f"{'first on/off':>12} {'run on/off':>12}")  # fmt: skip
     kernel = nki.jit(_unrolled_tiles)
-    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_REROLL_MIN_TRIPS")}
+    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_REROLL_MIN_TRIPS", "NKI_JAX_BATCH")}
     os.environ["NKI_JAX_REROLL_MIN_TRIPS"] = "2"  # "on" re-rolls whatever the threshold: the table is what decides it
+    os.environ["NKI_JAX_BATCH"] = "0"  # "off" is the unrolled ops, not batched ones
     try:
         for n in tiles:
             x = jnp.asarray(np.random.default_rng(n).standard_normal((128 * n, 512)).astype(np.float32))
@@ -215,6 +220,45 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
                 os.environ[v] = value
 
 
+def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
+    """The ViT attention kernel with batching (``nki_dsl/backends/jax/batching.py``) off and on: first call and
+    steady state; then what planning the batched runs costs, on its 263-op head-group body and on a 2,401-op
+    straight-line body (400 unrolled tiles of 8 columns, re-rolling off so that batching sees them)."""
+    from nki_dsl.backends.jax import batching
+
+    name, kernel, _, kargs = cases(np.random.default_rng(0))[-1]
+    dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
+    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_BATCH")}
+    firsts, fns = [], []
+    try:
+        for on in ("0", "1"):
+            os.environ["NKI_JAX_BATCH"] = on
+            firsts.append(first_call_time(kernel, dev_args, cpu, first))
+            fresh = nki.jit(kernel.fn)
+            jax.block_until_ready(fresh(*dev_args, backend="jax"))
+            fns.append(ready(partial(fresh, *dev_args, backend="jax")))
+        s_off, s_on = sample_rounds(fns, repeat, cpu, sample_s)
+        ratio, spread = paired_ratio(s_on, s_off)
+        print(f"{name}: first call off {firsts[0] * 1e3:.0f} ms, on {firsts[1] * 1e3:.0f} ms; steady state off "
+              f"{statistics.median(s_off) * 1e3:.2f} ms, on {statistics.median(s_on) * 1e3:.2f} ms (on/off "
+              f"{ratio:.2f} +-{spread:.2f})")  # fmt: skip
+        del batching.STATS[:]
+        nki.trace(kernel, *kargs).compile("jax")._jitted.lower(*dev_args[:3])
+        ops, groups, took = batching.STATS[-1]
+        print(f"planning: {ops} ops -> {groups} groups in {took * 1e3:.0f} ms")
+        os.environ["NKI_JAX_REROLL"] = "0"
+        x = np.random.default_rng(1).standard_normal((400 * 128, 8)).astype(np.float32)
+        nki.trace(nki.jit(_unrolled_tiles), x).compile("jax")._jitted.lower(jnp.asarray(x))
+        ops, groups, took = batching.STATS[-1]
+        print(f"planning: {ops} ops -> {groups} groups in {took * 1e3:.0f} ms")
+    finally:
+        for v, value in saved.items():
+            if value is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = value
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=20)
@@ -224,7 +268,11 @@ def main() -> int:
     parser.add_argument("--only", help="run only the kernels whose name contains this word")
     parser.add_argument("--memory", type=int, metavar="N", help="memory kept by N compiled specialisations")
     parser.add_argument("--reroll", metavar="N[,N...]", help="unrolled-tile kernels timed with re-rolling off/on")
+    parser.add_argument("--batch", action="store_true", help="ViT attention with batching off/on, and its cost")
     args = parser.parse_args()
+    if args.batch:
+        batch_table(args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
+        return 0
     if args.reroll:
         reroll_table([int(n) for n in args.reroll.split(",")], args.repeat, args.cpu, args.first,
                      args.sample_ms / 1e3)  # fmt: skip

@@ -126,50 +126,121 @@ def flat_indices(index: tuple, shape: tuple, held: tuple, ivars: dict):
     return flat, (None if inside is None else np.broadcast_to(inside, shape))
 
 
+def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
+    """The access as basic slices of the tensor held with shape ``held`` (a NumPy view, no index arrays), when
+    every dimension is a constant or a constant plus one access axis (coefficient 1, axes in order) inside the
+    tensor; else None."""
+    key, last = [], -1
+    used = set()
+    for e, n in zip(index, held):
+        axes, rest = acc.split(e)
+        if any(name not in ivars for name, _ in rest.terms):
+            return None
+        r = acc.value_of(rest, ivars)
+        axes = {a: c for a, c in axes.items() if shape[a] != 1}
+        if not axes:
+            if not 0 <= r < n:
+                return None
+            key.append(r)
+            continue
+        if len(axes) != 1:
+            return None
+        ((a, c),) = axes.items()
+        if c != 1 or a <= last or r < 0 or r + shape[a] > n:
+            return None
+        last = a
+        used.add(a)
+        key.append(slice(r, r + shape[a]))
+    if any(shape[a] != 1 and a not in used for a in range(len(shape))):
+        return None
+    return tuple(key)
+
+
+class _Tracked:
+    """Per element of one tensor: the code of the output that last wrote it (-1: none in the run) and the
+    element's position in that output."""
+
+    def __init__(self, held: tuple):
+        self.held = held
+        self.writer = np.full(held, -1, np.int32)
+        self.pos = np.zeros(held, np.int32)
+
+    def read(self, v, index, ivars):
+        shape = tuple(v.shape)
+        box = box_view(index, shape, self.held, ivars)
+        if box is not None:
+            return self.writer[box].reshape(shape).copy(), self.pos[box].reshape(shape).copy()
+        fi = flat_indices(index, shape, self.held, ivars)
+        if fi is None:
+            return None
+        idx = fi[0]
+        return self.writer.reshape(-1)[idx], self.pos.reshape(-1)[idx]
+
+    def write(self, index, shape, ivars, mask, c) -> bool:
+        here = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+        box = box_view(index, shape, self.held, ivars) if index is not None else ()
+        if box is not None:
+            w = self.writer[box] if box != () else self.writer
+            p = self.pos[box] if box != () else self.pos
+            wshape = w.shape
+            if mask is None:
+                w[...] = c
+                p[...] = here.reshape(wshape)
+            else:
+                m = np.broadcast_to(mask, shape).reshape(wshape)
+                w[m] = c
+                p[m] = here.reshape(wshape)[m]
+            return True
+        fi = flat_indices(index, shape, self.held, ivars)
+        if fi is None:
+            return False
+        idx, keep = fi
+        if mask is not None:
+            keep = np.broadcast_to(mask, shape) if keep is None else keep & np.broadcast_to(mask, shape)
+        if keep is not None:
+            idx, here = idx[keep], here[keep]
+        self.writer.reshape(-1)[idx] = c
+        self.pos.reshape(-1)[idx] = here
+        return True
+
+
 def analyse(insts: list, written_roots: set, held_shape, index_of, root_of, ivars: dict):
     """Fill each instance's sources and level; returns the final writer array per tensor (root -> source code per
-    flat element), or None when an access cannot be analysed (a traced index)."""
-    writer = {r: np.full(math.prod(held_shape(r)), -1, np.int64) for r in written_roots}
-    pos = {r: np.zeros(math.prod(held_shape(r)), np.int64) for r in written_roots}
-    level_of = np.zeros(len(insts), np.int64)
+    element), or None when an access cannot be analysed (a traced index)."""
+    tracked = {r: _Tracked(tuple(held_shape(r))) for r in written_roots}
+    level_by_code = np.full(16 * len(insts) + 1, -1, np.int64)  # (code + 1 -> its op's level; -1 for "pre-run")
     for inst in insts:
         op, lvl = inst.op, 0
         for name in inst.probe.reads:
             v = op.operands[name]
             root = root_of(v.tensor.name)
-            if root not in writer:
+            t = tracked.get(root)
+            if t is None:
                 inst.sources[name] = (root, None, None)
                 continue
-            fi = flat_indices(index_of(v), tuple(v.shape), held_shape(root), ivars)
-            if fi is None:
+            got = t.read(v, index_of(v), ivars)
+            if got is None:
                 return None
-            idx, _ = fi
-            src = writer[root][idx]
-            inst.sources[name] = (root, src, pos[root][idx])
-            hit = src[src >= 0]
-            if hit.size:
-                lvl = max(lvl, int(level_of[hit // 16].max()) + 1)
+            src, pos = got
+            inst.sources[name] = (root, src, pos)
+            if src.size:
+                lvl = max(lvl, int(level_by_code[src + 1].max()) + 1)
         inst.level = lvl
-        level_of[inst.n] = lvl
         for k, (name, mask) in enumerate(inst.probe.writes):
+            c = code(inst.n, k)
+            level_by_code[c + 1] = lvl
             if name == RESULT:
                 root, shape = root_of(op.result.name), tuple(op.result.type.shape)
-                idx, keep = np.arange(math.prod(shape)).reshape(shape), None
+                if tuple(tracked[root].held) != shape:
+                    return None
+                ok = tracked[root].write(None, shape, ivars, None, c)
             else:
                 v = op.operands[name]
                 root, shape = root_of(v.tensor.name), tuple(v.shape)
-                fi = flat_indices(index_of(v), shape, held_shape(root), ivars)
-                if fi is None:
-                    return None
-                idx, keep = fi
-            if mask is not None:
-                keep = np.broadcast_to(mask, shape) if keep is None else keep & np.broadcast_to(mask, shape)
-            here = np.arange(math.prod(shape)).reshape(shape)
-            if keep is not None:
-                idx, here = idx[keep], here[keep]
-            writer[root][idx] = code(inst.n, k)
-            pos[root][idx] = here
-    return writer
+                ok = tracked[root].write(index_of(v), shape, ivars, mask, c)
+            if not ok:
+                return None
+    return {r: t.writer.reshape(-1) for r, t in tracked.items()}
 
 
 def form_groups(insts: list) -> list:
@@ -190,7 +261,7 @@ def classify_reads(groups: list, insts: list) -> None:
     """Per group and operand, how the stacked operand is assembled (``Read``)."""
     for g in groups:
         for name in g.insts[0].probe.reads:
-            g.reads[name] = _read_plan(g, name, insts)
+            g.reads[name] = _read_plan(g, name, insts, groups)
 
 
 @dataclass
@@ -211,7 +282,7 @@ class Part:
     index: object = None
 
 
-def _read_plan(g: Group, name: str, insts: list) -> list:
+def _read_plan(g: Group, name: str, insts: list, groups: list) -> list:
     """The parts of the stacked operand ``name`` of group ``g``, later ones overriding earlier ones."""
     shape = tuple(g.insts[0].op.operands[name].shape)
     srcs = [inst.sources[name][1] for inst in g.insts]
@@ -240,7 +311,7 @@ def _read_plan(g: Group, name: str, insts: list) -> list:
         out_name = producer.probe.writes[k][0]
         out_shape = tuple(producer.op.result.type.shape if out_name == RESULT else producer.op.operands[out_name].shape)
         mask = None if sel.all() else sel
-        k_prod = sum(1 for i in insts if i.group == gid)
+        k_prod = len(groups[gid].insts)
         part = (_affine(sel, prod_lane, pos, shape, out_shape, K, k_prod)
                 or _pieces(sel, prod_lane, pos, shape, out_shape, K))  # fmt: skip
         if part is None:
@@ -282,21 +353,27 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
             return None
         A[a] = diff // (x1[a] - x0[a])
     b = y0 - (x0 - lo) @ A
-    # every selected position: the predicted lane and flat position against the actual ones
-    grid = [np.arange(n).reshape([n if k == a else 1 for k in range(sel.ndim)]) - lo[a]
-            for a, n in enumerate(sel.shape)]  # fmt: skip
-    pred = [b[j] + sum(A[a, j] * grid[a] for a in range(sel.ndim)) for j in range(len(y0))]
-    coords = pred[1:] if lane is not None else pred
-    if any(((c < 0) | (c >= n))[np.broadcast_to(sel, sel.shape)].any() if np.ndim(c) else not 0 <= c < n
-           for c, n in zip(coords, out_shape)):  # fmt: skip
+    # bounds: each coordinate, affine in x, is extremal at the corners of the selection's bounding box
+    lo_box = np.array([int(np.flatnonzero(np.any(sel, axis=tuple(k for k in range(sel.ndim) if k != a)))[0])
+                       for a in range(sel.ndim)]) - lo  # fmt: skip
+    hi_box = np.array([int(np.flatnonzero(np.any(sel, axis=tuple(k for k in range(sel.ndim) if k != a)))[-1])
+                       for a in range(sel.ndim)]) - lo  # fmt: skip
+    least = b + np.minimum(A * lo_box[:, None], A * hi_box[:, None]).sum(axis=0)
+    most = b + np.maximum(A * lo_box[:, None], A * hi_box[:, None]).sum(axis=0)
+    limits = np.array(([np.iinfo(np.int64).max] if lane is not None else []) + list(out_shape), np.int64)
+    if (least < 0).any() or (most >= limits).any():
         return None
-    flat = 0
-    for c, n in zip(coords, out_shape):
-        flat = flat * n + c
-    ok = np.broadcast_to(flat, sel.shape) == pos
+    # then every selected position at once: the (lane, flat position) the map gives against the actual one
+    strides = np.array([int(np.prod(out_shape[j + 1:])) for j in range(len(out_shape))], np.int64)
     if lane is not None:
-        ok &= np.broadcast_to(pred[0], sel.shape) == lane
-    if not ok[sel].all():
+        strides = np.concatenate([[int(np.prod(out_shape))], strides])
+    coef, const = A @ strides, int(b @ strides)
+    pred = np.full((1,) * sel.ndim, const, np.int64)
+    for a, n in enumerate(sel.shape):
+        if coef[a]:
+            pred = pred + coef[a] * (np.arange(n) - lo[a]).reshape([n if k == a else 1 for k in range(sel.ndim)])
+    actual = pos.astype(np.int64) if lane is None else lane.astype(np.int64) * int(np.prod(out_shape)) + pos
+    if not (np.broadcast_to(pred, sel.shape)[sel] == actual[sel]).all():
         return None
     return A, b
 
