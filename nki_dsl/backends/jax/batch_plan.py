@@ -274,6 +274,7 @@ class Part:
     kind: str
     mask: object = None
     maps: tuple = ()  # "affine": (A, b), the producer's (lane, coordinates) = (lane, coordinates) @ A + b
+    box: tuple = ()  # "affine" over a box of the operand only: (starts, sizes), the map relative to the starts
     pieces: tuple = ()  # "pieces": per lane, ((producer lane, box starts, box sizes, (A, b) over the box), ...)
     group: int = -1
     k: int = -1
@@ -354,10 +355,9 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
         A[a] = diff // (x1[a] - x0[a])
     b = y0 - (x0 - lo) @ A
     # bounds: each coordinate, affine in x, is extremal at the corners of the selection's bounding box
-    lo_box = np.array([int(np.flatnonzero(np.any(sel, axis=tuple(k for k in range(sel.ndim) if k != a)))[0])
-                       for a in range(sel.ndim)]) - lo  # fmt: skip
-    hi_box = np.array([int(np.flatnonzero(np.any(sel, axis=tuple(k for k in range(sel.ndim) if k != a)))[-1])
-                       for a in range(sel.ndim)]) - lo  # fmt: skip
+    box_lo, box_sizes = bounding_box(sel)
+    lo_box = np.asarray(box_lo) - lo
+    hi_box = lo_box + np.asarray(box_sizes) - 1
     least = b + np.minimum(A * lo_box[:, None], A * hi_box[:, None]).sum(axis=0)
     most = b + np.maximum(A * lo_box[:, None], A * hi_box[:, None]).sum(axis=0)
     limits = np.array(([np.iinfo(np.int64).max] if lane is not None else []) + list(out_shape), np.int64)
@@ -378,6 +378,16 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
     return A, b
 
 
+def bounding_box(sel: np.ndarray):
+    """The least box holding every True of ``sel`` (not empty): (starts, sizes)."""
+    lo, sizes = [], []
+    for a in range(sel.ndim):
+        hit = np.flatnonzero(np.any(sel, axis=tuple(k for k in range(sel.ndim) if k != a)))
+        lo.append(int(hit[0]))
+        sizes.append(int(hit[-1]) - int(hit[0]) + 1)
+    return lo, tuple(sizes)
+
+
 def _affine(sel, prod_lane, pos, shape, out_shape, K, k_prod):
     """An "affine" part when the producer's (lane, position) of every selected element is an affine function of
     the operand's (lane, position) and that map is a strided box: one window of the producer's stacked output,
@@ -385,8 +395,19 @@ def _affine(sel, prod_lane, pos, shape, out_shape, K, k_prod):
     fit = fit_affine(sel, prod_lane, pos, out_shape)
     if fit is None:
         return None
-    p = affine_plan(fit, (K, *shape), (k_prod, *out_shape))
-    return Part("affine", maps=fit) if p.box and p.in_bounds else None
+    full = (K, *shape)
+    p = affine_plan(fit, full, (k_prod, *out_shape))
+    if p.box and p.in_bounds:
+        return Part("affine", maps=fit)
+    # only the selection's bounding box need be read (the rest is padding the part's mask discards): the map
+    # there may stay inside the producer where it leaves it elsewhere (lane l reading lane l - 1, but not lane 0)
+    lo, sizes = bounding_box(sel)
+    A, b = fit
+    shifted = (A, b + np.asarray(lo) @ A)
+    p = affine_plan(shifted, sizes, (k_prod, *out_shape))
+    if not (p.box and p.in_bounds):
+        return None
+    return Part("affine", maps=shifted, box=(tuple(lo), sizes))
 
 
 @dataclass(frozen=True)
