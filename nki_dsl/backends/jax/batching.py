@@ -89,6 +89,12 @@ class _LaneState(State):
         value = jnp.broadcast_to(jnp.asarray(value).astype(dtype), tuple(access.shape))
         self.written.append((name, value, mask))
 
+    def array(self, name: str):
+        raise _NotBatchableError(f"a lowering reads tensor {name} whole")  # (it could see a pre-run value)
+
+    def value(self, root: str):
+        raise _NotBatchableError(f"a lowering reads tensor {root} whole")
+
     def set_array(self, name: str, value) -> None:
         if self._op.result is None or name != self._op.result.name:
             raise _NotBatchableError("a lowering sets a tensor other than its result")
