@@ -36,6 +36,7 @@ its writes (NumPy arrays: masks known at trace time).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -104,6 +105,12 @@ def op_key(op: Op, signature, mask_key) -> object:
     return (signature(op), mask_key(op))
 
 
+@functools.lru_cache(maxsize=4096)
+def _split(e: Affine):
+    """``access.split`` of an index expression, cached: a long run names the same expressions again and again."""
+    return acc.split(e)
+
+
 def flat_indices(index: tuple, shape: tuple, held: tuple, ivars: dict):
     """Flat element positions (int64, of ``shape``) in a tensor held with shape ``held`` of an access (``index``:
     one Affine per dimension, as the state holds the tensor), clipped into the tensor as reads clip them, and
@@ -111,7 +118,7 @@ def flat_indices(index: tuple, shape: tuple, held: tuple, ivars: dict):
     flat, inside = np.zeros((1,) * len(shape), np.int64), None
     stride = 1
     for e, n in reversed(list(zip(index, held))):
-        axes, rest = acc.split(e)
+        axes, rest = _split(e)
         if any(name not in ivars for name, _ in rest.terms):
             return None
         r = acc.value_of(rest, ivars)
@@ -133,7 +140,7 @@ def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
     key, last = [], -1
     used = set()
     for e, n in zip(index, held):
-        axes, rest = acc.split(e)
+        axes, rest = _split(e)
         if any(name not in ivars for name, _ in rest.terms):
             return None
         r = acc.value_of(rest, ivars)
