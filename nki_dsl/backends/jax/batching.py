@@ -3,9 +3,12 @@ leading lane axis (``batch_plan`` says what and why); this module plans runs of 
 
 A group of ``K`` lanes lowers as ``jax.vmap`` (over the lanes) of its first op's ordinary lowering, whose operand
 reads return the lane's stacked operand and whose writes are recorded instead of applied (``_LaneState``): the
-same handler code as the unbatched lowering, so each lane computes what the op alone would. Results are bit for
-bit those of the unbatched lowering: the same ops on the same values (the plan gives each read exactly the
-elements program order would), rounded the same way; only how XLA sees them changes.
+same handler code as the unbatched lowering, so each lane computes what the op alone would. The program computes
+every element with the same primitives on the same values as the unbatched one (the plan gives each read exactly
+the elements program order would), rounded the same way. Compiled, the two agree bit for bit except where XLA on
+CPU hands a dot or reduction to a YNNPACK kernel chosen by shape, whose summation order differs between a
+[lanes, 128, 197] and a [128, 197] operand (an ulp; with ``xla_cpu_experimental_ynn_fusion_type=""`` they agree,
+tests/backends/jax/test_batching.py). Re-rolled runs (``reroll``) are left to re-rolling.
 
 Switches, read at each lowering: ``NKI_JAX_BATCH=0`` (off), or ``ENABLED`` (tests).
 """
