@@ -158,7 +158,7 @@ def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
         if not axes:
             if not 0 <= r < n:
                 return None
-            key.append(r)
+            key.append(slice(r, r + 1))  # (a slice, not an index: the result stays a view, never a scalar)
             continue
         if len(axes) != 1:
             return None
