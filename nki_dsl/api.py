@@ -121,6 +121,7 @@ def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudg
     ``IRBudget()``, which fits every real kernel); over budget is an ``NkiVerificationError`` naming the budget.
     ``path`` names the text in error messages (e.g. the bundle file it came from)."""
     # deferred: `import nki_dsl` loads neither the parser nor the verifier; only parsing IR needs them
+    import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import check
 

@@ -151,6 +151,7 @@ def cmd_check(args) -> int:
     from rich.markup import escape
 
     # deferred: `import nki_dsl` does not load the compiler passes, parser or verifier; commands that need them do
+    import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.verify import verify_kernel
 

@@ -3,6 +3,8 @@ simulator reads to know which buffer region an instruction touches (so it can fi
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -83,7 +85,9 @@ class _Live:
 
 def allocate(kernel, t: Target) -> Allocation:
     """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
-    ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them."""
+    ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them, or, in SBUF, the tensor
+    that found no hole. SBUF fits exactly when ``fit_one_copy`` says so (the verifier's ``sbuf-capacity`` rule asks
+    it too); rotating copies are then added where they still fit."""
     lives = live_ranges(kernel)
     out = Allocation(t)
     # SBUF tensors start on the target's free-dim alignment; PSUM tiles take whole banks (reference/nki.md §1.1-§1.2)
@@ -96,9 +100,17 @@ def allocate(kernel, t: Target) -> Allocation:
         # buffering (which would stall the engine consuming it at every iteration).
         copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
         fixed = _fixed(group, buffer, capacity, unit, t)
+        single = None  # SBUF: the one-copy placement that decides whether the kernel fits (``fit_one_copy``)
+        if buffer == "sbuf":
+            single, misfit = fit_one_copy(group, capacity, unit, fixed)
+            if single is None:
+                raise _does_not_fit(group, buffer, capacity, unit, t.name, misfit)
         while (placed := _place(group, buffer, capacity, unit, copies, fixed)) is None:
             shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
             if not shrinkable:
+                if single is not None:
+                    placed = single  # first fit in program order left no hole; largest first did
+                    break
                 raise _does_not_fit(group, buffer, capacity, unit, t.name)
             big = max(shrinkable, key=lambda lv: (min(copies[lv.tensor.name], lv.loop_span[2]), _size(lv, unit),
                                                   -lv.start))  # fmt: skip
@@ -112,26 +124,50 @@ def _size(lv: _Live, unit: int) -> int:
     return -(-n // unit) * unit  # PSUM tiles take whole 2 KiB banks, so each starts on a bank boundary
 
 
-def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=()) -> dict[str, Placement] | None:
+def _in_program_order(lv: _Live, unit: int):
+    return lv.start, -lv.tensor.type.bytes_per_partition
+
+
+def _largest_first(lv: _Live, unit: int):
+    return -_size(lv, unit), lv.start
+
+
+@dataclass(frozen=True)
+class Misfit:
+    """First fit found no hole for ``live`` (``size`` bytes per partition, aligned): ``others`` are the tensors
+    already placed whose live ranges overlap its range, with their byte ranges ``(lo, hi)``."""
+
+    live: _Live
+    size: int
+    others: tuple[tuple[_Live, int, int], ...]
+
+
+def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), order=_in_program_order,
+           misfits: list | None = None) -> dict[str, Placement] | None:  # fmt: skip
     """``copies``: rotating copies asked for each tensor (by name). First fit in address order over tensors sorted
-    by start; tensors whose intervals do not overlap share. ``fixed``: placements the kernel chose, taken as
-    they are (the others fit around them)."""
+    by ``order`` (by start: program order); tensors whose intervals do not overlap share. ``fixed``: placements the
+    kernel chose, taken as they are (the others fit around them). On failure, ``misfits`` (when given) receives
+    the ``Misfit``."""
     placed: list[tuple[_Live, Placement]] = list(fixed)
     out = {p.tensor: p for _, p in fixed}
-    for lv in sorted(group, key=lambda lv: (lv.start, -lv.tensor.type.bytes_per_partition)):
+    for lv in sorted(group, key=lambda lv: order(lv, unit)):
         if lv.tensor.name in out:
             continue
         buffers = min(copies[lv.tensor.name], lv.loop_span[2]) if lv.loop_span else 1
         size = _size(lv, unit)
         lo, hi = lv.interval(buffers)
-        busy = sorted((p.byte_offset, p.byte_offset + p.footprint) for o, p in placed
-                      if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0]))  # fmt: skip
+        overlapping = [(o, p) for o, p in placed
+                       if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0])]  # fmt: skip
+        busy = sorted((p.byte_offset, p.byte_offset + p.footprint) for _, p in overlapping)
         offset = 0
         for b_lo, b_hi in busy:
             if offset + size * buffers <= b_lo:
                 break
             offset = max(offset, b_hi)
         if offset + size * buffers > capacity:
+            if misfits is not None:
+                misfits.append(Misfit(lv, size * buffers, tuple((o, p.byte_offset, p.byte_offset + p.footprint)
+                                                                for o, p in overlapping)))  # fmt: skip
             return None
         ty = lv.tensor.type
         p = Placement(lv.tensor.name, buffer, 0, ty.partitions, offset, size, buffers,
@@ -139,6 +175,87 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=()) -> d
         placed.append((lv, p))
         out[p.tensor] = p
     return out
+
+
+# Placed tensors examined by one ``fit_one_copy`` order at most (~5 s of Python): IR with thousands of SBUF tensors
+# live at once (20,000 ops fit the IR budget) is refused as too costly to place, by the allocator and the verifier
+# alike. Real kernels stay far below (ViT attention at sequence 16384: under 100,000).
+MAX_FIT_WORK = 6_000_000
+
+
+def fit_one_copy(group, capacity: int, unit: int, fixed=()) -> tuple[dict[str, Placement] | None, Misfit | None]:
+    """Whether the SBUF tensors ``group`` fit with one copy each (no rotation), and a placement if they do: first
+    fit in program order (the order the rotating placements use), then, when that leaves some tensor no hole
+    although its bytes are free in total (fragmentation), first fit largest first. The allocator refuses exactly
+    when this does, and the verifier's ``sbuf-capacity`` rule runs it on the lowered kernel (``sbuf_misfit``), so
+    the two agree on every kernel. It reads program positions only, not trip counts, so a shape family's
+    instances all get the same answer. ``(None, misfit)`` names the tensor program order found no hole for (its
+    ``size`` is -1 when the placement gave up past ``MAX_FIT_WORK``)."""
+    first = None
+    for order in (_in_program_order, _largest_first):
+        placed, misfit = _fit(group, capacity, unit, fixed, order)
+        if placed is not None:
+            return placed, None
+        first = first or misfit
+        if misfit.size < 0:
+            break
+    return None, first
+
+
+def _fit(group, capacity, unit, fixed, order):
+    """First fit of ``group`` in ``order``, one copy each, around the ``fixed`` placements. In program order only
+    the tensors still live are looked at (kept sorted by address), so it costs the number of tensors times those
+    live at once."""
+    out = {p.tensor: p for _, p in fixed}
+    fixed_spans = [(o, p.byte_offset, p.byte_offset + p.footprint) for o, p in fixed]
+    items = sorted((lv for lv in group if lv.tensor.name not in out), key=lambda lv: order(lv, unit))
+    streaming = order is _in_program_order  # starts ascending: a tensor ended before this start never meets it
+    placed: list[tuple[_Live, int, int]] = []  # (live range, byte lo, byte hi), by address when streaming
+    ends: list[tuple[int, int]] = []  # (end, id) of the placed tensors, when streaming: the next to expire first
+    work = 0
+    for lv in items:
+        if streaming:
+            if ends and ends[0][0] < lv.start:
+                while ends and ends[0][0] < lv.start:
+                    heapq.heappop(ends)
+                placed = [x for x in placed if x[0].end >= lv.start]
+            near = placed
+        else:
+            near = [x for x in placed if not (x[0].end < lv.start or lv.end < x[0].start)]
+            near.sort(key=lambda x: x[1])
+        meets = near + [x for x in fixed_spans if not (x[0].end < lv.start or lv.end < x[0].start)]
+        if fixed_spans:
+            meets.sort(key=lambda x: x[1])
+        work += len(placed) + len(fixed_spans)
+        size = _size(lv, unit)
+        if work > MAX_FIT_WORK:
+            return None, Misfit(lv, -1, ())
+        offset = 0
+        for _, b_lo, b_hi in meets:
+            if offset + size <= b_lo:
+                break
+            offset = max(offset, b_hi)
+        if offset + size > capacity:
+            return None, Misfit(lv, size, tuple(meets))
+        entry = (lv, offset, offset + size)
+        if streaming:
+            bisect.insort(placed, entry, key=lambda x: x[1])
+            heapq.heappush(ends, (lv.end, id(lv)))
+        else:
+            placed.append(entry)
+        ty = lv.tensor.type
+        out[lv.tensor.name] = Placement(lv.tensor.name, "sbuf", 0, ty.partitions, offset, size, 1, None,
+                                        lv.block_bytes is not None)  # fmt: skip
+    return out, None
+
+
+def sbuf_misfit(lowered, t: Target):
+    """``fit_one_copy`` for the SBUF tensors of lowered kernel ``lowered`` on ``t``: the misfit (None when they
+    fit), the live ranges it placed and the bytes it gives each (aligned)."""
+    group = [lv for lv in live_ranges(lowered) if lv.tensor.type.buffer.value == "sbuf"]
+    fixed = _fixed(group, "sbuf", t.sbuf_bytes_per_partition, t.sbuf_min_align, t)
+    misfit = fit_one_copy(group, t.sbuf_bytes_per_partition, t.sbuf_min_align, fixed)[1]
+    return misfit, group, lambda lv: _size(lv, t.sbuf_min_align)
 
 
 def _address(lv: _Live) -> tuple[int, ...]:
@@ -162,11 +279,25 @@ def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement
     return out
 
 
-def _does_not_fit(group, buffer, capacity, unit, target):
+def _does_not_fit(group, buffer, capacity, unit, target, misfit: Misfit | None = None):
+    """The tensors live at the peak, or (``misfit``, when the peak fits) the tensor that found no hole."""
     points = sorted({lv.start for lv in group})
     at = max(points, key=lambda x: sum(_size(lv, unit) for lv in group if lv.start <= x <= lv.end))
     live = sorted((lv for lv in group if lv.start <= at <= lv.end), key=lambda lv: -_size(lv, unit))
     total = sum(_size(lv, unit) for lv in live)
+    if misfit is not None and misfit.size < 0:
+        op = misfit.live.op
+        msg = (f"{buffer.upper()}: {len(group)} tensors, so many live at once that placing them passed "
+               f"MAX_FIT_WORK ({MAX_FIT_WORK} tensors examined) at %{misfit.live.tensor.name}")  # fmt: skip
+        return NkiVerificationError([Diagnostic(op.loc, op.name, "allocate", msg)])
+    if misfit is not None and total <= capacity:
+        op, others = misfit.live.op, sorted(misfit.others, key=lambda o: o[1])
+        items = ", ".join(f"%{o.tensor.name} {hi - lo} B at {lo} (line {o.op.loc.line})" for o, lo, hi in others)
+        msg = (f"{buffer.upper()} has no hole for %{misfit.live.tensor.name} ({misfit.size} bytes per partition): "
+               f"the {sum(hi - lo for _, lo, hi in others)} bytes live with it fit a {target} partition's "
+               f"{capacity}, but not with a gap this large, placed in program order or largest first; live with it: "
+               f"{items}")  # fmt: skip
+        return NkiVerificationError([Diagnostic(op.loc, op.name, "allocate", msg)])
     items = ", ".join(f"%{lv.tensor.name} {_size(lv, unit)} B (line {lv.op.loc.line})" for lv in live)
     msg = (f"{buffer.upper()} cannot hold the tensors live here: {total} bytes per partition, more than the "
            f"{capacity} a {target} partition has; live: {items}")

@@ -111,6 +111,7 @@ class JitKernel:
     def specialize(self, grid, args, kwargs, target: Target) -> tuple[Kernel, dict, tuple]:
         """Trace (or fetch from the cache) and verify the kernel for these arguments on ``target``; the key returned
         (which the compile and profile caches use) ends with the target."""
+        import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
         from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier (23 modules, ~50 ms)
 
         bound, arrays = bind(self.fn, args, kwargs)

@@ -25,7 +25,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
 ``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
-  scopes, where shared HBM is made, outputs written, on-chip capacity, the double-row mode's target and dtypes,
+  scopes, where shared HBM is made, outputs written, on-chip capacity (``sbuf-capacity`` places the lowered kernel's
+  tensors by program position and on-chip size, never a trip count; as lowering reads one, whether a loop runs at
+  all, the rule's answer at the top of the range is reported too), the double-row mode's target and dtypes,
   kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
   accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is
   checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
@@ -246,7 +248,7 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
     for diag in verify_kernel(upper, target, budget):
-        if RULE_ARGUMENTS.get(diag.rule) == MONOTONE:
+        if RULE_ARGUMENTS.get(diag.rule) == MONOTONE or diag.rule == "sbuf-capacity":  # (see the docstring)
             found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
     found += _offsets_cancel(kernel)
     found += _out_of_bounds(kernel)

@@ -3,10 +3,9 @@
 
 A block is a rectangle of partitions ``[part, part + P)`` x bytes ``[byte, byte + F)`` of every partition, ``P``
 the tensor's partition count and ``F`` the bytes of one block's free dimensions. Blocks that share a rectangle by
-design (``num_free_tiles=(2,)``) take its space once: ``physical_bytes`` and ``physical_banks`` count distinct
-space, which is what the ``sbuf-capacity`` and ``psum-banks`` rules weigh a directly allocated tensor by (the hook
-for a rule that counts live physical buffers: ``banks_of`` gives the bank ids, so tensors placed in one bank on
-purpose can be counted once across tensors too).
+design (``num_free_tiles=(2,)``) take its space once: the allocator (``passes/allocate._fixed``) and with it the
+``sbuf-capacity`` rule place such a tensor as its blocks' bounding rectangle, and ``banks_of`` gives the PSUM bank
+ids a tensor's blocks touch (so tensors placed in one bank on purpose can be counted once across tensors too).
 """
 
 from __future__ import annotations
@@ -76,21 +75,6 @@ def rects(op: Op) -> list[Rect] | None:
         part, byte = address[2 * k], address[2 * k + 1]
         out.append(Rect(idx, part, part + ty.partitions, byte, byte + f))
     return out
-
-
-def physical_bytes(op: Op) -> int | None:
-    """Bytes per partition a directly allocated tensor's distinct blocks cover (None: not directly allocated)."""
-    rs = rects(op)
-    if rs is None:
-        return None
-    spans = sorted({(r.b_lo, r.b_hi) for r in rs})
-    total, end = 0, None
-    for lo, hi in spans:
-        if end is None or lo >= end:
-            total, end = total + hi - lo, hi
-        elif hi > end:
-            total, end = total + hi - end, hi
-    return total
 
 
 def banks_of(op: Op, bank_bytes: int) -> frozenset[int] | None:
