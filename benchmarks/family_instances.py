@@ -15,6 +15,9 @@ concrete trace of the same shape.
 Then the row kernels' width families (softmax, rmsnorm, layernorm: ``widths.py`` in each package, the row length W
 symbolic, rmsnorm's and layernorm's epsilon a runtime scalar) and matmul's tiled family past 8192, against the
 concrete trace of the same shape.
+Last, vit-attn's ``attention`` families over B, H, S and D (kernels/vit_attn/seq_family.py: flash over key blocks
+of 512 for every S, on-chip tensors sized for D = 128), bf16, against the concrete trace (resident strip or flash,
+tuned per shape).
 """
 
 from __future__ import annotations
@@ -159,6 +162,33 @@ def rows_table(quick: bool) -> None:
         concrete = nki.trace(launch, *args, target="trn2", **kwargs)
         fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
         print(f"{'tiled':10} {dtype:9} {f'{k}x{m}x{n}':>16} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+# vit-attn's attention over any (B, H, S, D) (kernels/vit_attn/seq_family.py), bf16: ViT-B/16 and DINOv2-L/14
+# shapes (which the models' own families run in a bundle) and lengths no model has
+ATTENTION = [(1, 12, 197, 64), (8, 12, 197, 64), (1, 16, 1370, 64), (1, 16, 300, 64), (1, 16, 640, 80),
+             (1, 8, 4096, 64)]  # fmt: skip
+QUICK_ATTENTION = ATTENTION[:1] + ATTENTION[3:4]
+
+
+def attention_table(cases) -> None:
+    import re
+
+    from kernels.vit_attn.launcher import plan_attention
+
+    toml = (Path(__file__).resolve().parents[1] / "kernels" / "vit_attn" / "kernel.toml").read_text()
+    boxes = [dict(re.findall(r'(\w) = "(\d+\.\.\d+)"', dims)) for dims in
+             re.findall(r'args = \["B x H x S x D:bfloat16".*?dims = \{ (.*?) \}', toml)]  # fmt: skip
+    print(f"\n{'attention B x H x S x D':24} {'family S':>12} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
+    for shape in cases:
+        box = next(b for b in boxes if int(b["S"].split("..")[0]) <= shape[2] <= int(b["S"].split("..")[1]))
+        dims = {k: tuple(map(int, v.split(".."))) for k, v in box.items()}
+        spec = nki.spec(("B", "H", "S", "D"), "bfloat16", dims=dims)
+        launch, args, kwargs = plan_attention(*[_Arg(spec, nki.symbolic_shapes(spec)[0])] * 3)
+        family = nki.trace(launch, *[spec] * 3, target="trn2", **kwargs)
+        instance = family.instantiate(shape, shape, shape, target="trn2")
+        launch, args, kwargs = plan_attention(*[np.zeros(shape, nl.bfloat16)] * 3)
+        concrete = nki.trace(launch, *[nki.spec(shape, "bfloat16")] * 3, target="trn2", **kwargs)
+        fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
+        print(f"{'x'.join(map(str, shape)):24} {box['S']:>12} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
 
 
 def main() -> None:
@@ -181,6 +211,7 @@ def main() -> None:
             print(f"{name:15} {m:5d} {f'{lo}..{hi}':>13} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
     widths_table(QUICK_WIDTHS if quick else WIDTHS)
     rows_table(quick)
+    attention_table(QUICK_ATTENTION if quick else ATTENTION)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ row max and the Scalar engine the exp, so spreading the copies balances the two 
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -82,6 +83,14 @@ def choose_evict(seq: int, strategy: str, evict="auto") -> tuple:
     if strategy == "flash":
         return FLASH_EVICT
     return DEFAULT_EVICT if seq <= BANK else LONG_EVICT
+
+
+def _static(n):
+    """``n`` as an int, or None for a shape family's symbolic dimension (``nki.spec(dims=)``)."""
+    try:
+        return operator.index(n)
+    except nki.InconclusiveDimensionError:
+        return None
 
 
 def _chunks(n: int, size: int) -> list[tuple[int, int]]:
@@ -513,6 +522,11 @@ def _qkv_slices_group(qkv, out, b, hg, group, seq, d, hd, scale, strategy, evict
 def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=DEFAULT_EVICT):
     batch, heads, seq, d = q.shape
     out = nl.ndarray((batch, heads, seq, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    if _static(seq) is None:  # a shape family over the sequence length: one schedule for every S (seq_family.py)
+        from .seq_family import attention_any_seq
+
+        attention_any_seq(q, k, v, out, scale)
+        return out
     group = heads_per_group(heads, len(_query_tiles(seq)), seq, np.dtype(q.dtype).itemsize, GROUP_ITEMS_BY_DMA)
     for b in nl.affine_range(batch):
         for hg in nl.affine_range(heads // group):

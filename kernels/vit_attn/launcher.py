@@ -8,7 +8,7 @@ strategy, eviction engines, num_heads) as compile-time constants.
 
 from __future__ import annotations
 
-from .kernel import PMAX, RESIDENT_MAX_SEQ, attention_kernel, attention_qkv_kernel, choose_evict
+from .kernel import PMAX, RESIDENT_MAX_SEQ, _static, attention_kernel, attention_qkv_kernel, choose_evict
 
 MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
 MAX_SEQ = 16384  # K^T, V and one probability strip per head stay in SBUF: 16384 keys of bf16 use ~100 KiB/partition
@@ -55,6 +55,10 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
         raise VitAttnShapeError(f"vit-attn: q, k, v differ in dtype ({q.dtype}, {k.dtype}, {v.dtype})")
     _, _, seq, d = q.shape
     _check(seq, d, q.dtype)
+    if _static(seq) is None or _static(d) is None:  # a shape family over S (and D): one schedule, seq_family.py
+        # scale None over a symbolic head_dim: 1 / sqrt(D) is computed on chip from a mask (seq_family._inv_sqrt)
+        on_chip = scale is None and _static(d) is None
+        return attention_kernel, (q, k, v), {"scale": None if on_chip else _scale(d, scale)}
     strategy = choose_strategy(seq, strategy)
     consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
     return attention_kernel, (q, k, v), consts

@@ -299,3 +299,32 @@ def test_matmul_runs_past_8192_without_trust(registry, bundles):
     out = k.matmul(lhsT, rhs)
     np.testing.assert_array_equal(out, local(lhsT, rhs))  # the concrete trace's numbers
     _close(out, matmul_reference(lhsT.astype(np.float64), rhs.astype(np.float64)), 1e-4, 1e-3)
+
+
+# -- vit-attn's attention over any sequence length (kernels/vit_attn/seq_family.py) ----------------------------------
+# Two of kernel.toml's families over B, H, S and D, called at sequence lengths no model has (300, and 640 in the
+# second box) with head dims no model has (48, 100), against float64.
+
+
+@pytest.fixture(scope="module")
+def attention_bundle(tmp_path_factory):
+    root = families_only("vit_attn", tmp_path_factory.mktemp("attention"), {"attention"},
+                         lambda ln: "B x H x S x D:float32" in ln and ('S = "1..512"' in ln or 'S = "513..2048"' in ln))
+    return build_bundle(root, benchmarks=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("simulator", marks=pytest.mark.slow)])
+def test_vit_attn_runs_a_sequence_length_no_model_has_without_trust(registry, attention_bundle, backend):
+    from kernels.vit_attn.reference import attention as attention_reference
+
+    assert sum(1 for _ in attention_bundle.manifest.ir_files()) == 2
+    publish(attention_bundle, "acme/vit-attn", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(11)
+    for shape in [(2, 3, 300, 48), (1, 1, 640, 100)]:
+        q, kk, v = _arrays(rng, [shape] * 3, np.float32)
+        out = k.attention(q, kk, v, backend=backend)
+        _close(out, attention_reference(q, kk, v), 1e-5, 1e-5)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported

@@ -1,0 +1,117 @@
+"""Attention over (B, H, S, D) with the batch, the heads and the sequence length symbolic: the schedule a shape
+family publishes for sequence lengths no model fixed (kernel.toml's families after the six models').
+
+The concrete kernel (``kernel.py``) unrolls its query tiles, key tiles and score chunks in Python and chooses the
+resident strip or flash by the sequence length; none of that can be traced with a symbolic S. So one schedule
+runs every S, as ``kernels/linear/widths.py`` does for widths: on-chip tensors of fixed size ([128, 512] score
+blocks, [D, 512] key blocks), loops over ``ceil(S / 128)`` query tiles and ``ceil(S / 512)`` key blocks, and
+masks for the ragged last ones:
+
+* flash online softmax over key blocks of 512 (running max ``m``, sum ``l``, output ``o``; ``alpha = exp(m_old -
+  m_new)``), whatever S is: no SBUF size depends on S, so one family covers S in 1..16384;
+* the scores of keys past S are set to -3e38 (a masked memset of the SBUF copy of the block), so their exp is 0;
+  V's rows past S are zero, so a key past S adds nothing to ``P V``;
+* query rows past S are masked on every op that writes them and on the store.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import nki_dsl.isa as nisa
+import nki_dsl.language as nl
+
+PMAX = 128  # partitions (reference/nki.md §1.2 TC#1)
+BLOCK = 512  # keys per block: one PSUM bank of fp32 scores (§1.2 TC#2)
+DMAX = 128  # head_dim on the partitions of q^T and k^T (the launcher's limit)
+NEG = -3.0e38  # the score of a key past S: exp(NEG - m) is 0 for every finite m
+
+
+def attention_any_seq(q, k, v, out, scale):
+    """``out[b, h] = softmax(scale * q[b, h] k[b, h]^T) v[b, h]`` for symbolic B, H, S and D (<= 128): on-chip
+    tensors sized for D = 128, the head-dim rows and columns past D zero (so they add nothing to the scores) or
+    masked."""
+    batch, heads, seq, d = q.shape
+    pe = q.dtype
+    i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
+    i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
+    i_one = nl.arange(1)[None, :]
+    if scale is None:
+        scale = _inv_sqrt(d)
+    for b in nl.affine_range(batch):
+        for h in nl.affine_range(heads):
+            for qt in nl.affine_range((seq + PMAX - 1) // PMAX):
+                q0 = qt * PMAX
+                rows = q0 + i_p < seq
+                qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
+                qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
+                qT[i_dp, i_q] = nl.load_transpose2d(q[b, h, q0 + i_p, i_d], mask=rows & (i_d < d))
+                m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+                m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
+                l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+                l_sum[i_p, i_one] = nisa.memset((PMAX, 1), 0.0, nl.float32)
+                o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
+                o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
+                for kb in nl.sequential_range((seq + BLOCK - 1) // BLOCK):
+                    _key_block(q, k, v, b, h, kb * BLOCK, seq, d, scale, qT, m, l_sum, o, rows)
+                res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe, mask=rows & (i_d < d))
+                nl.store(out[b, h, q0 + i_p, i_d], value=res, mask=rows & (i_d < d))
+
+
+def _inv_sqrt(d):
+    """``1 / sqrt(D)`` for a symbolic D, as a [128, 1] fp32 column (the activation's per-partition scale): D is the
+    sum of a row of ones masked to its first D columns (a symbol reaches the chip only through masks)."""
+    i_p, i_c = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
+    ones = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
+    ones[i_p, i_c] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
+    ones[i_p, i_c] = nisa.memset((PMAX, DMAX), 1.0, nl.float32, mask=i_c < d)
+    count = nisa.tensor_reduce(np.add, ones[i_p, i_c], axis=(1,), keepdims=True)
+    col = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    col[i_p, nl.arange(1)[None, :]] = nisa.activation(nl.rsqrt, count)
+    return col
+
+
+def _key_block(q, k, v, b, h, k0, seq, d, scale, qT, m, l_sum, o, rows):
+    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out)."""
+    pe = q.dtype
+    i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
+    i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
+    i_c, i_one = nl.arange(BLOCK)[None, :], nl.arange(1)[None, :]
+    i_kp = nl.arange(BLOCK)[:, None]
+    # (scale * K)^T of the block: [128, 512], the keys past S and the head-dim rows past D zero
+    raw = nl.ndarray((nl.par_dim(DMAX), BLOCK), dtype=pe)
+    raw[i_dp, i_c] = nisa.memset((DMAX, BLOCK), 0, pe)
+    raw[i_dp, i_c] = nl.load_transpose2d(k[b, h, k0 + i_kp, i_d], mask=(k0 + i_kp < seq) & (i_d < d))
+    factor = float(scale) if isinstance(scale, float | int) else scale[i_dp, 0]
+    kT = nisa.activation(nl.copy, raw[i_dp, i_c], scale=factor, dtype=pe)
+    s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
+    s_ps[i_p, i_c] = nisa.nc_matmul(qT[i_dp, i_q], kT, mask=rows)
+    s = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32)
+    s[i_p, i_c] = nisa.tensor_copy(s_ps[i_p, i_c], dtype=nl.float32, mask=rows)
+    s[i_p, i_c] = nisa.memset((PMAX, BLOCK), NEG, nl.float32, mask=k0 + i_c >= seq)
+    block_max = nisa.tensor_reduce(np.max, s[i_p, i_c], axis=(1,), keepdims=True, mask=rows)
+    m_new = nl.maximum(m[i_p, i_one], block_max, mask=rows)
+    neg_new = nisa.tensor_scalar(m_new, np.multiply, -1.0, mask=rows)
+    alpha = nisa.activation(np.exp, m[i_p, i_one], bias=neg_new, mask=rows)
+    sums = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    p = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=pe)
+    p[i_p, i_c] = nisa.activation(np.exp, s[i_p, i_c], bias=neg_new, reduce_op=np.add, reduce_res=sums[i_p, i_one],
+                                  mask=rows, dtype=pe)  # fmt: skip
+    l_sum[i_p, i_one] = nisa.scalar_tensor_tensor(data=l_sum[i_p, i_one], op0=np.multiply, operand0=alpha,
+                                                  op1=np.add, operand1=sums[i_p, i_one], mask=rows)  # fmt: skip
+    m[i_p, i_one] = nisa.tensor_copy(m_new, mask=rows)
+    acc = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32, buffer=nl.psum)
+    for j in range(BLOCK // PMAX):
+        i_k = nl.arange(PMAX)[:, None]
+        v_sb = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=pe)
+        v_sb[i_k, i_d] = nisa.memset((PMAX, DMAX), 0, pe)
+        v_sb[i_k, i_d] = nl.load(v[b, h, k0 + j * PMAX + i_k, i_d], mask=(k0 + j * PMAX + i_k < seq) & (i_d < d))
+        t_ps = nl.ndarray((nl.par_dim(PMAX), PMAX), dtype=pe, buffer=nl.psum)
+        t_ps[i_k, i_q] = nisa.nc_transpose(p[i_p, j * PMAX + nl.arange(PMAX)[None, :]])
+        pT = nisa.activation(nl.copy, t_ps[i_k, i_q], dtype=pe)
+        if j == 0:
+            acc[i_p, i_d] = nisa.nc_matmul(pT, v_sb[i_k, i_d])
+        else:
+            acc[i_p, i_d] += nisa.nc_matmul(pT, v_sb[i_k, i_d])
+    o[i_p, i_d] = nisa.scalar_tensor_tensor(data=o[i_p, i_d], op0=np.multiply, operand0=alpha, op1=np.add,
+                                            operand1=acc[i_p, i_d], mask=rows)  # fmt: skip
