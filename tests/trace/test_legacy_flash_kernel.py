@@ -19,7 +19,6 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
-from nki_dsl.trace.jit import TRACE_HOOKS
 from tests.language.support import BF16, exact, rand
 
 
@@ -122,15 +121,11 @@ def test_flash_fwd_with_a_config_argument(config):
     d, seqlen = 64, 256
     q, k = rand((d, seqlen), BF16, seed=41), rand((d, seqlen), BF16, seed=42)
     v = rand((seqlen, d), BF16, seed=43)
-    traced = []
-    hook = lambda kernel, target: traced.append(kernel)
-    TRACE_HOOKS.append(hook)
-    try:
-        got = flash_fwd(q, k, v, None, config=config)
-    finally:
-        TRACE_HOOKS.remove(hook)
+    got = flash_fwd(q, k, v, None, config=config)
     assert got.dtype == BF16
-    assert [p.name for p in traced[0].params] == ["q", "k", "v"]  # seed, config, scale and dtype are constants
+    # seed, config, scale and dtype are constants. (Asked of nki.trace, not of a trace hook: the hook fires only for
+    # a first trace, and another test of this file may have traced the same call already.)
+    assert nki.trace(flash_fwd, q, k, v, None, config=config).param_names == ["q", "k", "v"]
     # Error budget: p is rounded to bf16 (2^-9 relative each) before the PV matmul, so the weighted mean of v is
     # off by at most 2^-9 * max|v|; the output is rounded to bf16 once more (2^-9 relative, 2^-8 to be safe).
     want = _attention(q, k, v, 1 / math.sqrt(d), config.causal, config.sliding_window)
