@@ -374,10 +374,60 @@ def test_an_access_spanning_too_many_blocks_to_list_counts_as_using_every_block(
     x = X[:256]
     monkeypatch.setattr(block_schedule, "MAX_EVENTS", 1)
     np.testing.assert_array_equal(_two_blocks_read_at_once(slots=2)(x), x.reshape(2, 128, 64).transpose(1, 0, 2))
+    monkeypatch.setattr(direct_allocation, "_MAX_WINDOW", 2)  # exactly the store's 2 offsets: still listed
+    nki.trace(_two_blocks_read_at_once(slots=2), x)
     monkeypatch.setattr(direct_allocation, "_MAX_WINDOW", 1)
     err = rejected(_two_blocks_read_at_once(slots=2), x)
     assert ("blocks [0] and [2] share space (partitions 0..127, bytes 0..255) but are in use at the same time"
             in str(err)), str(err)
+
+
+def _blocks_written_then_two_read(blocks: int, written: tuple[int, ...]):
+    """A kernel writing the blocks ``written`` of a ``blocks``-block tensor (two slots: block b in slot b % 2) one
+    by one with constant indices, then storing blocks 0 and 1 through one access whose block index runs over an
+    axis."""
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray((128, 2, 64), x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((blocks, nl.par_dim(128), 64), nl.float32,
+                         buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+        for b in written:
+            buf[b] = nl.load(x[(b % 2) * 128:(b % 2 + 1) * 128, :])
+        ip, ib, jf = nl.arange(128)[:, None, None], nl.arange(2)[None, :, None], nl.arange(64)[None, None, :]
+        nl.store(out[ip, ib, jf], value=buf[ib, ip, jf])
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_a_block_written_with_a_constant_index_over_one_an_access_spanning_an_axis_still_reads_is_refused(
+        monkeypatch, rejected, replay):
+    # Block 2 takes block 0's slot before the store reads blocks 0 and 1. Past the replay bound the per-iteration
+    # check compares the constant-indexed writes with the store: an axis in a block index is no loop index.
+    from nki_dsl.verify import block_schedule
+
+    if not replay:
+        monkeypatch.setattr(block_schedule, "MAX_EVENTS", 1)
+    nki.trace(_blocks_written_then_two_read(4, (0, 1)), X[:256])
+    err = rejected(_blocks_written_then_two_read(4, (0, 1, 2)), X[:256])
+    assert {d.rule for d in err.diagnostics} == {"direct-allocation"}
+    assert "blocks [0] and [2] share space" in str(err), str(err)
+
+
+def test_past_the_replay_bound_a_block_no_access_touches_may_share_space_with_a_used_one(monkeypatch):
+    # Parsed IR can place blocks freely: here block 2 shares block 1's space, and no access touches block 2. The
+    # per-iteration check slides a window only along loop indices; these accesses have none.
+    from nki_dsl.verify import block_schedule
+
+    text = nki.trace(_blocks_written_then_two_read(3, (0, 1)), X[:256]).text
+    placed = "{address = (0, 0, 0, 256, 0, 0)}"
+    assert placed in text, text
+    shared = text.replace(placed, "{address = (0, 0, 0, 256, 0, 256)}")
+    nki.parse_ir(shared)
+    monkeypatch.setattr(block_schedule, "MAX_EVENTS", 1)
+    nki.parse_ir(shared)
 
 
 @pytest.mark.parametrize("address, message", [
