@@ -447,3 +447,29 @@ def test_parsed_ir_with_a_malformed_address_is_refused(address, message):
     assert {d.rule for d in err.value.diagnostics} == {"direct-allocation"}
     assert message in str(err.value), str(err.value)
     nki.parse_ir(text.replace(placed, "{address = (0, 1024)}"))  # one pair: the blocks side by side from there
+
+
+def _quarter_tile(start: int):
+    """A 32-partition tensor placed at partition ``start``."""
+
+    @nki.jit
+    def kernel(x):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((1, nl.par_dim(32), 64), nl.float32, buffer=ncc.sbuf.alloc(lambda idx, p, f: (start, 0)))
+        buf[0] = nl.load(x)
+        nl.store(out, value=nl.exp(buf[0]))
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("start", [32, 96])
+def test_a_tensor_of_a_quarter_of_the_partitions_starts_at_any_quarter(start):
+    np.testing.assert_allclose(_quarter_tile(start)(X[:32]), np.exp(X[:32]), rtol=1e-6)
+
+
+@pytest.mark.parametrize("start", [16, 25, 48])
+def test_a_tensor_of_a_quarter_of_the_partitions_starting_off_a_quarter_is_refused(rejected, start):
+    err = rejected(_quarter_tile(start), X[:32])
+    assert f"a 32-partition tensor starts at a multiple of 32 partitions, not at partition {start}" in str(err), \
+        str(err)
