@@ -121,6 +121,28 @@ def test_golden_an_lnc2_kernel_where_one_core_reads_what_the_other_writes(golden
     assert len(error.diagnostics) == 1
 
 
+@current.jit
+def reads_core_1s_half(x):
+    """Core c writes its half of the output, then both cores read core 1's half: only core 1's write races (with
+    core 0's read)."""
+    out = cnl.ndarray((2, 128, 64), cnl.float32, buffer=cnl.shared_hbm)
+    c = cnl.program_id(0)
+    t = cnl.ndarray((128, 64), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=t, src=x[c])
+    nisa.dma_copy(dst=out[c], src=t)
+    peer = cnl.ndarray((128, 64), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=peer, src=out[1])
+    nisa.tensor_tensor(dst=t, data1=t, data2=peer, op=cnl.add)
+    nisa.dma_copy(dst=x[c], src=t)
+    return out
+
+
+def test_a_race_only_core_1_writes_into_names_core_1_as_the_writer_and_core_0_as_the_reader(rejected):
+    (d,) = rejected(reads_core_1s_half[2], X).diagnostics
+    assert d.rule == "core-race"
+    assert d.message.startswith("core 1 writes %0[128, 64] in 'shared_hbm' and core 0 reads %0[128, 64]"), d.message
+
+
 def test_kernels_split_by_program_id_are_accepted_and_compute_their_formula():
     x = np.random.default_rng(5).standard_normal((512, 64)).astype(np.float32)
     out, sums = split_by_program_id[2](x)
