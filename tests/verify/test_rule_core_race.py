@@ -143,6 +143,28 @@ def test_a_race_only_core_1_writes_into_names_core_1_as_the_writer_and_core_0_as
     assert d.message.startswith("core 1 writes %0[128, 64] in 'shared_hbm' and core 0 reads %0[128, 64]"), d.message
 
 
+@current.jit
+def reads_the_peers_half_through_a_view_of_a_view(x):
+    """``reads_the_peers_half`` with the read going through a reshape of a reshape of the output."""
+    out = cnl.ndarray((2, 128, 64), cnl.float32, buffer=cnl.shared_hbm)
+    c = cnl.program_id(0)
+    t = cnl.ndarray((128, 64), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=t, src=x[c])
+    nisa.dma_copy(dst=out[c], src=t)
+    again = out.reshape((256, 64)).reshape((2, 128, 64))
+    peer = cnl.ndarray((128, 64), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=peer, src=again[1 - c])
+    nisa.tensor_tensor(dst=t, data1=t, data2=peer, op=cnl.add)
+    nisa.dma_copy(dst=x[c], src=t)
+    return out
+
+
+def test_a_race_through_a_view_of_a_view_of_the_tensor_is_reported(rejected):
+    (d,) = rejected(reads_the_peers_half_through_a_view_of_a_view[2], X).diagnostics
+    assert d.rule == "core-race"
+    assert d.message.startswith("core 0 writes %0[128, 64] in 'shared_hbm' and core 1 reads "), d.message
+
+
 def test_kernels_split_by_program_id_are_accepted_and_compute_their_formula():
     x = np.random.default_rng(5).standard_normal((512, 64)).astype(np.float32)
     out, sums = split_by_program_id[2](x)
