@@ -156,6 +156,12 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _symbolic_widths(k1, hidden, n_dim):
+        from .fused_widths import mlp_widths
+        from .widths import Rows
+
+        mlp_widths(x, w1, b1, w2, b2, residual, out, Rows(x))
+        return out
     k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
     first, count, tail = token_blocks.split(m_rows)  # a shape family's last block masked (token_blocks)
     # The first token block goes first, in DMA issue order too: its x^T, then w1 (fc1 needs it), then w2 (only
@@ -170,6 +176,11 @@ def mlp_kernel(x, w1, b1, w2, b2, residual):
     if tail is not None:
         _token_block(x, w1_sb, b1T, w2_sb, b2_sb, residual, out, tail, k1_tiles, h_tiles, n_blocks)
     return out
+
+
+def _symbolic_widths(*dims) -> bool:
+    """A shape family over the widths (``fused_widths``), not only the rows."""
+    return any(_static(d) is None for d in dims)
 
 
 def _ln_tiles(base, span):
@@ -222,6 +233,12 @@ def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _symbolic_widths(k1, hidden):
+        from .fused_widths import mlp_widths
+        from .widths import LayerNormed
+
+        mlp_widths(x, w1, b1, w2, b2, x, out, LayerNormed(x, gamma, beta, epsilon, z_on_vector=True))
+        return out
     k1_tiles, h_tiles, n_blocks = _chunks(k1, PMAX), _chunks(hidden, PMAX), _chunks(n_dim, BLOCK)
     norm = LayerNormPrologue(x, gamma, beta, epsilon, k1_tiles)
     group = GROUP_BLOCKS

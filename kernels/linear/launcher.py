@@ -4,7 +4,9 @@
 uses are passed to the kernel unchanged and in order (x, w, then b, then residual), the epilogue as a
 compile-time constant."""
 
-from .kernel import EPILOGUES, layernorm_linear_kernel, linear_kernel
+import numpy as np
+
+from .kernel import EPILOGUES, _static, layernorm_linear_kernel, linear_kernel
 
 MAX_K = 8192  # the weight stays in SBUF: K / 128 tiles of N columns per partition
 MAX_N = 8192
@@ -35,6 +37,24 @@ def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str = "numpy"
     return launch(*args, backend=backend, **kwargs)
 
 
+def _check_fits(op, x, k, n, h=0):
+    """Refuse a fused kernel's shape that no width family serves (``fused_widths.box_of``: both weights stay in
+    SBUF, and past the boxes they and the on-chip tensors need more than a trn2 partition's 224 KiB), so that the
+    launcher accepts what the published families cover; a shape family's own dimensions are checked by the proof."""
+    from .fused_widths import DTYPES, box_of
+
+    dtype = np.dtype(x.dtype).name
+    if dtype not in DTYPES[op]:
+        raise ValueError(f"{op}: dtype {dtype} is not supported (one of {', '.join(DTYPES[op])})")
+    dims = [_static(d) for d in (k, n, h)]
+    if None not in dims and box_of(op, np.dtype(x.dtype).itemsize, *dims) is None:
+        hidden = f", H {h}" if h else ""
+        raise ValueError(f"{op}: K {k}{hidden} and N {n} do not fit SBUF in {dtype}: both weights stay on chip, "
+                         f"and with the on-chip buffers they need more than a trn2 partition's 224 KiB "
+                         f"(reference/nki.md §1.2; the families' boxes, kernels/linear/fused_widths.py); use two "
+                         f"linear launches")  # fmt: skip
+
+
 def plan_mlp(x, w1, b1, w2, b2, residual):
     """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in one launch (``mlp.mlp_kernel``)."""
     from .fused_mlp import mlp_kernel
@@ -45,11 +65,12 @@ def plan_mlp(x, w1, b1, w2, b2, residual):
                          f"{tuple(w1.shape)}, {tuple(w2.shape)}, {tuple(residual.shape)}")  # fmt: skip
     if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (w2.shape[1],):
         raise ValueError("mlp: b1 must be (H,) and b2 (N,)")
-    if str(x.dtype) not in ("bfloat16", "float16"):
+    if np.dtype(x.dtype).name not in ("bfloat16", "float16"):
         raise ValueError(f"mlp: dtype {x.dtype} is not supported; x^T comes in by DMA transpose, which takes 2-byte "
                          f"dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
     if k > MAX_K or w1.shape[1] > MAX_N or w2.shape[1] > MAX_N:
         raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (both weights stay in SBUF)")
+    _check_fits("mlp", x, k, w2.shape[1], w1.shape[1])
     return mlp_kernel, (x, w1, b1, w2, b2, residual), {}
 
 
@@ -99,6 +120,7 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
     _check_norm(x, gamma, beta, "layernorm_mlp")
     if k > MAX_K or w1.shape[1] > MAX_N:
         raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (both weights stay in SBUF)")
+    _check_fits("layernorm_mlp", x, k, k, w1.shape[1])
     return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)}
 
 
@@ -124,6 +146,7 @@ def plan_layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads
     _check_norm(x, gamma, beta, "layernorm_qkv")
     if x.shape[1] > MAX_K or w.shape[1] > MAX_N:
         raise ValueError(f"layernorm_qkv: K and 3 * hd must be at most {MAX_K} and {MAX_N} (the weight stays in SBUF)")
+    _check_fits("layernorm_qkv", x, x.shape[1], w.shape[1])
     if scale is None:
         if num_heads is None:
             raise ValueError("layernorm_qkv: give the softmax scale or num_heads (scale = head_dim ** -0.5)")

@@ -230,6 +230,12 @@ def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
     hd = w.shape[1] // 3
     qkT = nl.ndarray((2 * hd, m_rows), dtype=x.dtype, buffer=nl.shared_hbm)
     v = nl.ndarray((m_rows, hd), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _static(k_dim) is None or _static(w.shape[1]) is None:  # a shape family over the widths
+        from .fused_widths import qkv_widths
+        from .widths import LayerNormed
+
+        qkv_widths(x, w, b, qkT, v, scale, LayerNormed(x, gamma, beta, epsilon, z_on_vector=True))
+        return qkT, v
     k_tiles = _chunks(k_dim, PMAX)
     norm = LayerNormPrologue(x, gamma, beta, epsilon, k_tiles)
     # a concrete trace: every block in one static run; a shape family the same where its ranges fix the block

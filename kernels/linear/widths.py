@@ -89,18 +89,8 @@ def linear_widths(x, w, b, residual, out, epilogue, source):
     kt_max, width = math.ceil(top(k_dim) / PMAX), math.ceil(top(n_dim) / BLOCK_N) * BLOCK_N
     k_tiles, n_blocks, m_tiles = math.ceil(k_dim / PMAX), math.ceil(n_dim / BLOCK_N), math.ceil(m_rows / PMAX)
     i_p, i_w = nl.arange(PMAX)[:, None], nl.arange(width)[None, :]
-    # the weight, once: one transfer per K tile (its rows' N columns), the rows past K zero. (One transfer per
-    # 512-column block instead, so that the first row tile's matmuls start on the first block, modelled slower:
-    # 37.7 vs 33.7 us at 197 x 768 x 2304 bf16.)
-    w_sb = nl.ndarray((kt_max, nl.par_dim(PMAX), width), dtype=w.dtype)
-    for j in nl.affine_range(k_tiles):
-        w_sb[j, i_p, i_w] = nisa.memset((PMAX, width), 0, w.dtype, mask=j * PMAX + i_p >= k_dim)
-        nisa.dma_copy(dst=w_sb[j, i_p, i_w], src=w[j * PMAX + i_p, i_w], mask=(j * PMAX + i_p < k_dim) & (i_w < n_dim))
-    bias = None
-    if epilogue != "none":  # the bias row (one descriptor), broadcast to the 128 partitions
-        row = nl.ndarray((nl.par_dim(1), width), dtype=b.dtype)
-        nisa.dma_copy(dst=row[0, i_w], src=b.reshape((1, n_dim))[0, i_w], mask=i_w < n_dim)
-        bias = row.broadcast_to((PMAX, width))
+    w_sb = load_weight(w, kt_max, width)
+    bias = bias_row(b, width) if epilogue != "none" else None
 
     def row_tile(m0, xT):
         rows_ok = (m0 + i_p < m_rows) & (i_w < n_dim)
@@ -117,6 +107,32 @@ def linear_widths(x, w, b, residual, out, epilogue, source):
 
     for m in nl.affine_range(m_tiles):
         row_tile(m * PMAX, source(m * PMAX))
+
+def load_weight(w, tiles_max: int, width: int, col0=0, cols=None):
+    """Columns ``col0 .. col0 + cols - 1`` (default: all) of the weight ``w`` [K, N] in SBUF as [tiles_max, 128,
+    width]: one transfer per 128-row tile (``ceil(K / 128)`` of them, a loop), the rows past K zero (so that a
+    matmul over all 128 partitions of the last tile adds exact zeros), the columns past ``cols`` not data. (One
+    transfer per 512-column block instead, so that the first row tile's matmuls start on the first block,
+    modelled slower for linear: 37.7 vs 33.7 us at 197 x 768 x 2304 bf16.)"""
+    k_dim, cols = w.shape[0], w.shape[1] if cols is None else cols
+    i_p, i_w = nl.arange(PMAX)[:, None], nl.arange(width)[None, :]
+    w_sb = nl.ndarray((tiles_max, nl.par_dim(PMAX), width), dtype=w.dtype)
+    for j in nl.affine_range(math.ceil(k_dim / PMAX)):
+        w_sb[j, i_p, i_w] = nisa.memset((PMAX, width), 0, w.dtype, mask=j * PMAX + i_p >= k_dim)
+        nisa.dma_copy(dst=w_sb[j, i_p, i_w], src=w[j * PMAX + i_p, col0 + i_w],
+                      mask=(j * PMAX + i_p < k_dim) & (i_w < cols))  # fmt: skip
+    return w_sb
+
+
+def bias_row(b, width: int, col0=0, cols=None):
+    """Elements ``col0 .. col0 + cols - 1`` (default: all) of the bias ``b`` as a row (one descriptor) broadcast to
+    the 128 partitions, [128, width]; the columns past ``cols`` not data."""
+    n_dim, cols = b.shape[0], b.shape[0] if cols is None else cols
+    i_w = nl.arange(width)[None, :]
+    row = nl.ndarray((nl.par_dim(1), width), dtype=b.dtype)
+    nisa.dma_copy(dst=row[0, i_w], src=b.reshape((1, n_dim))[0, col0 + i_w], mask=i_w < cols)
+    return row.broadcast_to((PMAX, width))
+
 
 class Rows:
     """x^T: whole rows in (one transfer), transposed 128 features at a time on the Tensor engine and copied out of
@@ -165,8 +181,9 @@ class LayerNormed(Rows):
     the last chunk zero: a group of no elements adds nothing), ``rsqrt``, the normalisation as one Scalar
     ``activation``, gamma and beta as the transposes' PSUM-copy scale and bias."""
 
-    def __init__(self, x, gamma, beta, epsilon):
+    def __init__(self, x, gamma, beta, epsilon, z_on_vector=False):
         super().__init__(x)
+        self.z_on_vector = z_on_vector
         k_dim, kt = x.shape[1], self.kt_max
         self.chunks_max = math.ceil(self.kt_max * PMAX / BN_STATS_FMAX)
         # gamma and beta as columns: cols[p, j] = vec[128 j + p], one transfer each
@@ -195,12 +212,16 @@ class LayerNormed(Rows):
                                                                    dtype=nl.float32)  # fmt: skip
         st[i_p, at + nl.arange(2)[None, :]] = nisa.bn_aggr(st[i_p, i_s], mask=ok)
         st[i_p, at + 2] = nisa.activation(nl.rsqrt, st[i_p, at + 1], bias=self.eps[i_p, 0], mask=ok)
-        st[i_p, at + 3] = nisa.tensor_scalar(st[i_p, at], nl.multiply, st[i_p, at + 2], op1=nl.multiply,
-                                             operand1=-1.0, mask=ok)  # fmt: skip
         i_f = nl.arange(self.kt_max * PMAX)[None, :]
         z = nl.ndarray((nl.par_dim(PMAX), self.kt_max * PMAX), dtype=x.dtype)
-        z[i_p, i_f] = nisa.activation(nl.copy, rows[i_p, i_f], scale=st[i_p, at + 2], bias=st[i_p, at + 3],
-                                      mask=ok & (i_f < k_dim), dtype=x.dtype)  # fmt: skip
+        if self.z_on_vector:  # (x - mean) * rstd on the Vector engine, as LayerNormPrologue.normalise_many does
+            z[i_p, i_f] = nisa.tensor_scalar(rows[i_p, i_f], nl.subtract, st[i_p, at], op1=nl.multiply,
+                                             operand1=st[i_p, at + 2], mask=ok & (i_f < k_dim), dtype=x.dtype)
+        else:
+            st[i_p, at + 3] = nisa.tensor_scalar(st[i_p, at], nl.multiply, st[i_p, at + 2], op1=nl.multiply,
+                                                 operand1=-1.0, mask=ok)  # fmt: skip
+            z[i_p, i_f] = nisa.activation(nl.copy, rows[i_p, i_f], scale=st[i_p, at + 2], bias=st[i_p, at + 3],
+                                          mask=ok & (i_f < k_dim), dtype=x.dtype)  # fmt: skip
         return self.transpose(z, m0, *self.cols)
 
 
