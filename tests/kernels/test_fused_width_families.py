@@ -103,6 +103,10 @@ SLOW_CASES = [
     ("layernorm_qkv", "bfloat16", (197, 1024, 0, 3072), QKV),
     ("layernorm_qkv", "bfloat16", (197, 1280, 0, 3840), {"scale": 80**-0.5, "epsilon": 1e-6}),  # ViT-H/14
     ("mlp", "bfloat16", (131, 2048, 1024, 1024), {}),  # K at the top of its box
+]
+# box tops where the concrete kernel (its token blocks of 512, h^T or q^T [features, 512] in SBUF) runs out of SBUF:
+# the family runs them, checked against float64 alone
+BEYOND_CONCRETE = [
     ("layernorm_mlp", "float32", (129, 3328, 512, 0), CONSTANTS["layernorm_mlp"]),  # K and H at their box's top
     ("layernorm_qkv", "float16", (300, 1152, 0, 8064), QKV),  # N and K at the top of the widest box
 ]
@@ -135,6 +139,23 @@ def test_fused_width_instances_compute_what_the_concrete_trace_computes(entry, d
         else:
             np.testing.assert_array_equal(g, w)
         np.testing.assert_allclose(g, r, rtol=rtol, atol=atol)
+
+
+@pytest.mark.slow  # 5-10 s each
+@pytest.mark.parametrize("entry, dtype, mkhn, constants", BEYOND_CONCRETE,
+                         ids=[_id((*c, "numpy")) for c in BEYOND_CONCRETE])
+def test_fused_width_families_run_widths_the_concrete_kernel_cannot_place(entry, dtype, mkhn, constants):
+    m, k, h, n = mkhn
+    family = _family(entry, dtype, _box(entry, dtype, k, h, n), constants)
+    arrays = _inputs(entry, m, k, h, n, dtype, np.random.default_rng(5))
+    launch, args, kwargs = PLANS[entry](*arrays, **constants)
+    with pytest.raises(nki.NkiVerificationError, match="SBUF use reaches"):
+        nki.trace(launch, *args, target="trn2", **kwargs)
+    got = _tuple(family.instantiate(*arrays, target="trn2").compile("numpy").run(dict(zip(family.param_names,
+                                                                                           arrays))))  # fmt: skip
+    ref = _tuple(getattr(reference, entry)(*[np.asarray(a, np.float64) for a in arrays], **constants))
+    for g, r in zip(got, ref, strict=True):
+        np.testing.assert_allclose(np.asarray(g, np.float64), r, rtol=TOLERANCE[dtype][0], atol=TOLERANCE[dtype][1])
 
 
 def test_kernel_toml_lists_the_fused_width_families():
