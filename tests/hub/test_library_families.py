@@ -328,3 +328,60 @@ def test_vit_attn_runs_a_sequence_length_no_model_has_without_trust(registry, at
         out = k.attention(q, kk, v, backend=backend)
         _close(out, attention_reference(q, kk, v), 1e-5, 1e-5)
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+# -- the fused kernels' widths (kernels/linear/fused_widths.py): K, H and N symbolic as well as M --------------------
+# One family per entry point (the one holding the call; the rest are proved in tests/kernels), called at widths
+# nobody declared (DeiT-S/16's MLP and qkv, 384 wide, at 70 rows; a ragged layernorm_mlp) against the concrete trace
+# and float64 (ViT-B/L/H's widths: tests/kernels/test_fused_width_families.py).
+FUSED_WIDTHS = {  # entry: (dtype, shapes of the call, constants, the box's (K, N, H) point)
+    "mlp": (BF16, [(70, 384), (384, 1536), (1536,), (1536, 384), (384,), (70, 384)], {}, (384, 384, 1536)),
+    "layernorm_mlp": (np.float32, [(70, 300), (300,), (300,), (300, 700), (700,), (700, 300), (300,)],
+                      {"epsilon": 1e-6}, (300, 300, 700)),
+    "layernorm_qkv": (BF16, [(70, 384), (384,), (384,), (384, 1152), (1152,)],
+                      {"scale": 0.125, "epsilon": 1e-6}, (384, 1152, 0)),
+}  # fmt: skip
+
+
+def _fused_width_line(entry, dtype, point, constants):
+    """kernel.toml's line (``widths.toml_line``) of the family holding the call."""
+    from kernels.linear import fused_widths
+    from kernels.linear.widths import toml_line
+
+    box = fused_widths.box_of(entry, np.dtype(dtype).itemsize, *point)
+    lines = [toml_line(*f) for f in fused_widths.families(entry) if f[2] == constants]
+    dims = {"mlp": ("K", "H", "N"), "layernorm_mlp": ("K", "H"), "layernorm_qkv": ("K", "N")}[entry]
+    want = [f'{d} = "{lo}..{hi}' for d, (lo, hi) in zip(dims, box)]
+    return next(ln for ln in lines if f":{np.dtype(dtype).name}\"]" in ln and all(w in ln for w in want))
+
+
+@pytest.fixture(scope="module")
+def fused_widths_bundle(tmp_path_factory):
+    keep = [_fused_width_line(entry, dtype, point, constants)
+            for entry, (dtype, _, constants, point) in FUSED_WIDTHS.items()]  # fmt: skip
+    root = families_only("linear", tmp_path_factory.mktemp("fused_widths"), set(FUSED_WIDTHS),
+                         lambda ln: ln in keep)  # fmt: skip
+    return build_bundle(root, benchmarks=False)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+def test_the_fused_kernels_run_widths_nobody_declared_without_trust(registry, fused_widths_bundle, backend):
+    from kernels.linear import launcher
+
+    assert sum(1 for _ in fused_widths_bundle.manifest.ir_files()) == 3  # the three width families alone
+    publish(fused_widths_bundle, "acme/linear", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/linear", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(10)
+    for entry, (dtype, shapes, constants, _) in FUSED_WIDTHS.items():
+        args = [a if a.ndim != 2 or a.shape[0] == 70 else (a.astype(np.float32) / np.sqrt(a.shape[0])).astype(dtype)
+                for a in _arrays(rng, shapes, dtype)]  # fmt: skip
+        got = getattr(k, entry)(*args, backend=backend, **constants)
+        local = getattr(launcher, entry)(*args, backend="numpy", **constants)  # the concrete trace
+        expected = getattr(linear_reference, entry)(*[a.astype(np.float64) for a in args], **constants)
+        tol = (1e-5, 2e-4) if dtype is np.float32 else (2e-2, 8e-2)
+        for g, want, ref in zip(*(x if isinstance(x, tuple) else (x,) for x in (got, local, expected)), strict=True):
+            np.testing.assert_array_equal(np.asarray(g, np.float64), np.asarray(want, np.float64))
+            _close(g, ref, *tol)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
