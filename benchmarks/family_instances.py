@@ -15,6 +15,10 @@ concrete trace of the same shape.
 Then the row kernels' width families (softmax, rmsnorm, layernorm: ``widths.py`` in each package, the row length W
 symbolic, rmsnorm's and layernorm's epsilon a runtime scalar) and matmul's tiled family past 8192, against the
 concrete trace of the same shape.
+
+Then the fused kernels' width families (kernels/linear/fused_widths.py: M, K, H and N symbolic, one schedule per 128
+tokens) at ViT-B/L/H's widths and others, bf16, against the concrete trace of the same shape.
+
 Last, vit-attn's ``attention`` families over B, H, S and D (kernels/vit_attn/seq_family.py: flash over key blocks
 of 512 for every S, on-chip tensors sized for D = 128), bf16, against the concrete trace (resident strip or flash,
 tuned per shape).
@@ -32,7 +36,7 @@ import numpy as np  # noqa: E402
 
 import nki_dsl as nki  # noqa: E402
 import nki_dsl.language as nl  # noqa: E402
-from kernels.linear import widths  # noqa: E402
+from kernels.linear import fused_widths, widths  # noqa: E402
 from kernels.linear.launcher import (  # noqa: E402
     plan_layernorm_linear,
     plan_layernorm_mlp,
@@ -191,6 +195,52 @@ def attention_table(cases) -> None:
         print(f"{'x'.join(map(str, shape)):24} {box['S']:>12} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
 
 
+# (entry, M, K, H, N): ViT-B/16 and ViT-L/16 at batch 1 and 8, ViT-H/14's qkv (its MLP fits no family), ragged ones
+FUSED_WIDTHS = [("mlp", 197, 768, 3072, 768), ("mlp", 1576, 768, 3072, 768), ("mlp", 197, 1024, 4096, 1024),
+                ("layernorm_mlp", 197, 768, 3072, 768), ("layernorm_mlp", 197, 1024, 4096, 1024),
+                ("layernorm_mlp", 1576, 1024, 4096, 1024), ("layernorm_qkv", 197, 768, 0, 2304),
+                ("layernorm_qkv", 1576, 1024, 0, 3072), ("layernorm_qkv", 197, 1280, 0, 3840),
+                ("mlp", 300, 200, 700, 300), ("layernorm_mlp", 300, 700, 600, 700)]  # fmt: skip
+QUICK_FUSED = FUSED_WIDTHS[:1] + FUSED_WIDTHS[3:4] + FUSED_WIDTHS[6:7]
+FUSED_PLANS = {"mlp": (plan_mlp, {}), "layernorm_mlp": (plan_layernorm_mlp, {"epsilon": 1e-6}),
+               "layernorm_qkv": (plan_layernorm_qkv, {"scale": 0.125, "epsilon": 1e-6})}  # fmt: skip
+
+
+def _fused_shapes(entry, m, k, h, n):
+    if entry == "mlp":
+        return [(m, k), (k, h), (h,), (h, n), (n,), (m, n)]
+    if entry == "layernorm_mlp":
+        return [(m, k), (k,), (k,), (k, h), (h,), (h, k), (k,)]
+    return [(m, k), (k,), (k,), (k, n), (n,)]
+
+
+def fused_widths_table(cases) -> None:
+    print(f"\n{'kernel':14} {'M x K x H x N':>22} {'family box':>24} {'family us':>10} {'concrete us':>12} "
+          f"{'ratio':>6}")  # fmt: skip
+    for entry, m, k, h, n in cases:
+        plan, constants = FUSED_PLANS[entry]
+        box = fused_widths.box_of(entry, 2, k, n, h)
+        names = {"mlp": "KHN", "layernorm_mlp": "KH", "layernorm_qkv": "KN"}[entry]
+        step = fused_widths.QKV_STEP if entry == "layernorm_qkv" else 1
+        ranges = {"M": (1, 65536)} | {d: (*r, step if d == "N" else 1) for d, r in zip(names, box)}
+        specs = [nki.spec(s, "bfloat16", dims={d: ranges[d] for d in s if isinstance(d, str)})
+                 for s in _fused_shapes(entry, "M", "K", "H", "N")]  # fmt: skip
+        launch, args, kwargs = plan(*[_Arg(s, sh) for s, sh in zip(specs, nki.symbolic_shapes(*specs))], **constants)
+        family = nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+        shapes = _fused_shapes(entry, m, k, h, n)
+        instance = family.instantiate(*shapes, target="trn2")
+        launch, args, kwargs = plan(*[np.zeros(s, nl.bfloat16) for s in shapes], **constants)
+        fam = instance.profile("trn2").latency_us
+        try:
+            concrete = nki.trace(launch, *[nki.spec(a.shape, "bfloat16") for a in args], target="trn2", **kwargs)
+            con = f"{concrete.profile('trn2').latency_us:12.1f}"
+            ratio = f"{fam / concrete.profile('trn2').latency_us:6.3f}"
+        except nki.NkiVerificationError:  # the concrete kernel's token blocks of 512 do not fit SBUF there
+            con, ratio = f"{'no SBUF':>12}", f"{'-':>6}"
+        label = "/".join(f"{lo}..{hi}" for lo, hi in box)
+        print(f"{entry:14} {f'{m}x{k}x{h}x{n}':>22} {label:>24} {fam:10.1f} {con} {ratio}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help=f"row counts {QUICK} only, and fewer widths")
@@ -211,6 +261,7 @@ def main() -> None:
             print(f"{name:15} {m:5d} {f'{lo}..{hi}':>13} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
     widths_table(QUICK_WIDTHS if quick else WIDTHS)
     rows_table(quick)
+    fused_widths_table(QUICK_FUSED if quick else FUSED_WIDTHS)
     attention_table(QUICK_ATTENTION if quick else ATTENTION)
 
 

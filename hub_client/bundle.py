@@ -231,7 +231,8 @@ def _check_against_reference(pkg, ep, spec, parsed, arrays, reference, scalars: 
     exe = execute.compile_ir(parsed, execute.DEFAULT_BACKEND, TARGET)
     actual = exe.run(dict(zip(execute.param_names(parsed), arrays + scalar_arrays(spec, scalars))))
     expected = reference(*arrays, **dict(spec.constants), **scalars)
-    rtol, atol = pkg.tolerance.get(spec.args[0].dtype, (1e-5, 1e-6))
+    dtype = spec.args[0].dtype
+    rtol, atol = ep.tolerance.get(dtype) or pkg.tolerance.get(dtype, (1e-5, 1e-6))
     if actual.shape != expected.shape or not np.allclose(
         actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol
     ):

@@ -141,6 +141,8 @@ class EntryPointSpec:
     plan: str  # "module:function" inside the package
     reference: str
     specialisations: tuple[Specialisation, ...]
+    # the entry point's own [tolerance] per dtype, over the package's (a fused kernel's outputs are larger)
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,14 @@ def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(raw.items()))
 
 
+def _tolerance(table: dict, where: str) -> dict[str, tuple[float, float]]:
+    """``tolerance = { float32 = { rtol = .., atol = .. }, .. }`` of a package or an entry point."""
+    try:
+        return {k: (float(v["rtol"]), float(v["atol"])) for k, v in table.get("tolerance", {}).items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise BundleError(f"{where}: tolerance must map dtypes to {{ rtol = .., atol = .. }}") from None
+
+
 def read_package(root: str | Path) -> KernelPackage:
     root = Path(root).resolve()
     toml = root / "kernel.toml"
@@ -211,10 +221,10 @@ def read_package(root: str | Path) -> KernelPackage:
                                   f"a constant and a runtime scalar")  # fmt: skip
             specs.append(Specialisation(args, constants, parse_dims(s.get("dims"), args, where), scalars))
         specs = tuple(specs)
-        entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs))
+        entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs, _tolerance(ep, where)))
     if not entries:
         raise BundleError(f"{toml}: declares no [entry-points.*]")
-    tolerance = {k: (float(v["rtol"]), float(v["atol"])) for k, v in data.get("tolerance", {}).items()}
+    tolerance = _tolerance(data, str(toml))
     bench = data.get("benchmarks", {})
     baseline, targets = bench.get("baseline"), bench.get("targets", ["trn2"])
     if baseline is not None and (not isinstance(baseline, str) or ":" not in baseline):

@@ -10,12 +10,13 @@ import pytest
 import kernels
 import nki_dsl.language as nl
 from hub_client.bundle import build_bundle
+from hub_client.errors import BundleError
 from hub_client.publish import publish
 from kernels.linear import reference as linear_reference
 from kernels.matmul.reference import matmul as matmul_reference
 from kernels.vit_attn.reference import attention_split as attention_split_reference
 from tests.hub.conftest import settings
-from tests.hub.library_packages import families_only
+from tests.hub.library_packages import ROOT, families_only
 
 BF16 = nl.bfloat16
 
@@ -385,3 +386,21 @@ def test_the_fused_kernels_run_widths_nobody_declared_without_trust(registry, fu
             np.testing.assert_array_equal(np.asarray(g, np.float64), np.asarray(want, np.float64))
             _close(g, ref, *tol)
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+def test_an_entry_points_tolerance_goes_with_its_vectors(fused_widths_bundle, tmp_path):
+    """kernel.toml's ``tolerance`` of an entry point (the MLPs': their outputs are O(1000) with the bundle's inputs)
+    is what the builder checks the reference with and ships in the vectors, over the package's; a malformed one is
+    refused naming the entry point."""
+    from hub_client.npz import load_npz
+    from hub_client.package import read_package
+
+    spec = next(s for s in fused_widths_bundle.manifest.entry_points["layernorm_mlp"].specialisations
+                if s.test_vectors)  # the float32 family (bfloat16 ships no vectors)
+    assert tuple(load_npz(fused_widths_bundle.files[spec.test_vectors])["tolerance"]) == (1e-5, 2e-2)
+    assert read_package(ROOT / "linear").tolerance["float32"] == (1e-5, 2e-4)  # the package's, for the others
+    root = families_only("linear", tmp_path, {"mlp"}, lambda ln: False)
+    toml = (root / "kernel.toml").read_text().replace("float16 = { rtol = 1e-2, atol = 4.0 }", "float16 = 0.1")
+    (root / "kernel.toml").write_text(toml)
+    with pytest.raises(BundleError, match=r"\[entry-points.mlp\]: tolerance must map dtypes"):
+        read_package(root)
