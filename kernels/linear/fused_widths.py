@@ -117,16 +117,20 @@ def qkv_widths(x, w, b, qkT, v, scale, source):
         m0 = m * PMAX
         xT = source(m0)
         cols_ok = m0 + i_r < m_rows
+        qk = nl.ndarray((ft_max, nl.par_dim(PMAX), PMAX), dtype=x.dtype)  # the tile's q^T and k^T, one store
         for g in nl.affine_range(2 * half):
             acc = nl.ndarray((nl.par_dim(PMAX), PMAX), dtype=nl.float32, buffer=nl.psum)
             acc[i_p, i_r] = nisa.nc_matmul(wqk_sb[0, i_p, g * PMAX + i_r], xT[0, i_p, i_r], mask=cols_ok)
             for j in nl.affine_range(k_tiles - 1):
                 acc[i_p, i_r] += nisa.nc_matmul(wqk_sb[j + 1, i_p, g * PMAX + i_r], xT[j + 1, i_p, i_r],
                                                 mask=cols_ok)  # fmt: skip
-            t = nl.ndarray((nl.par_dim(PMAX), PMAX), dtype=x.dtype)
-            t[i_p, i_r] = nisa.activation(nl.copy, acc[i_p, i_r], scale=qk_scale[i_p, g], bias=qk_bias[i_p, g],
-                                          dtype=x.dtype, mask=cols_ok)  # fmt: skip
-            nl.store(qkT[g * PMAX + i_p, m0 + i_r], value=t[i_p, i_r], mask=cols_ok)
+            qk[g, i_p, i_r] = nisa.activation(nl.copy, acc[i_p, i_r], scale=qk_scale[i_p, g], bias=qk_bias[i_p, g],
+                                              dtype=x.dtype, mask=cols_ok)  # fmt: skip
+        # every feature tile in one transfer ([128, tiles, 128]: one fixed cost, reference/nki.md §3.4)
+        i_f3, i_g3 = nl.arange(PMAX)[:, None, None], nl.arange(ft_max)[None, :, None]
+        i_r3 = nl.arange(PMAX)[None, None, :]
+        nisa.dma_copy(dst=qkT[i_g3 * PMAX + i_f3, m0 + i_r3], src=qk[i_g3, i_f3, i_r3],
+                      mask=(i_g3 < 2 * half) & (m0 + i_r3 < m_rows))  # fmt: skip
         y = nl.ndarray((nl.par_dim(PMAX), width), dtype=x.dtype)
         for c in nl.affine_range(math.ceil(hd / BLOCK_N)):
             _block(x, wv_sb, v_bias, xT, y, None, m0, c * BLOCK_N, hd, k_tiles, "bias")
