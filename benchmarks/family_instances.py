@@ -206,12 +206,7 @@ FUSED_PLANS = {"mlp": (plan_mlp, {}), "layernorm_mlp": (plan_layernorm_mlp, {"ep
                "layernorm_qkv": (plan_layernorm_qkv, {"scale": 0.125, "epsilon": 1e-6})}  # fmt: skip
 
 
-def _fused_shapes(entry, m, k, h, n):
-    if entry == "mlp":
-        return [(m, k), (k, h), (h,), (h, n), (n,), (m, n)]
-    if entry == "layernorm_mlp":
-        return [(m, k), (k,), (k,), (k, h), (h,), (h, k), (k,)]
-    return [(m, k), (k,), (k,), (k, n), (n,)]
+_fused_shapes = fused_widths.arg_shapes
 
 
 def fused_widths_table(cases) -> None:

@@ -209,6 +209,16 @@ EPSILON = 1e-6  # the LayerNorm kernels' families fix the epsilon, as their row-
 QKV_SCALES = (64**-0.5, 80**-0.5)
 
 
+def arg_shapes(entry: str, m, k, h, n) -> list[tuple]:
+    """The shapes of an entry point's arguments for M = ``m``, K = ``k``, H = ``h`` and N = ``n`` (ints or names;
+    layernorm_mlp's N is K and layernorm_qkv has no H)."""
+    if entry == "mlp":
+        return [(m, k), (k, h), (h,), (h, n), (n,), (m, n)]
+    if entry == "layernorm_mlp":
+        return [(m, k), (k,), (k,), (k, h), (h,), (h, k), (k,)]
+    return [(m, k), (k,), (k,), (k, n), (n,)]
+
+
 def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, object]]]:
     """``(args, dims, constants)`` of every width family of a fused entry point, as kernel.toml lists them
     (tests/kernels/test_fused_width_families.py checks that it does): per dtype (and layernorm_qkv's scale), one
@@ -217,24 +227,17 @@ def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, obje
 
     out = []
     for dtype in DTYPES[entry]:
+        args = [" x ".join(map(str, shape)) + f":{dtype}" for shape in arg_shapes(entry, "M", "K", "H", "N")]
         for box in boxes(entry, ITEMSIZE[dtype]):
-            t = f":{dtype}"
+            names = {"mlp": "KHN", "layernorm_mlp": "KH", "layernorm_qkv": "KN"}[entry]
+            dims = {"M": "1..65536"} | {d: f"{lo}..{hi}" for d, (lo, hi) in zip(names, box)}
             if entry == "mlp":
-                (k0, k1), (h0, h1), (n0, n1) = box
-                args = ["M x K", "K x H", "H", "H x N", "N", "M x N"]
-                dims = {"M": "1..65536", "K": f"{k0}..{k1}", "H": f"{h0}..{h1}", "N": f"{n0}..{n1}"}
-                out.append(([a + t for a in args], dims, {}))
+                out.append((args, dims, {}))
             elif entry == "layernorm_mlp":
-                (k0, k1), (h0, h1) = box
-                args = ["M x K", "K", "K", "K x H", "H", "H x K", "K"]
-                dims = {"M": "1..65536", "K": f"{k0}..{k1}", "H": f"{h0}..{h1}"}
-                out.append(([a + t for a in args], dims, {"epsilon": EPSILON}))
+                out.append((args, dims, {"epsilon": EPSILON}))
             else:
-                (k0, k1), (n0, n1) = box
-                args = ["M x K", "K", "K", "K x N", "N"]
-                dims = {"M": "1..65536", "K": f"{k0}..{k1}", "N": f"{n0}..{n1} step {QKV_STEP}"}
-                for scale in QKV_SCALES:
-                    out.append(([a + t for a in args], dims, {"scale": scale, "epsilon": EPSILON}))
+                dims["N"] += f" step {QKV_STEP}"
+                out += [(args, dims, {"scale": scale, "epsilon": EPSILON}) for scale in QKV_SCALES]
     return out
 
 

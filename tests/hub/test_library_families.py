@@ -222,15 +222,22 @@ def widths_bundle(tmp_path_factory):
     return build_bundle(root, benchmarks=False)
 
 
+def _fetched_without_trust(bundle):
+    """A bundle of three width families published as acme/linear and fetched with no trust: (the kernel, the
+    hub modules imported before any call)."""
+    assert sum(1 for _ in bundle.manifest.ir_files()) == 3  # the three width families alone
+    publish(bundle, "acme/linear", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/linear", version=1)
+    assert k.info.trusted is False and k.module is None
+    return k, imported
+
+
 @pytest.mark.parametrize("backend", ["numpy", "simulator"])
 def test_linear_runs_widths_nobody_declared_without_trust(registry, widths_bundle, backend):
     from kernels.linear import launcher
 
-    assert sum(1 for _ in widths_bundle.manifest.ir_files()) == 3  # the three width families alone
-    publish(widths_bundle, "acme/linear", settings())
-    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
-    k = kernels.get_kernel("acme/linear", version=1)
-    assert k.info.trusted is False and k.module is None
+    k, imported = _fetched_without_trust(widths_bundle)
     rng = np.random.default_rng(9)
     for entry, cases in WIDTHS.items():
         for dtype, (m, kk, n), constants in cases:
@@ -369,11 +376,7 @@ def fused_widths_bundle(tmp_path_factory):
 def test_the_fused_kernels_run_widths_nobody_declared_without_trust(registry, fused_widths_bundle, backend):
     from kernels.linear import launcher
 
-    assert sum(1 for _ in fused_widths_bundle.manifest.ir_files()) == 3  # the three width families alone
-    publish(fused_widths_bundle, "acme/linear", settings())
-    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
-    k = kernels.get_kernel("acme/linear", version=1)
-    assert k.info.trusted is False and k.module is None
+    k, imported = _fetched_without_trust(fused_widths_bundle)
     rng = np.random.default_rng(10)
     for entry, (dtype, shapes, constants, _) in FUSED_WIDTHS.items():
         args = [a if a.ndim != 2 or a.shape[0] == 70 else (a.astype(np.float32) / np.sqrt(a.shape[0])).astype(dtype)

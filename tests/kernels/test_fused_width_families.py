@@ -40,12 +40,7 @@ class _Arg:
         self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), np.dtype(dtype)
 
 
-def _shapes(entry, m, k, h, n):
-    if entry == "mlp":
-        return [(m, k), (k, h), (h,), (h, n), (n,), (m, n)]
-    if entry == "layernorm_mlp":
-        return [(m, k), (k,), (k,), (k, h), (h,), (h, k), (k,)]
-    return [(m, k), (k,), (k,), (k, n), (n,)]
+_shapes = fused_widths.arg_shapes
 
 
 def _box(entry, dtype, k, h, n):
