@@ -13,6 +13,7 @@ from hub_client.bundle import build_bundle
 from hub_client.errors import BundleError
 from hub_client.publish import publish
 from kernels.linear import reference as linear_reference
+from kernels.linear.widths import toml_line
 from kernels.matmul.reference import matmul as matmul_reference
 from kernels.vit_attn.reference import attention_split as attention_split_reference
 from tests.hub.conftest import settings
@@ -407,3 +408,21 @@ def test_an_entry_points_tolerance_goes_with_its_vectors(fused_widths_bundle, tm
     (root / "kernel.toml").write_text(toml)
     with pytest.raises(BundleError, match=r"\[entry-points.mlp\]: tolerance must map dtypes"):
         read_package(root)
+
+
+def test_a_kernel_of_two_outputs_is_checked_output_by_output(tmp_path):
+    """layernorm_qkv's float32 width family (q^T/k^T and V): the builder checks both outputs against the reference
+    (a reference whose V is off is refused) and ships no vectors (they hold one output)."""
+    from kernels.linear import fused_widths
+
+    line = next(toml_line(*f) for f in fused_widths.families("layernorm_qkv")
+                if "float32" in f[0][0] and f[2]["scale"] == 0.125)  # fmt: skip
+    root = families_only("linear", tmp_path / "ok", {"layernorm_qkv"}, lambda ln: ln == line)
+    (spec,) = build_bundle(root, benchmarks=False).manifest.entry_points["layernorm_qkv"].specialisations
+    assert spec.is_family and spec.test_vectors is None
+    root = families_only("linear", tmp_path / "off", {"layernorm_qkv"}, lambda ln: ln == line)
+    ref = (root / "reference.py").read_text()
+    v_out = "y[:, 2 * hd:].astype(x.dtype)"
+    (root / "reference.py").write_text(ref.replace(v_out, f"({v_out} + 1e-2).astype(x.dtype)"))
+    with pytest.raises(BundleError, match="disagrees with its NumPy reference"):
+        build_bundle(root, benchmarks=False)
