@@ -3,12 +3,16 @@ layernorm_linear's width families, kernels/linear/widths.py): the mask becomes t
 family may hold (verify/family.py, form (c)); its text round-trips, it is proved, and an instance computes what the
 concrete kernel for that K computes."""
 
+import copy
+
 import numpy as np
 import pytest
 
 import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
+from nki_dsl.ir.nodes import Op
+from nki_dsl.verify.family import check_form
 
 
 @nki.jit
@@ -47,3 +51,13 @@ def test_an_undeclared_symbol_in_a_reduce_mask_is_refused(family):
     text = family.text.replace("reduce_mask = [$K - d1 >= 1]", "reduce_mask = [$Z - d1 >= 1]")
     with pytest.raises(nki.NkiError, match="reduce_mask.: shape symbol \\$Z is not declared"):
         nki.parse_family(text)
+
+
+def test_a_reduce_mask_built_with_an_undeclared_symbol_is_refused_at_its_op(family):
+    # IR built in Python skips the parser's check above: the family's form check refuses it too, naming the op
+    ir = copy.deepcopy(family.ir)
+    (op,) = [s for s, _ in ir.walk() if isinstance(s, Op) and s.name == "nisa.bn_stats"]
+    op.attrs["reduce_mask"] = op.attrs["reduce_mask"].rename({"$K": "$Z"})
+    (diag,) = check_form(ir)
+    assert (diag.rule, diag.op, diag.loc) == ("shape-family", "nisa.bn_stats", op.loc)
+    assert diag.message == "attribute 'reduce_mask' uses $Z, which is not a declared symbol"

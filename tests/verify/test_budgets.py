@@ -180,3 +180,16 @@ def test_the_deepest_kernel_the_default_budget_allows_compiles_and_runs_on_every
         rtol = 3e-7 if backend == "jax" else 0
         np.testing.assert_allclose(out[:100, 1:], np.exp(a[:100, 1:]), rtol=rtol, atol=0)
         assert np.isnan(out[:100, 0]).all()
+
+
+def test_an_access_view_is_budgeted_at_the_fp32_the_engines_compute_in():
+    """bf16 [128, 512] tensors take 131,072 bytes, within a 200,000-byte budget, but each access view of them is a
+    [128, 512] fp32 tile on the engines (262,144 bytes): each op's views are refused, by operand, at their line."""
+    text = kernel_text(f"  {LOAD}\n  {STORE}\n").replace("f32", "bf16")
+    with pytest.raises(NkiVerificationError) as info:
+        nki.parse_ir(text, budget=IRBudget(max_tensor_bytes=200_000))
+    found = [(d.loc.line, d.op, d.message) for d in info.value.diagnostics]
+    view = ("budget max_tensor_bytes exceeded: operand '{}' view [128, 512] in bytes (at 4 per element) is "
+            "262,144, the budget allows 200,000")  # fmt: skip
+    assert found == [(3, "nl.load", view.format("src")), (4, "nl.store", view.format("dst")),
+                     (4, "nl.store", view.format("value"))]  # fmt: skip

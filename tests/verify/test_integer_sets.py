@@ -21,3 +21,11 @@ def test_a_search_out_of_nodes_before_its_first_split_answers_that_a_point_may_e
 def test_a_single_point_box_needs_no_node_at_all():
     assert not has_point(NO_POINT, {"x": (0, 0), "y": (1, 1)}, max_nodes=0)
     assert has_point([({"x": 1, "y": 1}, -1, True)], {"x": (0, 0), "y": (1, 1)}, max_nodes=0)
+
+
+def test_an_equality_is_solved_exactly_past_the_integers_a_float_holds():
+    # 3x == 3 * 2**55 + 3 holds at x = 2**55 + 1 only, which no float holds (2**55 + 1 rounds to 2**55): bounds
+    # narrowed through float division would leave x no value and answer "no point" for a point that exists.
+    x = 2**55 + 1
+    assert has_point([({"x": 3}, -3 * x, True)], {"x": (0, 2**60)})
+    assert not has_point([({"x": 3}, -3 * x, True)], {"x": (0, x - 1)})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,6 +67,16 @@ def test_program_ids_are_shared_by_both_sides():
     r = Side(_access(Affine.of(i0=1, pid0=4), shape=()), (i,))
     assert not meet_in_different_iterations(i, w, r, (8,))
 
+
+
+@pytest.mark.parametrize(("grid", "meet"), [((), False), ((1,), False), ((2,), True), ((3, 2), True)])
+def test_a_program_id_spans_its_grid_axis_and_is_0_past_the_grids_rank(grid, meet):
+    # Writes at i + 4*pid and reads at i + 8*pid (i in [0, 8)) meet across iterations only in a program with
+    # pid0 >= 1 (iteration i + 4 reads what iteration i wrote): one program (or no grid axis 0) has pid0 = 0 alone.
+    i = _loop("i0", 0, 8)
+    w = Side(_access(Affine.of(i0=1, pid0=4), shape=()), (i,))
+    r = Side(_access(Affine.of(i0=1, pid0=8), shape=()), (i,))
+    assert meet_in_different_iterations(i, w, r, grid) is meet
 
 def test_an_exhausted_budget_answers_may_meet():
     i = _loop("i0", 0, 1 << 20)

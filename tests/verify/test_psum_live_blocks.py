@@ -302,3 +302,33 @@ def test_a_refusal_names_the_banks_a_kernel_placed_its_tensor_on(rejected):
     (diag,) = rejected(kernel, A).diagnostics
     assert diag.message.startswith("9 PSUM banks are in use here"), diag.message
     assert "f32[2, 128, 512] in 'psum' (2 banks placed at 5, 6, line" in diag.message, diag.message
+
+
+def _block_0_read_in_every_iteration(held: int):
+    """``held`` accumulators live across a loop writing block i of a 4-block PSUM tensor and reading block i and
+    block 0: block 0, written in the first iteration, is read in all four, so the blocks are not one iteration's."""
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = [nl.zeros((128, 512), nl.float32, buffer=nl.psum, name=f"held{k}") for k in range(held)]
+        blocks = nl.ndarray((4, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        x = nl.load(a)
+        total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+        for i in nl.sequential_range(4):
+            blocks[i] = nisa.nc_matmul(x[:, nl.ds(i * 128, 128)], x)
+            total[...] += nisa.tensor_copy(blocks[i])
+            total[...] += nisa.tensor_copy(blocks[0])
+        for t in acc:
+            total[...] += nl.copy(t)
+        nl.store(out, value=total)
+        return out
+
+    return kernel
+
+
+def test_a_block_also_read_through_another_block_expression_keeps_every_block_live(traced, rejected):
+    traced(_block_0_read_in_every_iteration(4), A)  # 4 held + 4 blocks = 8
+    (diag,) = rejected(_block_0_read_in_every_iteration(5), A).diagnostics
+    assert diag.rule == "psum-banks" and diag.message.startswith("9 PSUM banks are in use here")
+    assert "f32[4, 128, 512] in 'psum' (4 banks, line" in diag.message

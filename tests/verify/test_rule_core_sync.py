@@ -10,7 +10,7 @@ import pytest
 
 import nki_dsl as nki
 from nki_dsl.ir.affine import Affine, Mask
-from nki_dsl.ir.nodes import Op
+from nki_dsl.ir.nodes import Imm, Op
 from nki_dsl.verify import verify_kernel
 from tests.current_api import lnc_kernels as k
 
@@ -74,3 +74,13 @@ def test_a_sync_op_under_a_mask_of_the_core_id_is_refused():
 def test_a_rank_that_follows_a_loop_index_is_refused():
     found = _with(k.exchange_sum, "nisa.sendrecv", lambda op: op.attrs.update(send_to_rank=Affine.var("i0")))
     assert any("depends on i0" in d.message for d in found)
+
+
+@pytest.mark.parametrize("operand", ["src", "dst"])
+def test_a_sendrecv_operand_that_is_no_tile_is_a_structure_error_not_a_crash(operand):
+    # core-sync compares src with dst only once the structure rule has passed both as tiles
+    found = _with(k.exchange_sum, "nisa.sendrecv", lambda op: op.operands.update({operand: Imm(1.0)}))
+    assert [(d.rule, d.message) for d in found] == [("structure", f"operand '{operand}' must be a tile, not the "
+                                                                  f"number 1.0")]  # fmt: skip
+    found = _with(k.exchange_sum, "nisa.sendrecv", lambda op: op.operands.pop(operand))
+    assert [d.rule for d in found] == ["structure"] and f"'{operand}'" in found[0].message, found

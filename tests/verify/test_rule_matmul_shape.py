@@ -62,3 +62,14 @@ def test_isa_operand_names(rejected):
     assert (diag.rule, diag.op) == ("matmul-shape", "nisa.nc_matmul")
     assert diag.message.startswith("stationary tile [128, 256] exceeds the stationary free-size limit of 128 "
                                    "(operand 'stationary' %1[128, 256] in 'sbuf')")
+
+
+def test_a_3d_matmul_operand_is_reported_by_the_shape_rule_alone(reverified):
+    # Parsed IR can hand nl.matmul a 3-D x: the Tensor engine's [K, M] roles mean nothing for it, so matmul-shape
+    # leaves it to the shape rule's 2-D error rather than reading K and M off its first two dimensions.
+    from nki_dsl.ir.parser import parse_kernel
+
+    text = nki.trace(product, np.zeros((128, 128), np.float32), np.zeros((128, 512), np.float32), True).text
+    (diag,) = reverified(parse_kernel(text.replace("f32[128, 128]", "f32[64, 2, 128]"))).diagnostics
+    assert (diag.rule, diag.op) == ("shape", "nl.matmul")
+    assert diag.message == "operands 'x' [64, 2, 128] and 'y' [128, 512] must be 2-D tiles"

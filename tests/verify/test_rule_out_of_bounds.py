@@ -123,3 +123,21 @@ def test_a_masked_access_in_a_stepped_loop_is_bounded_at_its_last_step(rejected)
 
 def test_a_row_mask_in_a_stepped_loop_keeps_the_last_step_in_bounds(traced):
     traced(stepped_row_tiles, np.zeros((300, 512), np.float32), True)
+
+
+@nki.jit
+def rows_under_a_mask_of_every_variable(a):
+    """Program p reads rows 64p + r of a 128-row tensor for the r (< 128) with r + 32p + c <= 63, c the column: the
+    mask names the program id and both tile axes, and keeps program 1 at rows 64..95."""
+    out = nl.ndarray((128, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(4)[None, :]
+    x = nl.load(a[pid * 64 + i_p, i_f], mask=(i_p + 32 * pid + i_f < 64))
+    nl.store(out[pid * 64 + i_p, i_f], value=x, mask=(i_p + 32 * pid + i_f < 64))
+    return out
+
+
+def test_a_mask_over_every_variable_of_an_access_bounds_its_index(traced):
+    # unmasked, the rows run to 64 + 127 = 191; the mask, a constraint on all of pid0, d0 and d1, is the only
+    # thing keeping them inside 128
+    traced(rows_under_a_mask_of_every_variable[2], np.zeros((128, 4), np.float32))
