@@ -161,7 +161,8 @@ def sbuf_bytes(entry: str, k: int, n: int, itemsize: int, h: int = 0) -> int:
     if entry == "layernorm_qkv":
         hd = n // 3
         v_width = math.ceil(hd / BLOCK_N) * BLOCK_N
-        return linear_sbuf_bytes(k, 2 * hd, s, True, "bias", SLACK_ROWS) + s * (kt * v_width + 3 * v_width + 2 * hd // PMAX) + 8
+        qk = linear_sbuf_bytes(k, 2 * hd, s, True, "bias", SLACK_ROWS)
+        return qk + s * (kt * v_width + 3 * v_width + 2 * hd // PMAX) + 8
     ht = math.ceil(h / PMAX)
     return linear_sbuf_bytes(h, n, s, False, "residual", SLACK_ROWS) + s * (kt * ht * PMAX + ht) + rows
 
