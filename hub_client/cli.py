@@ -98,6 +98,7 @@ def cmd_verify(args) -> int:
 
 
 def _run_vectors(settings, args, commit: str) -> int:
+    from hub_client import execute
     from hub_client.fetch import fetch
     from hub_client.vectors import run_vectors
 
@@ -107,15 +108,16 @@ def _run_vectors(settings, args, commit: str) -> int:
 
     # The vectors and IR a plain load did not fetch are fetched now (digest-checked), or read from the cache offline.
     fetched = fetch(settings, args.repo, commit, wanted, local_only=settings.offline)
-    results = run_vectors(fetched.manifest, lambda rel: (fetched.snapshot / rel).read_bytes(), backend=args.backend)
+    backend = execute.default_backend() if args.backend is None else args.backend
+    results = run_vectors(fetched.manifest, lambda rel: (fetched.snapshot / rel).read_bytes(), backend=backend)
     for r in results:
         print(f"  {r.entry}/{r.spec}: {r.status} ({r.detail})")
     failed = [r for r in results if r.failed]
     if failed:
         error(f"{len(failed)} of {len(results)} specialisations disagree with their test vectors on backend "
-              f"{args.backend}")  # fmt: skip
+              f"{backend}")  # fmt: skip
         return 1
-    print(f"test vectors: {sum(r.status == 'ok' for r in results)} specialisations agree on backend {args.backend}")
+    print(f"test vectors: {sum(r.status == 'ok' for r in results)} specialisations agree on backend {backend}")
     return 0
 
 
@@ -162,7 +164,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--revision")
     s.add_argument("--run", dest="run_vectors", action="store_true",
                    help="also re-run the verified IR on the bundle's test vectors")  # fmt: skip
-    s.add_argument("--backend", default="numpy", help="the backend --run executes on (default: numpy)")
+    s.add_argument("--backend", default=None,
+                   help="the backend --run executes on (default: $NKI_BACKEND, else numpy)")
     s.set_defaults(run=cmd_verify)
     s = sub.add_parser("forget", help="drop the first-use record of a release (after a confirmed re-release)")
     s.add_argument("repo")

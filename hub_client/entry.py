@@ -1,5 +1,8 @@
 """A loaded kernel's entry point: ``softmax.softmax(x, backend="numpy", target="trn2")``.
 
+Without ``backend=`` (here or at ``get_kernel``) a call runs where nki_dsl's own calls would
+(``nki.default_backend``: ``nki.use_backend``, ``NKI_BACKEND``, JAX arrays in, else NumPy).
+
 A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
 order) and its constants (keywords); a specialisation's runtime scalars (``epsilon``: any value, the manifest's
 default when left out) are passed to its IR after the arrays, as one-element arrays. The match's IR is parsed and
@@ -73,13 +76,13 @@ class _Compiled:
 
 class EntryPoint:
     def __init__(self, name: str, repo_label: str, snapshot: Path, specs: tuple[SpecRecord, ...], plan=None,
-                 default_backend: str = execute.DEFAULT_BACKEND):  # fmt: skip
+                 default_backend: str | None = None):  # fmt: skip
         self.name = name
         self._label = repo_label
         self._snapshot = snapshot
         self.specialisations = specs
         self._plan = plan  # the published Python's plan function, only when the caller trusts the repo
-        self._default_backend = default_backend
+        self._default_backend = default_backend  # get_kernel(backend=...); None: nki_dsl's default at each call
         self._parsed: dict[tuple, _Compiled] = {}  # (spec id, target) or, for a family, (spec id, shape, target)
         self._families: dict[str, object] = {}  # spec id -> its parsed nki.ShapeFamily
         self._traced: dict[int, _Compiled] = {}  # nki.jit caches traced IR per shape, so its id is a stable key
@@ -118,7 +121,9 @@ class EntryPoint:
                 del self._parsed[old]
         return self._parsed[key]
 
-    def _run(self, compiled: _Compiled, arrays: dict, backend: str, target: nki.Target):
+    def _run(self, compiled: _Compiled, arrays: dict, backend: str | None, target: nki.Target):
+        # resolved here, after the IR was parsed and verified: a refused bundle is refused on every backend
+        backend = execute.default_backend(arrays.values()) if backend is None else backend
         exe = compiled.executables.get((backend, target))
         if exe is None:
             exe = compiled.executables[(backend, target)] = execute.compile_ir(compiled.kernel, backend, target)

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import nki_dsl as nki
 
-DEFAULT_BACKEND = "numpy"
+DEFAULT_BACKEND = "numpy"  # the reference: what bundles are built and their test vectors made on
 
 
 def available_backends() -> list[str]:
     return nki.backend_names()
+
+
+def default_backend(arrays=()) -> str:
+    """Where a call that names no backend runs: nki_dsl's default for these inputs (``nki.use_backend``,
+    ``NKI_BACKEND``, JAX arrays in, else the NumPy reference)."""
+    return nki.default_backend(*arrays)
 
 
 def compile_ir(traced: nki.TracedKernel, backend: str, target: str | nki.Target):

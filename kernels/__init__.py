@@ -2,7 +2,7 @@
 
     import kernels
     softmax = kernels.get_kernel("acme/softmax", version=1)   # resolve, download, verify, load
-    y = softmax.softmax(x)                                    # the verified IR, on the NumPy reference
+    y = softmax.softmax(x)                                    # the verified IR, on nki.default_backend(x)
     print(softmax.info)                                       # repo, version, commit, digest, entry points
 
 This is the ``kernels`` package of an nki-dsl source checkout; Hugging Face's ``kernels`` library has the same import

@@ -5,7 +5,7 @@
 
     @nki.jit
     def kernel(a): ...
-    out = kernel[2, 2](a)            # runs on the NumPy reference
+    out = kernel[2, 2](a)            # runs on nki.default_backend(a): NumPy unless nki.use_backend says otherwise
     print(nki.trace(kernel[2, 2], a))  # the verified IR as text
     out, prof = nki.simulate(kernel, a, target="trn2")          # outputs and modelled timing
     prof = nki.benchmark(kernel, nki.spec((8192, 4096), "bfloat16"))  # timing from shapes alone
@@ -23,6 +23,7 @@ from nki_dsl.api import (
     backend_names,
     baremetal,
     benchmark,
+    default_backend,
     emit,
     parse_family,
     parse_ir,
@@ -31,6 +32,7 @@ from nki_dsl.api import (
     prove_family,
     simulate_kernel,
     trace,
+    use_backend,
 )
 from nki_dsl.errors import (
     NkiApiError,
@@ -51,6 +53,7 @@ from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 __all__ = [
     "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",
+    "default_backend", "use_backend",
     "Target", "get_target",
     "simulate", "simulate_kernel", "benchmark", "profile", "baremetal", "spec", "phase_times",
     "language", "isa", "typing", "compiler", "current",

@@ -28,6 +28,15 @@ def backend_names() -> list[str]:
     return backends.names()
 
 
+def default_backend(*arrays) -> str:
+    """The backend a call on ``arrays`` runs on when it names none: the ``nki.use_backend(...)`` block around it,
+    else ``NKI_BACKEND``, else ``jax`` for JAX arrays in, else ``numpy`` (``nki_dsl/backends/__init__.py``)."""
+    return backends.resolve(None, arrays)
+
+
+use_backend = backends.use_backend  # ``with nki.use_backend("jax"):`` the calls inside that name no backend run there
+
+
 def trace(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs):
     """Trace and verify ``kernel`` (optionally ``kernel[grid]``) for these arguments, without running it. With
     symbolic specs (``nki.spec(("N", 512), "float32", dims={"N": (1, 65536)})``) the result is a ``ShapeFamily``,
@@ -54,7 +63,8 @@ def emit(kernel, *args, backend: str = "numpy", **kwargs) -> str:
 
 
 def simulate_kernel(kernel, *args, **kwargs):
-    """Run ``kernel`` on the NumPy reference with NumPy arrays and return its outputs (as NKI's CPU simulator)."""
+    """Run ``kernel`` and return its outputs (as NKI's CPU simulator), on the NumPy reference unless ``backend=``
+    or the default backend (``nki.default_backend``) says otherwise."""
     return as_launch(kernel)(*args, **kwargs)
 
 

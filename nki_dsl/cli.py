@@ -201,9 +201,10 @@ def cmd_run(args) -> int:
     console = _console()
     launch = _launch(args.kernel, parse_grid(args.grid))
     kwargs = _random_inputs(dict(parse_arg(a) for a in args.arg), args.seed)
-    outputs = launch(**kwargs, backend=args.backend)
+    backend = nki.default_backend() if args.backend is None else args.backend  # the inputs are NumPy arrays
+    outputs = launch(**kwargs, backend=backend)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    where = "the NumPy reference" if args.backend == "numpy" else f"the {args.backend} backend"
+    where = "the NumPy reference" if backend == "numpy" else f"the {backend} backend"
     table = Table(title=f"{args.kernel} on {where}")
     for col in ("output", "shape", "dtype", "max |err|", "status"):
         table.add_column(col)
@@ -260,8 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check)
     run = kernel_command("run", "run a kernel on random inputs, optionally against a reference")
     run.add_argument("--reference", help="FILE.py:FUNCTION taking the same arguments as NumPy arrays")
-    run.add_argument("--backend", default="numpy", choices=tuple(nki.backend_names()),
-                     help="the backend the kernel runs on (default: numpy, the reference)")
+    run.add_argument("--backend", default=None, choices=tuple(nki.backend_names()),
+                     help="the backend the kernel runs on (default: $NKI_BACKEND, else numpy, the reference)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--rtol", type=float, default=1e-2)
     run.add_argument("--atol", type=float, default=1e-2)

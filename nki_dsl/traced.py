@@ -25,11 +25,11 @@ class TracedKernel:
         """The kernel's tensor parameters, in order: the names ``compile(...).run`` takes its arrays by."""
         return [p.name for p in self.ir.params]
 
-    def compile(self, backend: str = "numpy", target: str | Target = DEFAULT_TARGET):
-        """An executable of this (verified) kernel on ``backend``: ``.run({param name: array})`` returns the
-        outputs; the simulator's also keeps the run's ``.profile``. For IR that has no Python behind it (e.g.
-        parsed from a Hub bundle)."""
-        return backends.load(backend).compile_kernel(self.ir, get_target(target))
+    def compile(self, backend: str | None = None, target: str | Target = DEFAULT_TARGET):
+        """An executable of this (verified) kernel on ``backend`` (default: ``nki.default_backend()``, which sees
+        no arrays yet): ``.run({param name: array})`` returns the outputs; the simulator's also keeps the run's
+        ``.profile``. For IR that has no Python behind it (e.g. parsed from a Hub bundle)."""
+        return backends.load(backends.resolve(backend)).compile_kernel(self.ir, get_target(target))
 
     def profile(self, target: str | Target = DEFAULT_TARGET, steady: bool = True):
         """The modelled Profile of this kernel on ``target``'s engine simulator, timing only (shapes and dtypes

@@ -30,7 +30,7 @@ class Step:
 def _view(value, shape):
     if shape is None:
         return value
-    if isinstance(value, np.ndarray):
+    if hasattr(value, "reshape"):  # an array (NumPy's or JAX's); a shape spec (``nki.spec``) has no data to view
         return value.reshape(shape)
     return nki.spec(shape, value.dtype)
 
@@ -43,8 +43,9 @@ def _inputs(step, values):
     return args
 
 
-def run(steps, values: dict, backend: str = "numpy") -> dict:
-    """Compute every step on ``backend`` from the arrays in ``values`` (updated in place and returned)."""
+def run(steps, values: dict, backend: str | None = None) -> dict:
+    """Compute every step on ``backend`` (default: where a plain kernel call runs, ``nki.default_backend``) from the
+    arrays in ``values`` (updated in place and returned)."""
     for step in steps:
         result = step.kernel(*_inputs(step, values), backend=backend, **step.consts)
         results = result if isinstance(result, tuple) else (result,)

@@ -52,7 +52,7 @@ def _static(n):
         return None
 
 
-def layernorm(x, gamma, beta, epsilon=1e-6, *, backend: str = "numpy"):
+def layernorm(x, gamma, beta, epsilon=1e-6, *, backend: str | None = None):
     """LayerNorm of each row of ``x`` with per-column ``gamma`` and ``beta``."""
     launch, args, kwargs = plan_layernorm(x, gamma, beta, epsilon)
     return launch(*args, backend=backend, **kwargs)

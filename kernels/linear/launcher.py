@@ -31,7 +31,7 @@ def plan_linear(x, w, b=None, residual=None, epilogue=None):
     return linear_kernel, args, {"epilogue": epilogue}
 
 
-def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str = "numpy"):
+def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str | None = None):
     """``x @ w`` (+ b, then GELU or + residual)."""
     launch, args, kwargs = plan_linear(x, w, b, residual, epilogue)
     return launch(*args, backend=backend, **kwargs)
@@ -74,7 +74,7 @@ def plan_mlp(x, w1, b1, w2, b2, residual):
     return mlp_kernel, (x, w1, b1, w2, b2, residual), {}
 
 
-def mlp(x, w1, b1, w2, b2, residual, *, backend: str = "numpy"):
+def mlp(x, w1, b1, w2, b2, residual, *, backend: str | None = None):
     launch, args, kwargs = plan_mlp(x, w1, b1, w2, b2, residual)
     return launch(*args, backend=backend, **kwargs)
 
@@ -98,7 +98,7 @@ def plan_layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None
     return layernorm_linear_kernel, (x, gamma, beta) + args[1:], dict(consts, epsilon=float(epsilon))
 
 
-def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None, *, backend: str = "numpy"):
+def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None, *, backend: str | None = None):
     """``LN(x) @ w`` (+ b, then GELU), the normalised rows never in HBM."""
     launch, args, kwargs = plan_layernorm_linear(x, gamma, beta, w, b, epsilon, epilogue)
     return launch(*args, backend=backend, **kwargs)
@@ -124,7 +124,7 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
     return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)}
 
 
-def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str = "numpy"):
+def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str | None = None):
     launch, args, kwargs = plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon)
     return launch(*args, backend=backend, **kwargs)
 
@@ -154,6 +154,6 @@ def plan_layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads
     return layernorm_qkv_kernel, (x, gamma, beta, w, b), {"scale": float(scale), "epsilon": float(epsilon)}
 
 
-def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None, *, backend: str = "numpy"):
+def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None, *, backend: str | None = None):
     launch, args, kwargs = plan_layernorm_qkv(x, gamma, beta, w, b, scale, epsilon, num_heads)
     return launch(*args, backend=backend, **kwargs)

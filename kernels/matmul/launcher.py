@@ -52,7 +52,7 @@ def _fills_blocks(k, m, n) -> bool:
         return False
 
 
-def matmul(lhsT, rhs, *, backend: str = "numpy"):
+def matmul(lhsT, rhs, *, backend: str | None = None):
     """``lhsT.T @ rhs``, accumulated in fp32, returned in ``lhsT``'s dtype."""
     launch, args, kwargs = plan_matmul(lhsT, rhs)
     return launch(*args, backend=backend, **kwargs)

@@ -48,7 +48,7 @@ def _static(n):
         return None
 
 
-def rmsnorm(x, g, epsilon=1e-6, *, backend: str = "numpy"):
+def rmsnorm(x, g, epsilon=1e-6, *, backend: str | None = None):
     """RMSNorm of each row of ``x`` scaled by ``g``."""
     launch, args, kwargs = plan_rmsnorm(x, g, epsilon)
     return launch(*args, backend=backend, **kwargs)

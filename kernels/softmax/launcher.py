@@ -43,7 +43,7 @@ def _static(n):
         return None
 
 
-def softmax(x, *, backend: str = "numpy"):
+def softmax(x, *, backend: str | None = None):
     """Softmax along the last axis of a 2-D array."""
     launch, args, kwargs = plan_softmax(x)
     return launch(*args, backend=backend, **kwargs)

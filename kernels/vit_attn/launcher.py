@@ -102,19 +102,19 @@ def plan_attention_split(qkT, v, num_heads, seq, strategy="auto", evict="auto"):
     return attention_split_kernel, (qkT, v), consts
 
 
-def attention_split(qkT, v, num_heads, seq, *, backend: str = "numpy", strategy: str = "auto"):
+def attention_split(qkT, v, num_heads, seq, *, backend: str | None = None, strategy: str = "auto"):
     """Attention from the split layout a fused LayerNorm + QKV projection writes (``linear.layernorm_qkv``)."""
     launch, args, kwargs = plan_attention_split(qkT, v, num_heads, seq, strategy)
     return launch(*args, backend=backend, **kwargs)
 
 
-def attention(q, k, v, scale=None, *, backend: str = "numpy", strategy: str = "auto"):
+def attention(q, k, v, scale=None, *, backend: str | None = None, strategy: str = "auto"):
     """Bidirectional attention over (batch, heads, seq, head_dim); returns the same shape."""
     launch, args, kwargs = plan_attention(q, k, v, scale, strategy)
     return launch(*args, backend=backend, **kwargs)
 
 
-def attention_qkv(qkv, num_heads, scale=None, *, backend: str = "numpy", strategy: str = "auto"):
+def attention_qkv(qkv, num_heads, scale=None, *, backend: str | None = None, strategy: str = "auto"):
     """Attention from the fused QKV projection (batch, seq, 3 * heads * head_dim) -> (batch, seq, heads * head_dim)."""
     launch, args, kwargs = plan_attention_qkv(qkv, num_heads, scale, strategy)
     return launch(*args, backend=backend, **kwargs)

@@ -9,8 +9,8 @@ backends whatever the framework); ``debug_kernel``, ``show_compiler_tb`` and ``e
 The target of a launch is ``NEURON_PLATFORM_TARGET_OVERRIDE`` (trn1|inf2|gen2, trn2|gen3, trn3|gen4), else the
 kernel's ``platform_target=``, else trn2. NKI 0.3.0+ rejects ``platform_target=``, but code written for earlier
 releases (HF ``kernels``' Neuron example among it) passes it, so it is honoured with a DeprecationWarning rather
-than refused. ``NKI_SIMULATOR=1`` runs every launch on the engine simulator (as NKI's switch does), which
-returns the same outputs as the NumPy reference.
+than refused. ``NKI_SIMULATOR=1`` runs every launch that names no backend on the engine simulator (as NKI's
+switch does), which returns the same outputs as the NumPy reference.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from nki_dsl import backends
 from nki_dsl.current.specialize import Decisions, trace_specialized
 from nki_dsl.errors import NkiApiError
 from nki_dsl.ir.nodes import Kernel
@@ -51,9 +52,12 @@ def platform_target(kernel=None) -> str:
     return _platform_name(option, "platform_target") if option is not None else DEFAULT_TARGET
 
 
-def default_backend(backend: str) -> str:
-    """``NKI_SIMULATOR=1`` sends launches that did not name a backend to the engine simulator."""
-    return "simulator" if backend == "numpy" and os.environ.get("NKI_SIMULATOR", "") == "1" else backend
+def default_backend(backend: str | None, arrays=()) -> str:
+    """``NKI_SIMULATOR=1`` (NKI's own switch) sends launches that did not name a backend to the engine simulator;
+    otherwise they run on the project's default backend (``backends.resolve``)."""
+    if backend is None and os.environ.get("NKI_SIMULATOR", "") == "1":
+        return "simulator"
+    return backends.resolve(backend, arrays)
 
 
 class CurrentKernel(JitKernel):
@@ -97,14 +101,15 @@ def lnc_grid(lnc) -> tuple[int, ...]:
 
 
 class CurrentLaunch(Launch):
-    """A current-API kernel bound to its LNC degree; runs on the NumPy reference for the platform target."""
+    """A current-API kernel bound to its LNC degree; runs for the platform target, on the default backend unless
+    the call names one."""
 
-    def __call__(self, *args, backend: str = "numpy", **kwargs):
+    def __call__(self, *args, backend: str | None = None, **kwargs):
         if is_tracing():
             return super().__call__(*args, backend=backend, **kwargs)
         target = get_target(platform_target(self.jit))
         kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, target)
-        return self.jit.executable(kernel, key, default_backend(backend)).run(arrays)
+        return self.jit.executable(kernel, key, default_backend(backend, arrays.values())).run(arrays)
 
     def __getitem__(self, grid):
         raise NkiApiError("the LNC degree is given once: kernel[2](...)")

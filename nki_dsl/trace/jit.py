@@ -172,7 +172,9 @@ class Launch:
         self.jit = jit
         self.grid = grid
 
-    def __call__(self, *args, backend: str = "numpy", target: str | Target = DEFAULT_TARGET, **kwargs):
+    def __call__(self, *args, backend: str | None = None, target: str | Target = DEFAULT_TARGET, **kwargs):
+        """Run on ``backend``; without one, on the default backend (``nki.use_backend``, ``NKI_BACKEND``, JAX arrays
+        in: ``backends.resolve``)."""
         if is_tracing():
             raise NkiApiError(
                 f"sub-kernel {self.jit.fn.__name__} is called with a launch grid {list(self.grid)} from inside a "
@@ -181,7 +183,7 @@ class Launch:
             )
         # a launch is where the user names the target: resolved once here, passed inward as a Target
         kernel, arrays, key = self.jit.specialize(self.grid, args, kwargs, get_target(target))
-        out = self.jit.executable(kernel, key, backend).run(arrays)
+        out = self.jit.executable(kernel, key, backends.resolve(backend, arrays.values())).run(arrays)
         for hook in self.jit.launch_hooks:
             hook(self, args, {**kwargs, "target": target})
         return out

@@ -71,6 +71,16 @@ def test_run_on_the_jax_backend(kernel_file, capsys):
     assert "jax" in out and "match" in out and "MISMATCH" not in out  # the title wraps
 
 
+def test_run_without_backend_runs_on_the_default_backend(kernel_file, capsys, monkeypatch):
+    ref = f"{kernel_file}:good_reference"
+    monkeypatch.setenv("NKI_BACKEND", "simulator")
+    assert main(["run", f"{kernel_file}:scaled_exp", *ARGS, "--reference", ref]) == 0
+    assert "on the simulator backend" in " ".join(capsys.readouterr().out.split())  # the title wraps
+    monkeypatch.delenv("NKI_BACKEND")
+    assert main(["run", f"{kernel_file}:scaled_exp", *ARGS, "--reference", ref]) == 0
+    assert "on the NumPy reference" in " ".join(capsys.readouterr().out.split())
+
+
 def test_bad_invocations_explain_themselves(kernel_file, capsys):
     with pytest.raises(SystemExit, match="defines no 'missing'"):
         main(["trace", f"{kernel_file}:missing", *ARGS])

@@ -1,6 +1,6 @@
 """The kernel library's shape families from the Hub: each package published (cut down to the families under test,
-``library_packages``), fetched without trust, and called with shapes nobody pre-traced, on NumPy and the
-simulator, against the package's NumPy reference. No published Python runs."""
+``library_packages``), fetched without trust, and called with shapes nobody pre-traced, on NumPy, the
+simulator and JAX, against the package's NumPy reference. No published Python runs."""
 
 import sys
 
@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import kernels
+import nki_dsl as nki
 import nki_dsl.language as nl
 from hub_client.bundle import build_bundle
 from hub_client.errors import BundleError
@@ -58,7 +59,8 @@ def bundles(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("backend", ["numpy", "simulator"])
+# JAX: XLA compiles each family instance (5-18 s here, the attention the most), so its runs are slow-marked
+@pytest.mark.parametrize("backend", ["numpy", "simulator", pytest.param("jax", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(CASES))
 def test_a_fetched_family_runs_unforeseen_shapes_without_trust(registry, bundles, name, backend):
     package, _, _, entry, calls, reference, tolerances = CASES[name]
@@ -81,6 +83,16 @@ def test_a_shape_off_the_step_says_why(registry, bundles):
     with pytest.raises(kernels.NoSpecialisationError) as e:
         k.matmul(np.ones((384, 200), np.float32), np.ones((384, 512), np.float32))
     assert "dimension M = 200 is not a multiple of 128" in str(e.value)
+
+
+def test_an_entry_point_without_backend_runs_on_the_default_backend(registry, bundles):
+    publish(bundles["linear"], "acme/linear", settings())
+    k = kernels.get_kernel("acme/linear", version=1)
+    args = _arrays(np.random.default_rng(5), [(200, 256), (256, 192), (192,)], np.float32)
+    with nki.use_backend("simulator"):  # as a user's, or the backend fixture's, choice reaches kernel(x)
+        out = k.linear(*args, epilogue="bias")
+    assert {b for c in k.linear._parsed.values() for (b, _) in c.executables} == {"simulator"}
+    _close(out, linear_reference.linear(*args, epilogue="bias"), 1e-5, 2e-4)
 
 
 def _hf_variant(package: str):

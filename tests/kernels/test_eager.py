@@ -19,7 +19,7 @@ from kernels.eager.softmax import softmax_kernel
 from kernels.eager.vit import eager_attention_steps
 from kernels.linear import gelu_tanh
 from kernels.vit_attn import attention_qkv_reference
-from tests.backend_fixture import backend_independent
+from tests.backend_fixture import backend_independent, slow_on_jax
 
 F32 = np.float32
 
@@ -47,7 +47,7 @@ def test_softmax_rows():
     np.testing.assert_allclose(softmax_kernel(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
-@backend_independent
+@slow_on_jax
 def test_eager_attention_composition():
     batch, seq, heads, d = 2, 197, 3, 64
     qkv = np.random.default_rng(3).standard_normal((batch, seq, 3 * heads * d)).astype(F32)

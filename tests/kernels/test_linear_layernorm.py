@@ -13,7 +13,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.layernorm import layernorm, layernorm_reference
 from kernels.linear import gelu_tanh, linear, linear_reference, mlp, plan_linear, plan_mlp
-from tests.backend_fixture import backend_independent
+from tests.backend_fixture import backend_independent, slow_on_jax
 
 DT = {"float32": np.float32, "bfloat16": nl.bfloat16}
 TOL = {"float32": (1e-5, 1e-5), "bfloat16": (2e-2, 4e-2)}
@@ -26,7 +26,6 @@ def _close(out, ref, dtype):
 
 @pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
 def test_linear_epilogues(epilogue, dtype):
     # 300 rows (2 full tiles and a ragged one), K 320 (a ragged K tile), N 640 (a ragged 128-column block)
     rng = np.random.default_rng(0)
@@ -54,7 +53,7 @@ def test_linear_after_the_prologue_stores_whole_rows(x_source, epilogue):
     _close(out, linear_reference(x, w, b, r, epilogue), "bfloat16")
 
 
-@backend_independent
+@slow_on_jax
 def test_mlp_matches_fc1_gelu_fc2():
     dtype = "bfloat16"
     rng = np.random.default_rng(1)
@@ -77,7 +76,6 @@ def test_mlp_refuses_fp32():
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
 def test_layernorm(dtype):
     rng = np.random.default_rng(2)
     dt = DT[dtype]
@@ -142,7 +140,7 @@ def _norm_inputs(rng, m, k, dt):
     (2565, 128, 128, "none"),  # 21 row tiles: the prologue, one affine group of 16 and a static rest of 2
 ])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
+@slow_on_jax
 def test_layernorm_linear(m, k, n, epilogue, dtype):
     from kernels.linear import layernorm_linear, layernorm_linear_reference
 
@@ -161,7 +159,7 @@ def test_layernorm_linear(m, k, n, epilogue, dtype):
     (2100, 128, 256),  # five blocks: one affine group of four, then the static rest
 ])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
+@slow_on_jax
 def test_layernorm_mlp(m, k, h, dtype):
     from kernels.linear import layernorm_mlp, layernorm_mlp_reference
 
@@ -198,7 +196,7 @@ def test_layernorm_fusions_refuse_bad_shapes():
     (600, 192, 128, "bfloat16"),  # two blocks (the one-ahead pipeline), a ragged K tile
     (130, 128, 384, "float32"),  # three q and three k feature tiles, V in one 384-column block
 ])  # fmt: skip
-@backend_independent
+@slow_on_jax
 def test_layernorm_qkv_split_layout(m, k, hd, dtype):
     from kernels.linear import layernorm_qkv, layernorm_qkv_reference, plan_layernorm_qkv
 

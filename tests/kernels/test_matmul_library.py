@@ -45,7 +45,6 @@ def test_the_launcher_blocks_only_what_fills_the_blocks(shape, chosen):
     assert kernel is chosen and args == (lhsT, rhs) and kwargs == {}
 
 
-@backend_independent
 def test_the_launcher_runs_and_matches_the_reference():
     lhsT, rhs = _operands(128, 256, 512, np.float16)
     out = matmul(lhsT, rhs)

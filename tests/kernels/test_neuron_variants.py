@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.backend_fixture import backend_independent
+from tests.backend_fixture import slow_on_jax
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("nki_dsl.compat") is None,
@@ -46,7 +46,6 @@ def _close(actual, expected, rtol, atol):
 rng = np.random.default_rng(7)
 
 
-@backend_independent
 def test_softmax(variant):
     from kernels.softmax.reference import softmax
 
@@ -54,7 +53,6 @@ def test_softmax(variant):
     _close(variant("softmax").softmax(x), softmax(x), 1e-5, 1e-7)
 
 
-@backend_independent
 def test_rmsnorm(variant):
     from kernels.rmsnorm.reference import rmsnorm
 
@@ -62,7 +60,6 @@ def test_rmsnorm(variant):
     _close(variant("rmsnorm").rmsnorm(x, g, 1e-6), rmsnorm(x, g, 1e-6), 1e-5, 1e-5)
 
 
-@backend_independent
 def test_layernorm(variant):
     from kernels.layernorm.reference import layernorm
 
@@ -72,7 +69,6 @@ def test_layernorm(variant):
 
 
 @pytest.mark.parametrize("epilogue", ["none", "bias", "gelu", "residual"])
-@backend_independent
 def test_linear(variant, epilogue):
     from kernels.linear.reference import linear
 
@@ -83,7 +79,7 @@ def test_linear(variant, epilogue):
     _close(got, linear(x, w, b, r, epilogue), 1e-5, 2e-4)
 
 
-@backend_independent
+@slow_on_jax
 def test_vit_attention_both_layouts(variant):
     from kernels.vit_attn.reference import attention, attention_qkv
 
@@ -93,7 +89,6 @@ def test_vit_attention_both_layouts(variant):
     _close(variant("vit_attn").attention_qkv(qkv, 2), attention_qkv(qkv, 2), 2e-5, 2e-5)
 
 
-@backend_independent
 def test_matmul(variant):
     from kernels.matmul.reference import matmul
 

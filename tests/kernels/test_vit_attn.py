@@ -27,7 +27,7 @@ from kernels.vit_attn import (
     plan_attention_qkv,
 )
 from kernels.vit_attn.kernel import RESIDENT_MAX_SEQ
-from tests.backend_fixture import backend_independent
+from tests.backend_fixture import backend_independent, slow_on_jax
 
 TOL = {"float32": (2e-5, 2e-5), "bfloat16": (1.5e-2, 1.5e-2)}
 DTYPES = {"float32": np.float32, "bfloat16": nl.bfloat16}
@@ -61,31 +61,31 @@ def _run(layout, batch, seq, heads, d, dtype, seed=0, strategy="auto"):
 
 @pytest.mark.parametrize("layout", ["qkv", "bhsd"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
+@slow_on_jax
 def test_deit_s_batch1(layout, dtype):
     _run(layout, 1, 197, 6, 64, dtype)
 
 
-@backend_independent
+@slow_on_jax
 def test_vit_b_batch1_bf16_qkv():
     _run("qkv", 1, 197, 12, 64, "bfloat16", seed=1)
 
 
-@backend_independent
+@slow_on_jax
 def test_vit_h_batch1_fp32_bhsd():
     # head_dim 80 (no head pairs on the partitions) and 257 rows: two full tiles and a 1-row tile, masked
     _run("bhsd", 1, 257, 16, 80, "float32", seed=2)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
+@slow_on_jax
 def test_batch8_few_heads(dtype):
     # batch 8 at the ViT-B/16 sequence, with 2 heads instead of 12 to keep the NumPy run short
     _run("qkv", 8, 197, 2, 64, dtype, seed=3)
 
 
 @pytest.mark.parametrize("layout", ["qkv", "bhsd"])
-@backend_independent
+@slow_on_jax
 def test_flash_matches_the_resident_strip(layout):
     # the online softmax over key blocks of 512 (one full, one ragged of 88) on a short sequence, forced
     _run(layout, 1, 600, 2, 72, "float32", seed=4, strategy="flash")
@@ -96,12 +96,11 @@ def test_flash_matches_the_resident_strip(layout):
     (600, 2, 64, "bfloat16"),  # two score chunks (512 + 88), a head pair sharing transposes and one division
     (1100, 2, 72, "float32"),  # three chunks (512 + 512 + 76): the row sum accumulated over them by the exp
 ])  # fmt: skip
-@backend_independent
+@slow_on_jax
 def test_multi_chunk_resident_strip(layout, seq, heads, d, dtype):
     _run(layout, 1, seq, heads, d, dtype, seed=7)
 
 
-@backend_independent
 def test_large_logits_stay_finite():
     # scores of O(100): exp without the max subtraction would overflow fp32
     rng = np.random.default_rng(5)
@@ -167,7 +166,7 @@ def test_flash_beyond_the_resident_limit():
     (1, 600, 2, 72, "bfloat16"),  # a two-chunk strip, one head per transpose width
     (1, 130, 3, 80, "float32"),  # a 2-row ragged query tile
 ])  # fmt: skip
-@backend_independent
+@slow_on_jax
 def test_split_layout_matches_attention_qkv(batch, seq, heads, d, dtype):
     # attention_split from [q^T; (scale * k)^T] and V as the fused projection writes them, against the
     # attention_qkv reference on the same qkv (the scale folded into k in float64 before rounding)

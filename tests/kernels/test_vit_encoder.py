@@ -16,14 +16,14 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.eager.compose import breakdown, profile, run
 from kernels.eager.vit import VIT_B16, ViTConfig, encoder_steps, reference_forward, weight_shapes, weights
-from tests.backend_fixture import backend_independent
+from tests.backend_fixture import backend_independent, slow_on_jax
 
 SMALL = ViTConfig("test", dim=128, depth=2, heads=2, image=64)
 
 
 @pytest.mark.parametrize("mode", ["eager", "fused"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@backend_independent
+@slow_on_jax
 def test_forward_matches_numpy(mode, dtype):
     dt = np.float32 if dtype == "float32" else nl.bfloat16
     w = weights(SMALL, dt)
