@@ -145,3 +145,26 @@ def test_dma_copy_gathers_and_scatter_adds_through_an_index_tile():
     got = kernel(table, idx, acc)
     np.testing.assert_array_equal(np.asarray(got), table[idx[:, 0]])
     assert_close(acc, want_acc, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16, F32])
+def test_a_same_dtype_dma_round_trip_keeps_nan_payloads(dtype):
+    # A copy moves bytes: the quiet and signalling NaNs below (both signs, payloads in the top and bottom mantissa
+    # bits) come back bit for bit. (The reference holds bfloat16 tiles as fp32; ml_dtypes' cast back to bfloat16
+    # made every NaN 0x7fc0 until numpy_ref/runtime._round_bf16.) On each backend, and on the simulator, whose
+    # outputs are the reference's.
+    bits = {BF16: [0x7F81, 0xFFA5, 0x7FC3, 0x7FFF], F16: [0x7C01, 0xFE23, 0x7E01, 0xFFFF],
+            F32: [0x7F800001, 0xFFA50000, 0x7FC00003, 0x7FFFFFFF]}[dtype]  # fmt: skip
+    raw = np.uint32 if dtype is F32 else np.uint16
+    a = np.resize(np.array(bits, raw), (P, F)).view(dtype)
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a)
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+
+    for got in (kernel(a), kernel(a, backend="simulator")):
+        np.testing.assert_array_equal(np.asarray(got).view(raw), a.view(raw))

@@ -25,6 +25,8 @@ def _rounder(name: str):
         if d.np_dtype == np.dtype(np.float32):
             return lambda x: np.asarray(x, dtype=F32)
         storage = d.np_dtype
+        if d.np_dtype.itemsize == 2 and d.np_dtype != np.dtype(np.float16):  # bfloat16: an fp32 with 16 bits cut
+            return _round_bf16
         return lambda x: np.asarray(x, dtype=F32).astype(storage).astype(F32)
     if d.kind == "bool":
         return lambda x: np.asarray(x) != 0
@@ -40,6 +42,21 @@ def _rounder(name: str):
         return x.astype(d.np_dtype)
 
     return to_int
+
+
+def _round_bf16(x):
+    """fp32 -> bfloat16 (nearest even) -> fp32, NaN payloads kept: ml_dtypes' cast makes every NaN its canonical
+    quiet NaN (0x7fc0), so a bfloat16 NaN copied by a same-dtype DMA would change its bits. A NaN whose payload
+    lies in the top 7 mantissa bits (every bfloat16 NaN held as fp32 does) keeps them; one with only low payload bits
+    has no bfloat16 spelling and becomes the canonical NaN."""
+    x = np.asarray(x, dtype=F32)
+    out = x.astype(dtypes.get("bfloat16").np_dtype).astype(F32)
+    nan = np.isnan(x)
+    if nan.any():
+        top = x.view(np.uint32) & np.uint32(0xFFFF0000)
+        keep = nan & ((top & np.uint32(0x007F0000)) != 0)
+        out = np.where(keep, top.view(F32), out)
+    return out
 
 
 ROUND = {name: _rounder(name) for name in dtypes.BY_NAME}
@@ -67,6 +84,9 @@ def alloc_hbm(shape, dtype_name: str) -> np.ndarray:
 
 def to_hbm(value, dtype_name: str):
     """Convert on-chip values for storing into an HBM tensor of ``dtype_name`` (rounding once, from fp32)."""
+    if dtype_name == "bfloat16":  # built from the bits: assigning fp32 into a bfloat16 array would drop NaN payloads
+        rounded = _round_bf16(value)
+        return (rounded.view(np.uint32) >> 16).astype(np.uint16).view(dtypes.get("bfloat16").np_dtype)
     return ROUND[dtype_name](value) if not dtypes.get(dtype_name).is_float else np.asarray(value, dtype=F32)
 
 
