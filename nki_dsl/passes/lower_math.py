@@ -55,7 +55,12 @@ def _activation(ctx, like, fn, data, result) -> Op:
 
 
 def _minus_one(a: Access) -> Imm:
-    return Imm(-1.0 if _dtype(a).is_float else -1)
+    """-1 in ``a``'s dtype. An unsigned tile has none: all bits set (2**n - 1, which is -1 modulo 2**n), so that
+    x * it is -x wrapped around, as NumPy's and JAX's integer negation (a bare -1 does not fit the operand's dtype)."""
+    dt = _dtype(a)
+    if dt.is_float:
+        return Imm(-1.0)
+    return Imm((1 << (8 * dt.itemsize)) - 1) if dt.name.startswith("uint") else Imm(-1)
 
 
 def unary(op: Op, ctx: RewriteContext) -> list:
@@ -140,6 +145,8 @@ def _int_square(op, ctx, x, r):
 
 
 def _int_abs(op, ctx, x, r):
+    if _dtype(x).name.startswith("uint"):  # |x| = x: a copy (max with 0), not max(x, -x) with -x wrapped around
+        return [alu(ctx, op, "maximum", x, Imm(0), r)]
     neg = _tmp(ctx, op)
     return [alu(ctx, op, "multiply", x, Imm(-1), neg), alu(ctx, op, "maximum", x, full(neg), r)]
 
