@@ -35,8 +35,8 @@ says): first call and steady
 state of each, and their ratios; the numbers behind ``reroll.MIN_TRIPS``.
 
 ``--batch`` instead times the ViT attention kernel with batching off and on (``NKI_JAX_BATCH=0/1``,
-``nki_dsl/backends/jax/batching.py``) and prints what planning the batched runs costs on its body and on a
-2,401-op one.
+``nki_dsl/backends/jax/batching.py``) and prints what tracing, verifying and lowering (batching's planning
+included, XLA's compile not) cost with batching off and on, on its body and on a 2,401-op one.
 
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
 other work, wall-clock time partly measures the other work, CPU time what the calls cost.
@@ -222,10 +222,9 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
 
 def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
     """The ViT attention kernel with batching (``nki_dsl/backends/jax/batching.py``) off and on: first call and
-    steady state; then what planning the batched runs costs, on its 263-op head-group body and on a 2,401-op
-    straight-line body (400 unrolled tiles of 8 columns, re-rolling off so that batching sees them)."""
-    from nki_dsl.backends.jax import batching
-
+    steady state; then what trace + verify + lowering cost off and on (the difference: batching's planning), on
+    its 263-op body and on a 2,401-op straight-line body (400 unrolled tiles of 8 columns, re-rolling off so that
+    batching sees them)."""
     name, kernel, _, kargs = cases(np.random.default_rng(0))[-1]
     dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
     saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_BATCH")}
@@ -242,15 +241,22 @@ def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
         print(f"{name}: first call off {firsts[0] * 1e3:.0f} ms, on {firsts[1] * 1e3:.0f} ms; steady state off "
               f"{statistics.median(s_off) * 1e3:.2f} ms, on {statistics.median(s_on) * 1e3:.2f} ms (on/off "
               f"{ratio:.2f} +-{spread:.2f})")  # fmt: skip
-        del batching.STATS[:]
-        nki.trace(kernel, *kargs).compile("jax")._jitted.lower(*dev_args[:3])
-        ops, groups, took = batching.STATS[-1]
-        print(f"planning: {ops} ops -> {groups} groups in {took * 1e3:.0f} ms")
-        os.environ["NKI_JAX_REROLL"] = "0"
+        # Trace, verify and lower alone (to a jaxpr, batching's planning included; no XLA compile): the kernel
+        # called inside a user's jax.jit and only lowered, batching off and on, on this body and on a 2,401-op
+        # straight-line one (400 unrolled tiles of 8 columns, re-rolling off so that batching sees them).
         x = np.random.default_rng(1).standard_normal((400 * 128, 8)).astype(np.float32)
-        nki.trace(nki.jit(_unrolled_tiles), x).compile("jax")._jitted.lower(jnp.asarray(x))
-        ops, groups, took = batching.STATS[-1]
-        print(f"planning: {ops} ops -> {groups} groups in {took * 1e3:.0f} ms")
+        bodies = ((name, kernel.fn, dev_args), ("400 unrolled tiles", _unrolled_tiles, (jnp.asarray(x),)))
+        for label, fn, fargs in bodies:
+            took, clock = [], _clock(cpu)
+            for on in ("0", "1"):
+                os.environ.update(NKI_JAX_BATCH=on, NKI_JAX_REROLL="0" if fn is _unrolled_tiles else "1")
+                fresh = nki.jit(fn)
+                began = clock()
+                arrays = [a for a in fargs if isinstance(a, jax.Array)]  # the scale stays a Python float
+                rest = fargs[len(arrays):]
+                jax.jit(lambda *a, fresh=fresh, rest=rest: fresh(*a, *rest, backend="jax")).lower(*arrays)
+                took.append(clock() - began)
+            print(f"lowering {label}: batching off {took[0] * 1e3:.0f} ms, on {took[1] * 1e3:.0f} ms")
     finally:
         for v, value in saved.items():
             if value is None:

@@ -26,6 +26,7 @@ ALLOWED = {
     ("ir/fastread.py", 64): "MAX_NESTING: how deep the fast reader recurses before handing text to lark",
     ("ir/budget.py", 256): "max_expression_terms: a budget on untrusted IR text, not a machine size",
     ("trace/specs.py", 256): "lru_cache size of the signature cache",
+    ("backends/jax/batch_plan.py", 4096): "lru_cache size of the JAX batching plan's index-splitting cache",
     ("backends/simulator/dma_pool.py", 256): "KEEP: free-list pieces the DMA pool keeps, an implementation size",
     ("current/isa/composed.py", 16384): "max8's documented input limit in elements per partition (§2.7 max8)",
 }
