@@ -45,6 +45,7 @@ other work, wall-clock time partly measures the other work, CPU time what the ca
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -175,6 +176,20 @@ def memory_growth(n: int) -> float:
     return rss() - start
 
 
+@contextlib.contextmanager
+def _environment_restored(*names):
+    """Leave the named environment variables as they were, whatever the block sets them to."""
+    saved = {v: os.environ.get(v) for v in names}
+    try:
+        yield
+    finally:
+        for v, value in saved.items():
+            if value is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = value
+
+
 def _unrolled_tiles(x):
     """A Python loop over the row tiles of ``x`` (unrolled at trace time): the case loop re-rolling is for."""
     import nki_dsl.language as nl
@@ -194,10 +209,9 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
     print(f"{'tiles':>5} {'first off (ms)':>14} {'first on (ms)':>13} {'run off (ms)':>12} {'run on (ms)':>11} "
           f"{'first on/off':>12} {'run on/off':>12}")  # fmt: skip
     kernel = nki.jit(_unrolled_tiles)
-    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_REROLL_MIN_TRIPS", "NKI_JAX_BATCH")}
-    os.environ["NKI_JAX_REROLL_MIN_TRIPS"] = "2"  # "on" re-rolls whatever the threshold: the table is what decides it
-    os.environ["NKI_JAX_BATCH"] = "0"  # "off" is the unrolled ops, not batched ones
-    try:
+    with _environment_restored("NKI_JAX_REROLL", "NKI_JAX_REROLL_MIN_TRIPS", "NKI_JAX_BATCH"):
+        os.environ["NKI_JAX_REROLL_MIN_TRIPS"] = "2"  # "on" re-rolls whatever the threshold: the table decides it
+        os.environ["NKI_JAX_BATCH"] = "0"  # "off" is the unrolled ops, not batched ones
         for n in tiles:
             x = jnp.asarray(np.random.default_rng(n).standard_normal((128 * n, 512)).astype(np.float32))
             firsts, fns = [], []
@@ -212,12 +226,6 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
             t_off, t_on = statistics.median(off) * 1e3, statistics.median(on) * 1e3
             print(f"{n:5d} {firsts[0] * 1e3:14.1f} {firsts[1] * 1e3:13.1f} {t_off:12.2f} {t_on:11.2f} "
                   f"{firsts[1] / firsts[0]:12.2f} {ratio:6.2f} +-{spread:4.2f}")  # fmt: skip
-    finally:
-        for v, value in saved.items():
-            if value is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = value
 
 
 def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
@@ -227,9 +235,8 @@ def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
     batching sees them)."""
     name, kernel, _, kargs = cases(np.random.default_rng(0))[-1]
     dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
-    saved = {v: os.environ.get(v) for v in ("NKI_JAX_REROLL", "NKI_JAX_BATCH")}
-    firsts, fns = [], []
-    try:
+    with _environment_restored("NKI_JAX_REROLL", "NKI_JAX_BATCH"):
+        firsts, fns = [], []
         for on in ("0", "1"):
             os.environ["NKI_JAX_BATCH"] = on
             firsts.append(first_call_time(kernel, dev_args, cpu, first))
@@ -257,12 +264,6 @@ def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
                 jax.jit(lambda *a, fresh=fresh, rest=rest: fresh(*a, *rest, backend="jax")).lower(*arrays)
                 took.append(clock() - began)
             print(f"lowering {label}: batching off {took[0] * 1e3:.0f} ms, on {took[1] * 1e3:.0f} ms")
-    finally:
-        for v, value in saved.items():
-            if value is None:
-                os.environ.pop(v, None)
-            else:
-                os.environ[v] = value
 
 
 def main() -> int:

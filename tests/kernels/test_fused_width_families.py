@@ -17,6 +17,7 @@ from kernels.linear import fused_widths, reference
 from kernels.linear.launcher import plan_layernorm_mlp, plan_layernorm_qkv, plan_mlp
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
+from tests.kernels.family_args import FamilyArg as _Arg
 
 DTYPES = {"float32": np.float32, "bfloat16": nl.bfloat16, "float16": np.float16}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -32,12 +33,6 @@ def kernel_backend():
     """(Overrides the directory's every-backend fixture: the instance test names its backends itself.)"""
     return None
 
-
-class _Arg:
-    """What a launcher sees of a family's argument at publish time (hub_client/bundle.py does the same)."""
-
-    def __init__(self, spec, shape, dtype):
-        self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), np.dtype(dtype)
 
 
 _shapes = fused_widths.arg_shapes

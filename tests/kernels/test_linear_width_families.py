@@ -17,6 +17,7 @@ from kernels.linear import reference, widths
 from kernels.linear.launcher import plan_layernorm_linear, plan_linear
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
+from tests.kernels.family_args import FamilyArg as _Arg
 
 BF16 = nl.bfloat16
 DTYPES = {"float32": np.float32, "bfloat16": BF16, "float16": np.float16}
@@ -30,12 +31,6 @@ def kernel_backend():
     others use none.)"""
     return None
 
-
-class _Arg:
-    """What a launcher sees of a family's argument at publish time (hub_client/bundle.py does the same)."""
-
-    def __init__(self, spec, shape, dtype):
-        self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), dtype
 
 
 def _box(entry, dtype, epilogue, k, n):

@@ -24,6 +24,7 @@ from kernels.softmax import reference as softmax_reference
 from kernels.softmax import widths as softmax_widths
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
+from tests.kernels.family_args import FamilyArg as _Arg
 
 BF16 = nl.bfloat16
 DTYPES = {"float32": np.float32, "bfloat16": BF16, "float16": np.float16}
@@ -35,12 +36,6 @@ def kernel_backend():
     """(Overrides the directory's every-backend fixture: the instance tests name their backends themselves.)"""
     return None
 
-
-class _Arg:
-    """What a launcher sees of a family's argument at publish time (hub_client/bundle.py does the same)."""
-
-    def __init__(self, spec, shape, dtype):
-        self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), dtype
 
 
 # entry: (launcher module, widths module, the arguments' shapes over N and W, reference, {dtype: (rtol, atol)})

@@ -14,6 +14,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.vit_attn import reference
 from kernels.vit_attn.launcher import plan_attention
+from tests.kernels.family_args import FamilyArg as _Arg
 
 TOML = Path(reference.__file__).with_name("kernel.toml")
 BF16 = nl.bfloat16
@@ -25,12 +26,6 @@ def kernel_backend():
     """(Overrides the directory's every-backend fixture: the tests name their backends.)"""
     return None
 
-
-class _Arg:
-    """What the launcher sees of a family's argument at publish time (hub_client/bundle.py does the same)."""
-
-    def __init__(self, spec, shape, dtype):
-        self.spec, self.shape, self.ndim, self.dtype = spec, shape, len(shape), dtype
 
 
 def _declared(dtype):

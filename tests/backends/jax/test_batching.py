@@ -17,6 +17,7 @@ import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 from nki_dsl.backends.jax import batching, reroll
 from nki_dsl.backends.jax.program import build, to_held
+from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
 
 P = 128
 
@@ -60,19 +61,6 @@ def _check(kernel, args, monkeypatch, exps_batched, exps_unbatched, rtol=2e-6):
     assert (text.count(" exp "), plain.count(" exp ")) == (exps_batched, exps_unbatched)
     return on[0], text
 
-
-@nki.jit
-def _ring_tiles(x):
-    """Tile t: exp into ring slot t % 3, row sums, divide, store: slots shared by tiles t and t + 3."""
-    rows, cols = x.shape
-    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    ring = nl.ndarray((3, nl.par_dim(P), cols), dtype=nl.float32, buffer=nl.sbuf)
-    i_p, i_f = nl.arange(P)[:, None], nl.arange(cols)[None, :]
-    for t in range(rows // P):
-        ring[t % 3, i_p, i_f] = nl.exp(nl.load(x[t * P + i_p, i_f]))
-        total = nl.sum(ring[t % 3, i_p, i_f], axis=1, keepdims=True)
-        nl.store(out[t * P + i_p, i_f], value=nl.divide(ring[t % 3, i_p, i_f], total))
-    return out
 
 
 def test_tiles_sharing_ring_slots_run_as_one_op_per_stage(monkeypatch):

@@ -10,6 +10,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl.backends.jax import batching, reroll
+from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
 
 P = 128
 
@@ -54,19 +55,6 @@ def _check(kernel, args, monkeypatch, exps_rolled, exps_unrolled):
     assert _loops(text) and not _loops(plain)
     return rolled
 
-
-@nki.jit
-def _ring_tiles(x):
-    """Tile t: exp into ring slot t % 3, row sums, divide, store (the slot is not affine in t)."""
-    rows, cols = x.shape
-    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    ring = nl.ndarray((3, nl.par_dim(P), cols), dtype=nl.float32, buffer=nl.sbuf)
-    i_p, i_f = nl.arange(P)[:, None], nl.arange(cols)[None, :]
-    for t in range(rows // P):
-        ring[t % 3, i_p, i_f] = nl.exp(nl.load(x[t * P + i_p, i_f]))
-        total = nl.sum(ring[t % 3, i_p, i_f], axis=1, keepdims=True)
-        nl.store(out[t * P + i_p, i_f], value=nl.divide(ring[t % 3, i_p, i_f], total))
-    return out
 
 
 def test_unrolled_tiles_with_ring_slots_run_as_one_loop(short_runs, monkeypatch):
