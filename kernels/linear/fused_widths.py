@@ -144,10 +144,6 @@ QKV_STEP = 3 * PMAX  # 3 * hd, hd a multiple of 128 (plan_layernorm_qkv)
 QKV_BLOCK = 4 * QKV_STEP  # N per step of the qkv boxes' N ranges
 
 
-# One result row of slack, as linear's boxes had before the allocator and the verifier's SBUF rule agreed exactly;
-# these boxes were proved and placed with it (test_every_fused_box_is_proved_and_allocates), not yet without.
-SLACK_ROWS = 1
-
 
 def sbuf_bytes(entry: str, k: int, n: int, itemsize: int, h: int = 0) -> int:
     """SBUF bytes per partition a family of ``entry`` sized for K = ``k``, N = ``n`` (the MLPs' output width, the
@@ -161,10 +157,10 @@ def sbuf_bytes(entry: str, k: int, n: int, itemsize: int, h: int = 0) -> int:
     if entry == "layernorm_qkv":
         hd = n // 3
         v_width = math.ceil(hd / BLOCK_N) * BLOCK_N
-        qk = linear_sbuf_bytes(k, 2 * hd, s, True, "bias", SLACK_ROWS)
+        qk = linear_sbuf_bytes(k, 2 * hd, s, True, "bias")
         return qk + s * (kt * v_width + 3 * v_width + 2 * hd // PMAX) + 8
     ht = math.ceil(h / PMAX)
-    return linear_sbuf_bytes(h, n, s, False, "residual", SLACK_ROWS) + s * (kt * ht * PMAX + ht) + rows
+    return linear_sbuf_bytes(h, n, s, False, "residual") + s * (kt * ht * PMAX + ht) + rows
 
 
 def boxes(entry: str, itemsize: int) -> list[tuple[tuple[int, int], ...]]:

@@ -44,19 +44,17 @@ def top(n) -> int:
     return n.table.bounds(n.expr)[1]
 
 
-def sbuf_bytes(k: int, n: int, itemsize: int, layernorm: bool = False, epilogue: str = "residual",
-               slack_rows: int = 0) -> int:
+def sbuf_bytes(k: int, n: int, itemsize: int, layernorm: bool = False, epilogue: str = "residual") -> int:
     """SBUF bytes per partition a width family sized for K = ``k`` and N = ``n`` needs, at most: the weight, one
     row tile's rows and x^T (and with ``layernorm`` its normalised rows, gamma and beta columns and 1 KiB for the
     statistics and epsilon), the bias row and its broadcast, the result row (two for ``gelu`` and ``residual``), a
-    memset's [128, 128] tile, and ``slack_rows`` more result rows. None are needed since the allocator places
-    whatever one copy of each tensor fits in (largest first when program order fragments, ``passes/allocate.py``)
-    and the verifier's SBUF rule asks the allocator that same question: every box's top instance allocates
-    (``test_every_box_is_proved_and_allocates``)."""
+    memset's [128, 128] tile; no slack for placement: the allocator places whatever one copy of each tensor
+    fits in (largest first when program order fragments, ``passes/allocate.py``) and the verifier's SBUF rule asks
+    it that same question, so every box's top instance allocates (``test_every_box_is_proved_and_allocates``)."""
     kt, width = math.ceil(k / PMAX), math.ceil(n / BLOCK_N) * BLOCK_N
     rows = (3 if layernorm else 2) * kt * PMAX
     extra = 2 * kt * itemsize + 1024 if layernorm else 0
-    row_tiles = (2 if epilogue != "none" else 0) + (2 if epilogue in ("gelu", "residual") else 1) + slack_rows
+    row_tiles = (2 if epilogue != "none" else 0) + (2 if epilogue in ("gelu", "residual") else 1)
     return itemsize * (kt * width + rows + row_tiles * width + PMAX) + extra
 
 
