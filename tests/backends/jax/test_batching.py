@@ -17,6 +17,7 @@ import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 from nki_dsl.backends.jax import batching, reroll
 from nki_dsl.backends.jax.program import build, to_held
+from tests.backends.jax.ring_kernels import grad_of_weighted_sum, on_and_off, under_vmap
 from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
 
 P = 128
@@ -166,12 +167,7 @@ def test_a_write_unlike_the_prediction_falls_back_to_the_unbatched_ops():
 @pytest.mark.slow
 def test_gradients_through_a_batched_kernel_are_the_unbatched_ones(monkeypatch):
     x = np.random.default_rng(7).standard_normal((6 * P, 8)).astype(np.float32)
-    grads = []
-    for enabled in (True, False):
-        monkeypatch.setattr(batching, "ENABLED", enabled)
-        k = _fresh(_ring_tiles)
-        loss = lambda a, k=k: (k(a, backend="jax") * np.arange(8, dtype=np.float32)).sum()  # noqa: E731
-        grads.append(np.asarray(jax.grad(loss)(jax.numpy.asarray(x))))
+    grads = on_and_off(batching, monkeypatch, _ring_tiles, lambda k: grad_of_weighted_sum(k, x))
     # (XLA sums the batched row sums with a library kernel: an ulp apart, which the backward pass amplifies)
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=2e-6)
 
@@ -179,11 +175,7 @@ def test_gradients_through_a_batched_kernel_are_the_unbatched_ones(monkeypatch):
 @pytest.mark.slow
 def test_a_batched_kernel_under_the_users_vmap(monkeypatch):
     xs = np.random.default_rng(8).standard_normal((2, 5 * P + 40, 8)).astype(np.float32)
-    outs = []
-    for enabled in (True, False):
-        monkeypatch.setattr(batching, "ENABLED", enabled)
-        k = _fresh(_ragged_slots)
-        outs.append(np.asarray(jax.vmap(lambda a, k=k: k(a, backend="jax"))(jax.numpy.asarray(xs))))
+    outs = on_and_off(batching, monkeypatch, _ragged_slots, lambda k: under_vmap(k, xs))
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-6)
     ref = np.asarray(_fresh(_ragged_slots)(xs[1]))
     np.testing.assert_allclose(outs[0][1], ref, rtol=2e-6)

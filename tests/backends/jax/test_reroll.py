@@ -10,6 +10,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl.backends.jax import batching, reroll
+from tests.backends.jax.ring_kernels import grad_of_weighted_sum, on_and_off, under_vmap
 from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
 
 P = 128
@@ -170,23 +171,14 @@ def test_a_tile_used_by_later_units_stays_outside_the_loop(short_runs, monkeypat
 @pytest.mark.slow
 def test_gradients_through_a_rerolled_kernel_are_the_unrolled_ones(short_runs, monkeypatch):
     x = np.random.default_rng(7).standard_normal((4 * P, 8)).astype(np.float32)
-    grads = []
-    for enabled in (True, False):
-        monkeypatch.setattr(reroll, "ENABLED", enabled)
-        k = _fresh(_ring_tiles)
-        loss = lambda a, k=k: (k(a, backend="jax") * np.arange(8, dtype=np.float32)).sum()  # noqa: E731
-        grads.append(np.asarray(jax.grad(loss)(jax.numpy.asarray(x))))
+    grads = on_and_off(reroll, monkeypatch, _ring_tiles, lambda k: grad_of_weighted_sum(k, x))
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.slow
 def test_a_rerolled_kernel_under_the_users_vmap(short_runs, monkeypatch):
     xs = np.random.default_rng(8).standard_normal((2, 4 * P, 8)).astype(np.float32)
-    outs = []
-    for enabled in (True, False):
-        monkeypatch.setattr(reroll, "ENABLED", enabled)
-        k = _fresh(_ring_tiles)
-        outs.append(np.asarray(jax.vmap(lambda a, k=k: k(a, backend="jax"))(jax.numpy.asarray(xs))))
+    outs = on_and_off(reroll, monkeypatch, _ring_tiles, lambda k: under_vmap(k, xs))
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
