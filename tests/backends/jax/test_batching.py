@@ -19,6 +19,7 @@ from nki_dsl.backends.jax import batching, reroll
 from nki_dsl.backends.jax.program import build, to_held
 from tests.backends.jax.ring_kernels import grad_of_weighted_sum, on_and_off, under_vmap
 from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
+from tests.backends.jax.ring_kernels import running_sum as _running_sum
 
 P = 128
 
@@ -97,21 +98,6 @@ def test_a_ragged_tile_reusing_a_slot_reads_the_stale_rows_program_order_leaves(
     np.testing.assert_allclose(got[5, :40], e[5, :40], rtol=2e-6)
     np.testing.assert_allclose(got[5, 40:], e[3, 40:], rtol=2e-6)  # slot 1's rows from tile 3
 
-
-@nki.jit
-def _running_sum(x):
-    """Out tile t = the sum of x tiles 0 .. t, accumulated in one tile every step reads and writes: the adds
-    form a chain (each reads the previous one's write) and must not be merged."""
-    rows, cols = x.shape
-    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    acc = nl.ndarray((nl.par_dim(P), cols), dtype=nl.float32, buffer=nl.sbuf)
-    i_p, i_f = nl.arange(P)[:, None], nl.arange(cols)[None, :]
-    acc[i_p, i_f] = nl.exp(nl.load(x[i_p, i_f]))
-    nl.store(out[i_p, i_f], value=acc[i_p, i_f])
-    for t in range(1, rows // P):
-        acc[i_p, i_f] = nl.add(acc[i_p, i_f], nl.exp(nl.load(x[t * P + i_p, i_f])))
-        nl.store(out[t * P + i_p, i_f], value=acc[i_p, i_f])
-    return out
 
 
 def test_chains_reading_an_earlier_chains_writes_stay_in_order(monkeypatch):

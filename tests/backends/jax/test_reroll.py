@@ -12,6 +12,7 @@ import nki_dsl.language as nl
 from nki_dsl.backends.jax import batching, reroll
 from tests.backends.jax.ring_kernels import grad_of_weighted_sum, on_and_off, under_vmap
 from tests.backends.jax.ring_kernels import ring_tiles as _ring_tiles
+from tests.backends.jax.ring_kernels import running_sum as _running_sum
 
 P = 128
 
@@ -92,20 +93,6 @@ def test_chains_that_read_the_previous_chains_writes_keep_their_order(short_runs
     got = _check(_pipelined, (x,), monkeypatch, exps_rolled=2, exps_unrolled=5)
     np.testing.assert_allclose(got, 2 * np.exp(x), rtol=2e-6)
 
-
-@nki.jit
-def _running_sum(x):
-    """Out tile t = the sum of x tiles 0 .. t, accumulated in one SBUF tile every unit reads and writes."""
-    rows, cols = x.shape
-    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
-    acc = nl.ndarray((nl.par_dim(P), cols), dtype=nl.float32, buffer=nl.sbuf)
-    i_p, i_f = nl.arange(P)[:, None], nl.arange(cols)[None, :]
-    acc[i_p, i_f] = nl.exp(nl.load(x[i_p, i_f]))
-    nl.store(out[i_p, i_f], value=acc[i_p, i_f])
-    for t in range(1, rows // P):
-        acc[i_p, i_f] = nl.add(acc[i_p, i_f], nl.exp(nl.load(x[t * P + i_p, i_f])))
-        nl.store(out[t * P + i_p, i_f], value=acc[i_p, i_f])
-    return out
 
 
 @pytest.mark.slow  # (the default run has one kernel of each kind above)
