@@ -24,7 +24,7 @@ import numpy as np
 import nki_dsl as nki
 from hub_client import execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
-from hub_client.manifest import SpecRecord
+from hub_client.manifest import INT32_RANGE, SpecRecord
 from hub_client.package import describe_dim
 
 
@@ -46,9 +46,6 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.scalars or (k in spec.constants and spec.constants[k] == v) for k, v in kwargs.items())
 
 
-_INT32 = (-(1 << 31), (1 << 31) - 1)
-
-
 def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> tuple:
     """The specialisation's runtime scalars as its IR takes them (after the arrays): one-element arrays holding the
     caller's values, or the published defaults."""
@@ -57,7 +54,7 @@ def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> tuple:
         v = kwargs.get(name, default)
         ok = isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
         if ok and dtype == "int32":
-            ok = isinstance(v, numbers.Integral) and _INT32[0] <= int(v) <= _INT32[1]
+            ok = isinstance(v, numbers.Integral) and INT32_RANGE[0] <= int(v) <= INT32_RANGE[1]
         if not ok:
             raise ScalarArgumentError(f"{label}: {name} must be a {'real number' if dtype == 'float32' else 'int32'} "
                                       f"(passed to the kernel as {dtype}), got {v!r}")  # fmt: skip

@@ -86,6 +86,19 @@ def _listed(path: object, files: dict, where: str) -> str:
     return path
 
 
+INT32_RANGE = (-(1 << 31), (1 << 31) - 1)  # what an int32 runtime scalar holds (the loader checks callers too)
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _holds(dtype: str, value: object) -> bool:
+    """Is ``value`` (parsed JSON) a number ``dtype`` holds? The loader passes the default to the kernel as a
+    one-element array of that dtype: an int32 past its range, or a float past float32's or not finite, would
+    overflow there instead of being refused here."""
+    if dtype == "int32":
+        return type(value) is int and INT32_RANGE[0] <= value <= INT32_RANGE[1]
+    return type(value) in (float, int) and abs(value) <= _FLOAT32_MAX  # NaN compares False: refused too
+
+
 def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
     """A record's ``"scalars": {"epsilon": {"dtype": "float32", "default": 1e-06}}``."""
     if not isinstance(raw, dict):
@@ -95,9 +108,10 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
         ok = isinstance(s, dict) and set(s) == {"dtype", "default"} and s["dtype"] in SCALAR_DTYPES
         ok = ok and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", name) is not None
         default = s.get("default") if ok else None
-        if not ok or type(default) not in ((float, int) if s["dtype"] == "float32" else (int,)):
-            raise BundleError(f"manifest: {where}scalars.{name} must be {{\"dtype\": one of "
-                              f"{', '.join(SCALAR_DTYPES)}, \"default\": a number of that dtype}}")  # fmt: skip
+        if not ok or not _holds(s["dtype"], default):
+            shown = name if len(name) <= 64 else name[:64] + "..."  # a hostile name is not echoed whole
+            raise BundleError(f"manifest: {where}scalars.{shown} must be {{\"dtype\": one of "
+                              f"{', '.join(SCALAR_DTYPES)}, \"default\": a finite number it holds}}")  # fmt: skip
         out[name] = (s["dtype"], default)
     return out
 

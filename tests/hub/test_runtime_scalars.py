@@ -72,10 +72,22 @@ def test_a_scalar_needs_a_default_and_a_name_of_its_own(tmp_path):
 
 @pytest.mark.parametrize("record", [{"dtype": "float64", "default": 1e-6}, {"dtype": "float32"},
                                     {"dtype": "float32", "default": "1e-6"}, {"dtype": "int32", "default": 0.5},
-                                    {"dtype": "float32", "default": 1e-6, "extra": 1}])  # fmt: skip
+                                    {"dtype": "float32", "default": 1e-6, "extra": 1},
+                                    {"dtype": "int32", "default": 1 << 31},  # would overflow the loader's int32 array
+                                    {"dtype": "float32", "default": 1e39}])  # past float32: inf  # fmt: skip
 def test_the_manifest_refuses_a_malformed_scalar(tmp_path, record):
     bundle = build_bundle(_package(tmp_path), benchmarks=False)
     raw = json.loads(bundle.files[MANIFEST])
     raw["entry_points"]["rmsnorm"]["specialisations"][0]["scalars"] = {"epsilon": record}
     with pytest.raises(BundleError, match="scalars.epsilon must be"):
         parse(dump(raw))
+
+
+def test_a_hostile_scalar_name_is_refused_without_being_echoed_whole(tmp_path):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    raw = json.loads(bundle.files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0]["scalars"] = {"x" * 100_000: {"dtype": "float32",
+                                                                                       "default": 1e-6}}
+    with pytest.raises(BundleError, match="scalars.x+[.][.][.] must be") as refused:
+        parse(dump(raw))
+    assert len(str(refused.value)) < 400
