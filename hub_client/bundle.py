@@ -318,7 +318,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
             records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
                             "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults))  # fmt: skip
-        entries[ep.name] = {"plan": ep.plan, "specialisations": records}
+        entries[ep.name] = {"plan": ep.plan, "parameters": positional_parameters(plan), "specialisations": records}
     for name in pkg.python_files:
         files[f"src/{pkg.name}/{name}"] = (pkg.root / name).read_bytes()
     files.update(variant_files(pkg))  # build/torch-neuron/: what HF kernels loads on a Trainium machine
@@ -345,6 +345,13 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
     parsed_manifest = parse(files[MANIFEST])  # the builder's output must pass the loader's checks
     _check_vectors(pkg, parsed_manifest, files)
     return Bundle(files)
+
+
+def positional_parameters(plan) -> list[str]:
+    """The plan's parameters a caller can pass by position, in order: what the loader binds positional values past
+    the arrays to, without the plan."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [n for n, p in inspect.signature(plan).parameters.items() if p.kind in kinds]
 
 
 def _scalars_record(spec, defaults: dict) -> dict:

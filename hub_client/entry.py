@@ -73,13 +73,14 @@ class _Compiled:
 
 class EntryPoint:
     def __init__(self, name: str, repo_label: str, snapshot: Path, specs: tuple[SpecRecord, ...], plan=None,
-                 default_backend: str | None = None):  # fmt: skip
+                 default_backend: str | None = None, parameters: tuple[str, ...] = ()):  # fmt: skip
         self.name = name
         self._label = repo_label
         self._snapshot = snapshot
         self.specialisations = specs
         self._plan = plan  # the published Python's plan function, only when the caller trusts the repo
         self._default_backend = default_backend  # get_kernel(backend=...); None: nki_dsl's default at each call
+        self._parameters = parameters  # the plan's positional parameter names (manifest), () if not recorded
         self._parsed: dict[tuple, _Compiled] = {}  # (spec id, target) or, for a family, (spec id, shape, target)
         self._families: dict[str, object] = {}  # spec id -> its parsed nki.ShapeFamily
         self._traced: dict[int, _Compiled] = {}  # nki.jit caches traced IR per shape, so its id is a stable key
@@ -145,8 +146,25 @@ class EntryPoint:
             f"Python, opt in: get_kernel(..., trust_remote_code=True) or trust_remote_code=[repo_id]."
         )
 
+    def _by_name(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        """The call's arrays (its leading positional values with a shape) and everything else by name: values
+        passed by position after the arrays (``rmsnorm(x, g, 1e-5)``) take the plan's parameter names at their
+        positions, as Python binds them, so they match a specialisation's constants and runtime scalars."""
+        n = next((i for i, a in enumerate(args) if not hasattr(a, "shape")), len(args))
+        if n == len(args) or not self._parameters:
+            return args, kwargs
+        if len(args) > len(self._parameters):
+            raise TypeError(f"{self._label}:{self.name} takes at most {len(self._parameters)} positional arguments "
+                            f"({', '.join(self._parameters)}), got {len(args)}")  # fmt: skip
+        named = dict(zip(self._parameters[n:], args[n:]))
+        twice = sorted(set(named) & set(kwargs))
+        if twice:
+            raise TypeError(f"{self._label}:{self.name} got multiple values for argument {twice[0]!r}")
+        return args[:n], named | kwargs
+
     def __call__(self, *args, backend: str | None = None, target: str | nki.Target = "trn2", **kwargs):
         backend = backend or self._default_backend
+        args, kwargs = self._by_name(args, kwargs)
         target = nki.get_target(target)  # resolved once: every cache below is keyed by the Target
         near = []
         for spec in self.specialisations:

@@ -51,6 +51,9 @@ class EntryRecord:
     name: str
     plan: str
     specialisations: tuple[SpecRecord, ...]
+    # the plan's parameters a caller may pass by position, in order (``x, g, epsilon``): a call's values past its
+    # arrays bind to these names, as Python would bind them. () in a manifest made before: keywords only.
+    parameters: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,18 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
     return out
 
 
+MAX_PARAMETERS = 64
+
+
+def _parameters(raw: object, where: str) -> tuple[str, ...]:
+    """An entry point's ``"parameters": ["x", "g", "epsilon"]``: distinct identifiers, at most ``MAX_PARAMETERS``."""
+    ok = isinstance(raw, list) and len(raw) <= MAX_PARAMETERS and len(set(map(str, raw))) == len(raw)
+    if not ok or not all(isinstance(n, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", n) for n in raw):
+        raise BundleError(f"manifest: {where}parameters must be a list of at most {MAX_PARAMETERS} distinct "
+                          f"identifiers (the plan's positional parameters)")  # fmt: skip
+    return tuple(raw)
+
+
 def parse(data: bytes) -> Manifest:
     try:
         raw = json.loads(data.decode("utf-8"))
@@ -151,7 +166,8 @@ def parse(data: bytes) -> Manifest:
                 None if tv is None else _listed(tv, files, where + "test_vectors"), dims,
                 _scalars(s.get("scalars", {}), where),
             ))  # fmt: skip
-        entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs))
+        entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs),
+                                    _parameters(ep.get("parameters", []), f"entry_points.{name}."))  # fmt: skip
     return Manifest(
         raw, sha256_hex(data), _need(raw, "name", str, ""), check_version(_need(raw, "version", str, "")),
         package_dir, py_files, entries, dict(files),

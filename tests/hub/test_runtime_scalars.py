@@ -91,3 +91,53 @@ def test_a_hostile_scalar_name_is_refused_without_being_echoed_whole(tmp_path):
     with pytest.raises(BundleError, match="scalars.x+[.][.][.] must be") as refused:
         parse(dump(raw))
     assert len(str(refused.value)) < 400
+
+
+def _rms(x, eps):
+    return x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + float(eps))
+
+
+def test_a_scalar_passed_by_position_binds_to_the_plans_parameter_at_that_position(tmp_path):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    assert bundle.manifest.entry_points["rmsnorm"].parameters == ("x", "g", "epsilon")
+    k = kernels.get_local_kernel(bundle.write(tmp_path / "b"))
+    x, g = np.random.default_rng(2).standard_normal((3, 40)).astype(np.float32), np.ones(40, np.float32)
+    np.testing.assert_allclose(k.rmsnorm(x, g, 0.5), _rms(x, 0.5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(k.rmsnorm(x, g, 0.5), k.rmsnorm(x, g, epsilon=0.5))
+    with pytest.raises(TypeError, match=r"got multiple values for argument 'epsilon'"):
+        k.rmsnorm(x, g, 0.5, epsilon=0.5)
+    with pytest.raises(TypeError, match=r"takes at most 3 positional arguments \(x, g, epsilon\), got 4"):
+        k.rmsnorm(x, g, 0.5, 7)
+    with pytest.raises(ScalarArgumentError, match="epsilon must be a real number"):
+        k.rmsnorm(x, g, "0.5")
+
+
+def test_a_constant_passed_by_position_matches_the_specialisation_that_fixes_it(tmp_path):
+    line = '{ args = ["N x 512:float32", "512:float32"], dims = { N = "1..65536" }, constants = { epsilon = 1e-6 } },'
+    k = kernels.get_local_kernel(build_bundle(_package(tmp_path, line), benchmarks=False).write(tmp_path / "b"))
+    x, g = np.random.default_rng(3).standard_normal((2, 512)).astype(np.float32), np.ones(512, np.float32)
+    np.testing.assert_allclose(k.rmsnorm(x, g, 1e-6), _rms(x, 1e-6), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kernels.NoSpecialisationError, match=r"epsilon=0\.5"):  # not the fixed value: no match
+        k.rmsnorm(x, g, 0.5)
+
+
+def test_a_manifest_without_parameters_takes_keywords_only(tmp_path):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    raw = json.loads(bundle.files[MANIFEST])
+    del raw["entry_points"]["rmsnorm"]["parameters"]  # as written before positions were recorded
+    bundle.files[MANIFEST] = dump(raw)
+    k = kernels.get_local_kernel(bundle.write(tmp_path / "b"))
+    x, g = np.ones((2, 8), np.float32), np.ones(8, np.float32)
+    np.testing.assert_allclose(k.rmsnorm(x, g, epsilon=0.5), _rms(x, 0.5), rtol=1e-5)
+    with pytest.raises(kernels.NoSpecialisationError):
+        k.rmsnorm(x, g, 0.5)
+
+
+@pytest.mark.parametrize("parameters", ["x, g", ["x", "x"], ["x", 1], ["1x"], ["x" * 65], [f"p{i}" for i in range(65)],
+                                        [["x"]]])  # fmt: skip
+def test_the_manifest_refuses_malformed_parameters(tmp_path, parameters):
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["parameters"] = parameters
+    with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.parameters must be a list of at most 64") as e:
+        parse(dump(raw))
+    assert len(str(e.value)) < 300
