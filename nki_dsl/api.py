@@ -131,9 +131,8 @@ def parse_ir(text: str, target: str | Target = DEFAULT_TARGET, *, budget: IRBudg
     ``IRBudget()``, which fits every real kernel); over budget is an ``NkiVerificationError`` naming the budget.
     ``path`` names the text in error messages (e.g. the bundle file it came from)."""
     # deferred: `import nki_dsl` loads neither the parser nor the verifier; only parsing IR needs them
-    import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
     from nki_dsl.ir.parser import parse_kernel
-    from nki_dsl.verify import check
+    from nki_dsl.passes.verifier import check
 
     target = get_target(target)
     budget = IRBudget() if budget is None else budget
@@ -168,7 +167,7 @@ def parse_family(text: str, *, budget: IRBudget | None = None, path: str = "<nki
 def prove_family(family: ShapeFamily, target: str | Target = DEFAULT_TARGET, *, budget: IRBudget | None = None):
     """Prove every verifier rule for every shape of ``family``'s declared range on ``target``
     (``verify/family.py``); raises ``NkiVerificationError`` naming the rule and the dimension otherwise."""
-    from nki_dsl.verify.family import prove_or_raise  # deferred: `import nki_dsl` does not load the verifier
+    from nki_dsl.passes.verifier import prove_or_raise  # deferred: `import nki_dsl` does not load the verifier
 
     prove_or_raise(family.ir, get_target(target), IRBudget() if budget is None else budget)
     return family

@@ -151,9 +151,8 @@ def cmd_check(args) -> int:
     from rich.markup import escape
 
     # deferred: `import nki_dsl` does not load the compiler passes, parser or verifier; commands that need them do
-    import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
     from nki_dsl.ir.parser import parse_kernel
-    from nki_dsl.verify import verify_kernel
+    from nki_dsl.passes.verifier import prove, verify_kernel
 
     console = _console()
     with open(args.file, encoding="utf-8") as f:
@@ -161,8 +160,6 @@ def cmd_check(args) -> int:
     budget = IRBudget()  # an .nkir file is untrusted input: the same budgets as nki.parse_ir
     kernel = parse_kernel(text, args.file, budget)
     if kernel.symbols:  # a shape family: every rule proved for its whole range, as publishing does
-        from nki_dsl.verify.family import prove  # deferred: as the verifier above
-
         diagnostics = prove(kernel, args.target, budget)
     else:
         diagnostics = verify_kernel(kernel, target=args.target, budget=budget)

@@ -82,8 +82,7 @@ class ShapeFamily:
     def instantiate(self, *shapes, target: str | Target = DEFAULT_TARGET):
         """The verified concrete kernel (a ``TracedKernel``) for arrays (or shapes) of these shapes, made and
         verified once per concrete shape and target; the budget applies to the concrete IR."""
-        import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
-        from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier
+        from nki_dsl.passes.verifier import check  # deferred: `import nki_dsl` does not load the verifier
 
         values = self.bind(*shapes)
         target = get_target(target)

@@ -24,7 +24,7 @@ def phase_times(kernel, *args, target: str | Target = DEFAULT_TARGET, **kwargs) 
     Raises ``NkiVerificationError`` (every broken rule) when the kernel is not valid, as its call would."""
     # deferred: `import nki_dsl` loads neither the verifier nor the passes; only a timed compile needs them
     from nki_dsl.passes.pipeline import compile_for_target
-    from nki_dsl.verify import verify_kernel
+    from nki_dsl.passes.verifier import verify_kernel
 
     resolved = get_target(target)
     launch = as_launch(kernel)

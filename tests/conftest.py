@@ -12,8 +12,8 @@ from hypothesis import settings  # noqa: E402
 
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
+from nki_dsl.passes.verifier import check
 from nki_dsl.trace.jit import TRACE_HOOKS
-from nki_dsl.verify import check
 from tests.examples import DEEP
 from tests.mutation_order import pytest_collection_modifyitems  # noqa: F401 (a hook: cheapest tests first in mutation runs)
 

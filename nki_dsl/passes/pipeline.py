@@ -3,34 +3,17 @@ boundary"): a pass that leaves invalid IR is reported by name, with every rule i
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from nki_dsl.errors import NkiVerificationError
-from nki_dsl.ir.nodes import Kernel, Op
-from nki_dsl.passes import allocate as allocate_module
-from nki_dsl.passes.allocate import allocate, sbuf_misfit
+from nki_dsl.ir.nodes import Kernel
+from nki_dsl.passes.allocate import allocate
 from nki_dsl.passes.lower_language import LOWER_LANGUAGE
 from nki_dsl.passes.rewrite import Pass
+from nki_dsl.passes.verifier import check, take_kept
 from nki_dsl.targets import Target
-from nki_dsl.verify import check
-from nki_dsl.verify.rules import sbuf_capacity
 
 PIPELINE: list[Pass] = [LOWER_LANGUAGE]
-
-
-def _allocator_view(kernel: Kernel, target: Target):
-    """The allocator's SBUF answer for ``kernel`` as it will be lowered (``sbuf_capacity.ALLOCATOR``): lowering
-    adds tiles (a transposed matmul operand's SBUF copy) and drops others (a result an ``assign`` consumes)."""
-    if any(isinstance(s, Op) and s.name in LOWER_LANGUAGE.rules for s, _ in kernel.walk()):
-        # IR another rule refuses (a DMA without its attribute) may not lower: that rule reports it, and the
-        # tensors the kernel has as it stands are placed
-        with contextlib.suppress(Exception):
-            kernel = LOWER_LANGUAGE(kernel, target)
-    return sbuf_misfit(kernel, target)
-
-
-sbuf_capacity.use_allocator(_allocator_view, lambda: allocate_module.MAX_FIT_WORK)
 
 
 class NkiPassError(NkiVerificationError):
@@ -58,11 +41,13 @@ def compile_for_target(kernel: Kernel, target: Target, times: dict[str, float] |
 
 def run_pipeline(kernel: Kernel, target: Target, passes: list[Pass] | None = None,
                  times: dict[str, float] | None = None) -> Kernel:  # fmt: skip
-    """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``.
+    """``kernel`` after every pass of ``passes`` (default ``PIPELINE``), each result verified for ``target``. A
+    pass whose result verifying ``kernel`` made (``lower-language``: ``passes/verifier.py``) is not run again.
     ``times``, when given, receives the seconds of ``"pass <name>"`` and ``"verify after <name>"``."""
     for p in PIPELINE if passes is None else passes:
         start = time.perf_counter()
-        kernel = p(kernel, target)
+        kept = take_kept(kernel, p, target)
+        kernel = p(kernel, target) if kept is None else kept
         lowered = time.perf_counter()
         try:
             check(kernel, target)

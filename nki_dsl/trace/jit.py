@@ -111,8 +111,8 @@ class JitKernel:
     def specialize(self, grid, args, kwargs, target: Target) -> tuple[Kernel, dict, tuple]:
         """Trace (or fetch from the cache) and verify the kernel for these arguments on ``target``; the key returned
         (which the compile and profile caches use) ends with the target."""
-        import nki_dsl.passes  # noqa: F401 # deferred: as below; it registers the allocator sbuf-capacity asks
-        from nki_dsl.verify import check  # deferred: `import nki_dsl` does not load the verifier (23 modules, ~50 ms)
+        # deferred: `import nki_dsl` does not load the verifier (23 modules, ~50 ms)
+        from nki_dsl.passes.verifier import check, prove_or_raise
 
         bound, arrays = bind(self.fn, args, kwargs)
         # what the body (and a function passed as an argument) can reach is part of the key: rebinding or editing a
@@ -125,8 +125,6 @@ class JitKernel:
             entry = _Trace(*self._trace(bound, grid, target))
             traces.append(entry)
         if target not in entry.verified and entry.kernel.symbols:  # a shape family: proved for its whole range
-            from nki_dsl.verify.family import prove_or_raise  # deferred: as `check` below
-
             prove_or_raise(entry.kernel, target)
             entry.verified.add(target)
         if target not in entry.verified:  # hardware rules (SBUF capacity, ...) depend on the target

@@ -78,6 +78,7 @@ from nki_dsl.ir.symbols import SymbolError, affine_bounds, check_table, is_symbo
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify import verify_kernel
+from nki_dsl.verify.allocator_view import Lowering
 from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
 from nki_dsl.verify.integer_sets import at_least, has_point
 from nki_dsl.verify.rational_sets import may_have_point
@@ -226,9 +227,10 @@ def _reshape_form(op: Op) -> list[Diagnostic]:
 # -- the proof -----------------------------------------------------------------------------------------------------
 
 
-def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> list[Diagnostic]:
+def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None, *, lowering: Lowering) -> list[Diagnostic]:
     """Every way the family may break a rule for some instance in its declared range, or ``[]`` when every rule is
-    proved for all of them (see the module docstring for the argument per rule)."""
+    proved for all of them (see the module docstring for the argument per rule). ``lowering`` is the verifier's
+    (``verify_kernel``): callers use ``passes/verifier.prove``, which passes the pipeline's."""
     found = check_form(kernel)
     if found:
         return found
@@ -242,12 +244,13 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None) -> lis
     # reaches, out-of-bounds included for accesses the symbolic proof below skips).
     token = SYMBOLIC_LOOPS.set(frozenset(_symbolic_loops(kernel.body)))
     try:
-        found += [_at(diag, f"at {_names(lowest)}") for diag in verify_kernel(instantiate(kernel, lowest), target)]
+        at_lowest = verify_kernel(instantiate(kernel, lowest), target, lowering=lowering)
+        found += [_at(diag, f"at {_names(lowest)}") for diag in at_lowest]
     finally:
         SYMBOLIC_LOOPS.reset(token)
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
-    for diag in verify_kernel(upper, target, budget):
+    for diag in verify_kernel(upper, target, budget, lowering=lowering):
         if RULE_ARGUMENTS.get(diag.rule) == MONOTONE or diag.rule == "sbuf-capacity":  # (see the docstring)
             found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
     found += _offsets_cancel(kernel)
@@ -264,10 +267,11 @@ def _symbolic_loops(body):
             yield from _symbolic_loops(s.body)
 
 
-def prove_or_raise(kernel: Kernel, target: Target, budget: IRBudget | None = DEFAULT_BUDGET) -> Kernel:
+def prove_or_raise(kernel: Kernel, target: Target, budget: IRBudget | None = DEFAULT_BUDGET, *,
+                   lowering: Lowering) -> Kernel:  # fmt: skip
     """``prove``, raising ``NkiVerificationError`` with every diagnostic; the default budget is the loader's, so a
     family that is proved also fits the budget every instance is checked against when it is loaded."""
-    found = prove(kernel, target, budget)
+    found = prove(kernel, target, budget, lowering=lowering)
     if found:
         raise NkiVerificationError(found)
     return kernel

@@ -12,7 +12,7 @@ from nki_dsl.backends.numpy_ref import compile_kernel
 from nki_dsl.ir.ops import OPS
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
-from nki_dsl.verify import verify_kernel
+from nki_dsl.passes.verifier import verify_kernel
 from tests.backend_fixture import backend_independent
 from tests.isa.support import BF16, rand
 

@@ -95,7 +95,7 @@ def test_mx_kernel_verifies_and_runs_the_same_after_a_round_trip():
     from nki_dsl.backends.numpy_ref import compile_kernel
     from nki_dsl.ir.parser import parse_kernel
     from nki_dsl.ir.printer import print_kernel
-    from nki_dsl.verify import verify_kernel
+    from nki_dsl.passes.verifier import verify_kernel
 
     @nki.jit
     def both(x, b, sb):

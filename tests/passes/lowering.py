@@ -11,9 +11,9 @@ from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
 from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.engines import EXEMPT, fused_writes
+from nki_dsl.passes.verifier import check
 from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import as_launch
-from nki_dsl.verify import check
 
 
 def traced(kernel, *args, **kwargs):

@@ -12,7 +12,7 @@ import nki_dsl.language as nl
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
-from nki_dsl.verify import check
+from nki_dsl.passes.verifier import check
 from tests.passes.lowering import lowered_matches
 
 RNG = np.random.default_rng(7)

@@ -116,7 +116,7 @@ def test_a_missing_required_attribute_is_a_verifier_refusal_at_its_line():
 
 def test_an_op_built_without_a_defaulted_attribute_is_a_verifier_refusal():
     from nki_dsl.ir.nodes import Op
-    from nki_dsl.verify import verify_kernel
+    from nki_dsl.passes.verifier import verify_kernel
 
     kernel = nki.parse_ir(WITH_ASSIGN.replace("ATTRS", "")).ir
     ops = [s for s in kernel.body if isinstance(s, Op) and s.name == "assign"]

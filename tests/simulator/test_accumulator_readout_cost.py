@@ -72,7 +72,7 @@ def test_the_ir_marks_the_read_out_and_values_are_unchanged():
 def test_parsed_ir_cannot_claim_the_read_out_price_for_another_activation(marked):
     # The mark is priced at 64 cycles whole: an IR text (a Hub bundle) putting it on a wide or non-copy
     # activation would model that work as nearly free, so the verifier refuses it.
-    from nki_dsl.verify import check
+    from nki_dsl.passes.verifier import check
 
     text = nki_dsl.trace(row_sums, X).text
     line = next(ln for ln in text.splitlines() if marked in ln)

@@ -15,7 +15,7 @@ import pytest
 
 import nki_dsl as nki
 from nki_dsl.errors import NkiVerificationError, SourceLoc
-from nki_dsl.verify import check
+from nki_dsl.passes.verifier import check
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

@@ -11,7 +11,7 @@ import nki_dsl as nki
 from nki_dsl.errors import NkiApiError, NkiParseError, NkiVerificationError
 from nki_dsl.ir.budget import DEFAULT_BUDGET, IRBudget
 from nki_dsl.ir.parser import parse_kernel
-from nki_dsl.verify import check
+from nki_dsl.passes.verifier import check
 from nki_dsl.verify.budgets import measure
 from tests.security.corpus import seeds
 

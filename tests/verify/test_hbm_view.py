@@ -13,8 +13,8 @@ from nki_dsl.ir.budget import DEFAULT_BUDGET
 from nki_dsl.ir.fastread import Reader
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
+from nki_dsl.passes.verifier import verify_kernel
 from nki_dsl.targets import get_target
-from nki_dsl.verify import verify_kernel
 
 DMA = '{dst_rmw_op = none, oob_mode = "error", dge_mode = "unknown"}'
 VIEWED = f"""\

@@ -13,7 +13,7 @@ import nki_dsl.current as current
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as cnl
 from nki_dsl.ir.parser import parse_kernel
-from nki_dsl.verify import check
+from nki_dsl.passes.verifier import check
 from tests.current_api import lnc_kernels as k
 
 X = np.zeros((2, 128, 64), np.float32)

@@ -11,7 +11,7 @@ import pytest
 import nki_dsl as nki
 from nki_dsl.ir.affine import Affine, Mask
 from nki_dsl.ir.nodes import Imm, Op
-from nki_dsl.verify import verify_kernel
+from nki_dsl.passes.verifier import verify_kernel
 from tests.current_api import lnc_kernels as k
 
 X = np.zeros((2, 128, 64), np.float32)

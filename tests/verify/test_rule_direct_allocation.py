@@ -290,7 +290,7 @@ def test_a_family_proof_uses_the_per_iteration_check_over_symbolic_loops(traced)
     # verify/family.py sets SYMBOLIC_LOOPS while it checks a family's lowest instance: the replay counts iterations,
     # which differ between instances, so over such loops the blind per-iteration check decides (here it refuses
     # the prefetch into the slot just read, which the replay accepts)
-    from nki_dsl.verify import verify_kernel
+    from nki_dsl.passes.verifier import verify_kernel
     from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
 
     ir = traced(_pipeline(slots=2, distance=2), X8)
@@ -311,7 +311,8 @@ def test_the_replay_counts_every_grid_instance_against_its_event_budget(traced, 
     6 instances: 6x the one-instance count fits exactly, one access less of budget does not."""
     import dataclasses
 
-    from nki_dsl.verify import block_schedule, verify_kernel
+    from nki_dsl.passes.verifier import verify_kernel
+    from nki_dsl.verify import block_schedule
 
     ir = traced(_pipeline(slots=2, distance=2), X8)
     trn2 = nki.get_target("trn2")

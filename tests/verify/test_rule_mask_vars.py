@@ -5,8 +5,8 @@ import pytest
 
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.parser import parse_kernel
+from nki_dsl.passes.verifier import check, verify_kernel
 from nki_dsl.targets import get_target
-from nki_dsl.verify import check, verify_kernel
 
 TRN2 = get_target("trn2")
 

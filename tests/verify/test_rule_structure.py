@@ -7,7 +7,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl.ir.parser import parse_kernel
-from nki_dsl.verify import verify_kernel
+from nki_dsl.passes.verifier import verify_kernel
 
 ZERO_STEP_LOOP = """\
 kernel k(%a: f32[256, 512] hbm) -> (%0) {

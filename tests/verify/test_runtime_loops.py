@@ -10,7 +10,7 @@ import nki_dsl as nki
 from nki_dsl.backends.numpy_ref import compile_kernel
 from nki_dsl.errors import NkiParseError, NkiRuntimeError, NkiVerificationError
 from nki_dsl.ir.parser import parse_kernel
-from nki_dsl.verify import verify_kernel
+from nki_dsl.passes.verifier import verify_kernel
 
 DYNAMIC = """\
 kernel k(%a: f32[128, 512] hbm, %n: i32[1, 1] hbm) -> (%0) {

@@ -9,9 +9,10 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
+from nki_dsl.passes.verifier import verify_kernel
 from nki_dsl.targets import get_target
 from nki_dsl.trace.jit import as_launch, bind
-from nki_dsl.verify import integer_sets, verify_kernel
+from nki_dsl.verify import integer_sets
 from tests.kernels.legacy.flash_bwd import flash_attn_bwd
 
 RATIO = 4096

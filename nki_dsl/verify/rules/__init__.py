@@ -4,6 +4,11 @@ stable short id (``RULE``) that diagnostics carry.
 ``WELL_FORMED`` rules run first: they check what every other rule (and every backend) relies on, such as op
 names in the op table, tensors defined before use and variables in scope. When they find a problem the remaining
 rules are skipped, because their facts would be meaningless on such IR.
+
+``PLACING`` rules judge what the allocator will make of the kernel: they read an ``AllocatorView``
+(``verify/allocator_view.py``) of the kernel after the ``lower-language`` pass, which the caller of the verifier
+supplies (``passes/verifier.py``: the verifier layer imports no pass), and run after the other rules. Their
+signature is ``fn(kernel, target, view) -> list[Diagnostic]``.
 """
 
 from nki_dsl.verify.rules import (
@@ -54,7 +59,6 @@ _MODULES = [
     scope,
     output_written,
     shared_hbm_scope,
-    sbuf_capacity,
     direct_allocation,
     indirect_dma,
     core_sync,
@@ -62,6 +66,9 @@ _MODULES = [
     bitcast,
 ]
 
+_PLACING = [sbuf_capacity]
+
 WELL_FORMED = [structure.check, mask_vars.check]
 RULES = [m.check for m in _MODULES]
-RULE_IDS = [m.RULE for m in _MODULES]
+PLACING = [m.check for m in _PLACING]
+RULE_IDS = [m.RULE for m in _MODULES + _PLACING]  # in run order

@@ -1,7 +1,8 @@
 """Rule ``sbuf-capacity``: the allocator can place every SBUF tensor of the kernel, exactly.
 
-It asks the allocator's own question (``passes/allocate.fit_one_copy``) of the kernel the allocator sees: the
-kernel after the ``lower-language`` pass (which adds tiles, such as the SBUF copy of a transposed matmul operand,
+It asks the allocator's own question (``passes/allocate.fit_one_copy``) of the kernel the allocator sees, through
+the ``AllocatorView`` the verifier's caller passes (``verify/allocator_view.py``): the kernel after the
+``lower-language`` pass (which adds tiles, such as the SBUF copy of a transposed matmul operand,
 and drops others: a result an ``assign`` consumes is written in place). Each tensor takes its bytes per
 partition rounded up to the target's alignment, for its program-order live range (a tile made in a loop body
 counts once, as the compiler reuses its space each iteration; a tensor used in a loop it was not made in stays
@@ -19,6 +20,7 @@ from nki_dsl.errors import Diagnostic
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
+from nki_dsl.verify.allocator_view import AllocatorView
 from nki_dsl.verify.program import program
 
 RULE = "sbuf-capacity"
@@ -29,27 +31,8 @@ def capacity(target: Target) -> int:
     return target.sbuf_bytes_per_partition
 
 
-# The allocator's answer for a kernel: ``(misfit or None, the SBUF live ranges it placed)``, registered by the passes
-# layer (passes/pipeline.py), which lowers the kernel first and is above the verifier, so the verifier imports no
-# pass. Every caller of the verifier imports ``nki_dsl.passes`` first (trace, family, api, cli, phase_times).
-ALLOCATOR: list = []
-
-
-def allocate_bound() -> int:
-    """The allocator's work bound (``passes/allocate.MAX_FIT_WORK``), as registered with it."""
-    return ALLOCATOR[1]() if len(ALLOCATOR) > 1 else 0
-
-
-def use_allocator(fn, bound=lambda: 0) -> None:
-    """Register ``fn(kernel, target) -> (Misfit | None, live ranges, their aligned bytes)``
-    (``passes/allocate.sbuf_misfit`` of the lowered kernel)."""
-    ALLOCATOR[:] = [fn, bound]
-
-
-def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
-    if not ALLOCATOR:
-        raise RuntimeError("the sbuf-capacity rule needs the allocator: import nki_dsl.passes before verifying")
-    misfit, group, size = ALLOCATOR[0](kernel, target)
+def check(kernel: Kernel, target: Target, view: AllocatorView) -> list[Diagnostic]:
+    misfit, group, size = view.sbuf()
     if misfit is None:
         return []
     limit = capacity(target)
@@ -66,7 +49,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
     if misfit.size < 0:  # (hostile IR: thousands of tensors live at once; the allocator gives up there too)
         where = misfit.live
         msg = (f"{len(group)} SBUF tensors, so many live at once that placing them examined more than the "
-               f"allocator's bound ({allocate_bound()} tensors) at {d.tensor(where.tensor)}; use fewer, larger "
+               f"allocator's bound ({view.fit_bound()} tensors) at {d.tensor(where.tensor)}; use fewer, larger "
                f"tiles")  # fmt: skip
     elif used > limit:
         where = max(live, key=lambda lv: lv.start)

@@ -1,0 +1,155 @@
+"""A kernel is lowered once per (kernel, target) on the way from tracing (or parsing) through verification to a
+compiled program: the verifier's placing rules read the ``lower-language`` result (``passes/verifier.py``) and
+the pipeline compiles from it. Counted by wrapping the rewrite engine, not timed. Every way in (a jit call, the
+Hub's parse of untrusted text, a family's instance, the CLI) gives one answer, from one verifier."""
+
+import math
+
+import numpy as np
+import pytest
+
+import nki_dsl as nki
+import nki_dsl.language as nl
+from nki_dsl import cli
+from nki_dsl.passes import rewrite as rewrite_module
+from nki_dsl.passes.lower_language import LOWER_LANGUAGE
+from nki_dsl.passes.pipeline import compile_for_target
+from nki_dsl.passes.verifier import check
+from nki_dsl.targets import get_target
+from nki_dsl.trace import jit
+
+TRN2, TRN1 = get_target("trn2"), get_target("trn1")
+
+
+@nki.jit
+def _exp_rows(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for t in nl.affine_range(math.ceil(n / 128)):
+        rows = t * 128 + i_p
+        tile = nl.load(x[rows, i_f], mask=(rows < n))
+        nl.store(out[rows, i_f], value=nl.exp(tile), mask=(rows < n))
+    return out
+
+
+@pytest.fixture
+def lowerings(monkeypatch):
+    """The ``lower-language`` rewrites run, as (kernel name, target name) pairs. (Without the suite's round trip
+    of every traced kernel, tests/conftest.py, which verifies a parsed copy: another kernel.)"""
+    monkeypatch.setattr(jit, "TRACE_HOOKS", [])
+    runs = []
+    real = rewrite_module.rewrite
+
+    def counted(kernel, rules_pass, target):
+        if rules_pass is LOWER_LANGUAGE:
+            runs.append((kernel.name, target.name))
+        return real(kernel, rules_pass, target)
+
+    monkeypatch.setattr(rewrite_module, "rewrite", counted)
+    return runs
+
+
+def _x(rows=300):
+    return np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32)
+
+
+def _fresh_jit():
+    return nki.jit(_exp_rows.fn)  # its own trace cache, so the test sees the first call
+
+
+def test_a_jit_call_on_the_simulator_lowers_once(lowerings):
+    kernel, x = _fresh_jit(), _x()
+    out = kernel(x, backend="simulator", target="trn2")
+    np.testing.assert_allclose(out, np.exp(x), rtol=1e-5)
+    assert lowerings == [("_exp_rows", "trn2")]
+    kernel(x, backend="simulator", target="trn2")  # cached: nothing more
+    assert len(lowerings) == 1
+    kernel(x, backend="simulator", target="trn1")  # another target is another lowering
+    assert lowerings == [("_exp_rows", "trn2"), ("_exp_rows", "trn1")]
+
+
+def test_the_hub_path_parse_verify_compile_lowers_once(lowerings):
+    text = nki.trace(_fresh_jit(), nki.spec((300, 64), "float32")).text
+    del lowerings[:]
+    traced = nki.parse_ir(text, target="trn2")  # untrusted text: parsed and verified
+    exe = traced.compile(backend="simulator", target="trn2")
+    x = _x()
+    np.testing.assert_allclose(exe.run({traced.param_names[0]: x}), np.exp(x), rtol=1e-5)
+    assert len(lowerings) == 1
+
+
+def test_a_family_instance_is_lowered_once(lowerings):
+    family = nki.trace(_fresh_jit(), nki.spec(("N", 64), "float32", dims={"N": (1, 4096)}))
+    parsed = nki.parse_family(family.text)
+    del lowerings[:]
+    instance = parsed.instantiate((300, 64), target="trn2")
+    compile_for_target(instance.ir, TRN2)
+    assert len(lowerings) == 1
+
+
+def test_nki_asm_lowers_once(lowerings, capsys):
+    assert cli.main(["asm", f"{__file__}:_exp_rows", "--arg", "x=300x64:float32", "--target", "trn1"]) == 0
+    assert "activation" in capsys.readouterr().out
+    assert lowerings == [("_exp_rows", "trn1")]
+
+
+def test_a_verification_judges_the_kernel_as_it_is_and_the_compiler_takes_that_lowering(lowerings):
+    ir = nki.trace(_fresh_jit(), nki.spec((300, 64), "float32")).ir
+    del lowerings[:]
+    check(ir, TRN2)
+    check(ir, TRN2)  # each verification lowers: it judges the kernel, never an earlier result
+    assert len(lowerings) == 2
+    lowered, _ = compile_for_target(ir, TRN2)  # the last one's lowering, taken once
+    assert len(lowerings) == 2 and not any(getattr(s, "name", "") == "nl.exp" for s, _ in lowered.walk())
+    compile_for_target(ir, TRN2)  # taken: compiling again lowers again
+    assert len(lowerings) == 3
+
+
+@nki.jit
+def _two_wide_rows(x):
+    """Two tiles of 117 KiB per partition live at once, and their sum: more than a trn2 partition's SBUF."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n, m = x.shape
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for t in nl.affine_range(math.ceil(n / 128)):
+        rows = t * 128 + i_p
+        a = nl.load(x[rows, i_f], mask=(rows < n))
+        b = nl.load(x[rows, i_f], mask=(rows < n))
+        nl.store(out[rows, i_f], value=nl.add(a, b), mask=(rows < n))
+    return out
+
+
+def _said(error):
+    return [(d.rule, d.op, d.loc.line, d.message) for d in error.diagnostics]
+
+
+def _unverified_text(kernel):
+    from nki_dsl.ir.printer import print_kernel
+
+    (entry,) = next(iter(kernel._traced.values()))  # traced, refused by the verifier
+    return print_kernel(entry.kernel)
+
+
+def test_every_way_in_gets_the_same_answer(tmp_path, capsys):
+    kernel, width = nki.jit(_two_wide_rows.fn), 30000
+    with pytest.raises(nki.NkiVerificationError) as traced:
+        nki.trace(kernel, nki.spec((300, width), "float32"), target="trn2")
+    said = _said(traced.value)
+    assert [s[0] for s in said] == ["sbuf-capacity"]
+    text = _unverified_text(kernel)
+    with pytest.raises(nki.NkiVerificationError) as parsed:  # the Hub loader's way: untrusted text
+        nki.parse_ir(text, target="trn2")
+    assert _said(parsed.value) == said
+    path = tmp_path / "two_wide_rows.nkir"
+    path.write_text(text)
+    assert cli.main(["check", str(path), "--target", "trn2"]) == 1  # `nki check`, as a publisher runs it
+    assert said[0][3][:60] in " ".join(capsys.readouterr().out.split())
+    # a family of it: refused when proved, and each instance of its (unproved) text refused when loaded
+    family_kernel = nki.jit(_two_wide_rows.fn)
+    with pytest.raises(nki.NkiVerificationError) as proved:
+        nki.trace(family_kernel, nki.spec(("N", width), "float32", dims={"N": (1, 4096)}), target="trn2")
+    assert {(r, o, line) for r, o, line, _ in _said(proved.value)} == {s[:3] for s in said}  # (at N = 1 and at 4096)
+    with pytest.raises(nki.NkiVerificationError) as loaded:
+        nki.parse_family(_unverified_text(family_kernel)).instantiate((300, width), target="trn2")
+    assert _said(loaded.value) == [(r, o, line, f"at N = 300: {m}") for r, o, line, m in said]
