@@ -12,7 +12,7 @@ from nki_dsl.errors import Diagnostic, NkiVerificationError
 from nki_dsl.ir.nodes import Access, Loop, Op
 from nki_dsl.passes.engines import fused_writes
 from nki_dsl.targets import Target
-from nki_dsl.verify.placements import rects, start_step  # noqa: F401 - start_step: current API's address checks
+from nki_dsl.verify.placements import banks_of, rects, start_step  # noqa: F401 - start_step: current API's checks
 from nki_dsl.verify.program import Program
 from nki_dsl.verify.psum_buffers import block_local, block_range, kernel_grid
 
@@ -85,14 +85,13 @@ class _Live:
 
 def allocate(kernel, t: Target) -> Allocation:
     """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
-    ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them, or, in SBUF, the tensor
-    that found no hole. SBUF fits exactly when ``fit_one_copy`` says so (the verifier's ``sbuf-capacity`` rule asks
-    it too); rotating copies are then added where they still fit."""
+    ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them, or the tensor that found
+    no hole. Each fits exactly when ``fit_one_copy`` says so (the verifier's ``sbuf-capacity`` and ``psum-banks``
+    rules ask it too, ``misfit``); rotating copies are then added where they still fit."""
     lives = live_ranges(kernel)
     out = Allocation(t)
-    # SBUF tensors start on the target's free-dim alignment; PSUM tiles take whole banks (reference/nki.md §1.1-§1.2)
-    for buffer, capacity, unit in (("sbuf", t.sbuf_bytes_per_partition, t.sbuf_min_align),
-                                   ("psum", t.psum_bytes_per_partition, t.psum_bank_bytes)):  # fmt: skip
+    for buffer in ("sbuf", "psum"):
+        capacity, unit = memory(t, buffer)
         group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
         # Rotating copies per tensor: MAX_BUFFERS each first; while that does not fit, take one copy from the
         # tensor with the most copies, the largest among those (so every tensor keeps double buffering before any
@@ -100,18 +99,15 @@ def allocate(kernel, t: Target) -> Allocation:
         # buffering (which would stall the engine consuming it at every iteration).
         copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
         fixed = _fixed(group, buffer, capacity, unit, t)
-        single = None  # SBUF: the one-copy placement that decides whether the kernel fits (``fit_one_copy``)
-        if buffer == "sbuf":
-            single, misfit = fit_one_copy(group, capacity, unit, fixed)
-            if single is None:
-                raise _does_not_fit(group, buffer, capacity, unit, t.name, misfit)
+        # the one-copy placement that decides whether the kernel fits
+        single, why = fit_one_copy(group, capacity, unit, fixed, buffer)
+        if single is None:
+            raise _does_not_fit(group, buffer, capacity, unit, t.name, why)
         while (placed := _place(group, buffer, capacity, unit, copies, fixed)) is None:
             shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
             if not shrinkable:
-                if single is not None:
-                    placed = single  # first fit in program order left no hole; largest first did
-                    break
-                raise _does_not_fit(group, buffer, capacity, unit, t.name)
+                placed = single  # first fit in program order left no hole; largest first did
+                break
             big = max(shrinkable, key=lambda lv: (min(copies[lv.tensor.name], lv.loop_span[2]), _size(lv, unit),
                                                   -lv.start))  # fmt: skip
             copies[big.tensor.name] -= 1
@@ -146,10 +142,11 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), orde
            misfits: list | None = None) -> dict[str, Placement] | None:  # fmt: skip
     """``copies``: rotating copies asked for each tensor (by name). First fit in address order over tensors sorted
     by ``order`` (by start: program order); tensors whose intervals do not overlap share. ``fixed``: placements the
-    kernel chose, taken as they are (the others fit around them). On failure, ``misfits`` (when given) receives
-    the ``Misfit``."""
-    placed: list[tuple[_Live, Placement]] = list(fixed)
-    out = {p.tensor: p for _, p in fixed}
+    kernel chose, taken as they are (the others fit around them, clear of the spans they hold). On failure,
+    ``misfits`` (when given) receives the ``Misfit``."""
+    placed: list[tuple[_Live, Placement]] = [(lv, p) for lv, p, _ in fixed]
+    out = {p.tensor: p for _, p, _ in fixed}
+    held = {p.tensor: spans for _, p, spans in fixed}
     for lv in sorted(group, key=lambda lv: order(lv, unit)):
         if lv.tensor.name in out:
             continue
@@ -158,7 +155,8 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), orde
         lo, hi = lv.interval(buffers)
         overlapping = [(o, p) for o, p in placed
                        if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0])]  # fmt: skip
-        busy = sorted((p.byte_offset, p.byte_offset + p.footprint) for _, p in overlapping)
+        busy = sorted(span for _, p in overlapping
+                      for span in held.get(p.tensor, ((p.byte_offset, p.byte_offset + p.footprint),)))  # fmt: skip
         offset = 0
         for b_lo, b_hi in busy:
             if offset + size * buffers <= b_lo:
@@ -183,17 +181,20 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), orde
 MAX_FIT_WORK = 6_000_000
 
 
-def fit_one_copy(group, capacity: int, unit: int, fixed=()) -> tuple[dict[str, Placement] | None, Misfit | None]:
-    """Whether the SBUF tensors ``group`` fit with one copy each (no rotation), and a placement if they do: first
+def fit_one_copy(group, capacity: int, unit: int, fixed=(),
+                 buffer: str = "sbuf") -> tuple[dict[str, Placement] | None, Misfit | None]:  # fmt: skip
+    """Whether the ``buffer`` tensors ``group`` fit with one copy each (no rotation), and a placement if they do: first
     fit in program order (the order the rotating placements use), then, when that leaves some tensor no hole
     although its bytes are free in total (fragmentation), first fit largest first. The allocator refuses exactly
-    when this does, and the verifier's ``sbuf-capacity`` rule runs it on the lowered kernel (``sbuf_misfit``), so
-    the two agree on every kernel. It reads program positions only, not trip counts, so a shape family's
-    instances all get the same answer. ``(None, misfit)`` names the tensor program order found no hole for (its
-    ``size`` is -1 when the placement gave up past ``MAX_FIT_WORK``)."""
+    when this does, and the verifier's ``sbuf-capacity`` and ``psum-banks`` rules run it on the lowered kernel
+    (``misfit``), so the two agree on every kernel. In PSUM every size is whole banks and a tensor the kernel placed
+    holds every bank it touches (as ``verify/psum_buffers`` counts them), so each tensor starts on a bank. It reads
+    program positions only, not trip counts, so a shape family's instances all get the same answer. ``(None, misfit)``
+    names the tensor program order found no hole for (its ``size`` is -1 when the placement gave up past
+    ``MAX_FIT_WORK``)."""
     first = None
     for order in (_in_program_order, _largest_first):
-        placed, misfit = _fit(group, capacity, unit, fixed, order)
+        placed, misfit = _fit(group, capacity, unit, fixed, order, buffer)
         if placed is not None:
             return placed, None
         first = first or misfit
@@ -202,12 +203,12 @@ def fit_one_copy(group, capacity: int, unit: int, fixed=()) -> tuple[dict[str, P
     return None, first
 
 
-def _fit(group, capacity, unit, fixed, order):
+def _fit(group, capacity, unit, fixed, order, buffer):
     """First fit of ``group`` in ``order``, one copy each, around the ``fixed`` placements. In program order only
     the tensors still live are looked at (kept sorted by address), so it costs the number of tensors times those
     live at once."""
-    out = {p.tensor: p for _, p in fixed}
-    fixed_spans = [(o, p.byte_offset, p.byte_offset + p.footprint) for o, p in fixed]
+    out = {p.tensor: p for _, p, _ in fixed}
+    fixed_spans = [(o, lo, hi) for o, _, spans in fixed for lo, hi in spans]
     items = sorted((lv for lv in group if lv.tensor.name not in out), key=lambda lv: order(lv, unit))
     streaming = order is _in_program_order  # starts ascending: a tensor ended before this start never meets it
     placed: list[tuple[_Live, int, int]] = []  # (live range, byte lo, byte hi), by address when streaming
@@ -244,28 +245,43 @@ def _fit(group, capacity, unit, fixed, order):
         else:
             placed.append(entry)
         ty = lv.tensor.type
-        out[lv.tensor.name] = Placement(lv.tensor.name, "sbuf", 0, ty.partitions, offset, size, 1, None,
+        out[lv.tensor.name] = Placement(lv.tensor.name, buffer, 0, ty.partitions, offset, size, 1, None,
                                         lv.block_bytes is not None)  # fmt: skip
     return out, None
 
 
+def memory(t: Target, buffer: str) -> tuple[int, int]:
+    """(bytes per partition, the unit every size rounds up to) of ``buffer`` on ``t``: SBUF tensors start on the
+    free-dim alignment, PSUM tiles take whole banks (reference/nki.md §1.1-§1.2)."""
+    if buffer == "sbuf":
+        return t.sbuf_bytes_per_partition, t.sbuf_min_align
+    return t.psum_bytes_per_partition, t.psum_bank_bytes
+
+
+def misfit(lives: list[_Live], t: Target, buffer: str):
+    """``fit_one_copy`` for the ``buffer`` tensors among ``lives`` (``live_ranges`` of a lowered kernel) on ``t``:
+    the misfit (None when they fit), the live ranges it placed and the bytes it gives each (rounded up)."""
+    capacity, unit = memory(t, buffer)
+    group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
+    fixed = _fixed(group, buffer, capacity, unit, t)
+    return fit_one_copy(group, capacity, unit, fixed, buffer)[1], group, lambda lv: _size(lv, unit)
+
+
 def sbuf_misfit(lowered, t: Target):
-    """``fit_one_copy`` for the SBUF tensors of lowered kernel ``lowered`` on ``t``: the misfit (None when they
-    fit), the live ranges it placed and the bytes it gives each (aligned)."""
-    group = [lv for lv in live_ranges(lowered) if lv.tensor.type.buffer.value == "sbuf"]
-    fixed = _fixed(group, "sbuf", t.sbuf_bytes_per_partition, t.sbuf_min_align, t)
-    misfit = fit_one_copy(group, t.sbuf_bytes_per_partition, t.sbuf_min_align, fixed)[1]
-    return misfit, group, lambda lv: _size(lv, t.sbuf_min_align)
+    """``misfit`` of the SBUF tensors of lowered kernel ``lowered``."""
+    return misfit(live_ranges(lowered), t, "sbuf")
 
 
 def _address(lv: _Live) -> tuple[int, ...]:
     return tuple(lv.op.attrs.get("address", ())) if lv.op.name == "alloc" else ()
 
 
-def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement]]:
+def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement, tuple[tuple[int, int], ...]]]:
     """The placements kernels chose (direct allocation, the current API's ``address=``), as they are: the
     verifier's ``direct-allocation`` rule has checked them against the target (inside the memory, aligned, no two
-    live at once overlapping) on this lowered IR before the allocator runs."""
+    live at once overlapping) on this lowered IR before the allocator runs. Each comes with the byte spans no
+    other tensor live with it may take: in SBUF its bytes; in PSUM every bank it touches (a tile at byte 1024 of
+    bank 0 holds bank 0; the allocator's tiles start on banks, ``psum-banks`` counts the bank once)."""
     out = []
     for lv in group:
         rs = rects(lv.op) if _address(lv) else None
@@ -273,9 +289,16 @@ def _fixed(group, buffer, capacity, unit, target) -> list[tuple[_Live, Placement
             continue
         p_lo, p_hi = min(r.p_lo for r in rs), max(r.p_hi for r in rs)
         b_lo, b_hi = min(r.b_lo for r in rs), max(r.b_hi for r in rs)
-        size = -(-(b_hi - b_lo) // unit) * unit if len(rs) == 1 else b_hi - b_lo
+        # (SBUF: its bytes to the alignment; PSUM: its bytes, which rounded to a bank from inside one would reach
+        # into the next bank, a false overlap for the simulator's dependences; it holds whole banks, ``spans``)
+        size = -(-(b_hi - b_lo) // unit) * unit if len(rs) == 1 and buffer == "sbuf" else b_hi - b_lo
         blocks = tuple((r.p_lo, r.b_lo) for r in rs) if lv.tensor.type.block_shape else ()
-        out.append((lv, Placement(lv.tensor.name, buffer, p_lo, p_hi - p_lo, b_lo, size, 1, None, blocks=blocks)))
+        p = Placement(lv.tensor.name, buffer, p_lo, p_hi - p_lo, b_lo, size, 1, None, blocks=blocks)
+        if buffer == "psum":
+            spans = tuple((b * unit, (b + 1) * unit) for b in sorted(banks_of(lv.op, unit)))
+        else:
+            spans = ((p.byte_offset, p.byte_offset + p.footprint),)
+        out.append((lv, p, spans))
     return out
 
 

@@ -38,12 +38,21 @@ class AllocatorView:
     def __init__(self, kernel: Kernel, target: Target):
         self.kernel = kernel
         self.target = target
-        self._sbuf = None
+        self._lives = None
+        self._answers: dict[str, tuple] = {}
 
     def sbuf(self) -> tuple:
-        if self._sbuf is None:
-            self._sbuf = allocate.sbuf_misfit(self.kernel, self.target)
-        return self._sbuf
+        return self._answer("sbuf")
+
+    def psum(self) -> tuple:
+        return self._answer("psum")
+
+    def _answer(self, buffer: str) -> tuple:
+        if buffer not in self._answers:
+            if self._lives is None:  # one walk for both memories
+                self._lives = allocate.live_ranges(self.kernel)
+            self._answers[buffer] = allocate.misfit(self._lives, self.target, buffer)
+        return self._answers[buffer]
 
     def fit_bound(self) -> int:
         return allocate.MAX_FIT_WORK

@@ -19,7 +19,11 @@ class AllocatorView(Protocol):
 
     def sbuf(self) -> tuple:
         """``(misfit or None, the SBUF live ranges placed, their aligned bytes: fn(live) -> int)``:
-        ``passes/allocate.sbuf_misfit`` of ``kernel``."""
+        ``passes/allocate.misfit`` of ``kernel``'s SBUF tensors."""
+        ...
+
+    def psum(self) -> tuple:
+        """The same for PSUM (sizes in whole banks)."""
         ...
 
     def fit_bound(self) -> int:

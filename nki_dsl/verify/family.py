@@ -25,12 +25,12 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
 ``out-of-bounds``. So:
 
 * ``BLIND`` rules read none of (a)-(c) (structure, buffers, partitions, PSUM, matmul shapes, ranks, dtypes,
-  scopes, where shared HBM is made, outputs written, on-chip capacity (``sbuf-capacity`` places the lowered kernel's
-  tensors by program position and on-chip size, never a trip count; as lowering reads one, whether a loop runs at
-  all, the rule's answer at the top of the range is reported too), the double-row mode's target and dtypes,
-  kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
-  accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is
-  checked, ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
+  scopes, where shared HBM is made, outputs written, on-chip capacity (``sbuf-capacity`` and ``psum-banks`` place
+  the lowered kernel's tensors by program position and on-chip size, never a trip count; as lowering reads one,
+  whether a loop runs at all, their answer at the top of the range is reported too), the double-row mode's target and
+  dtypes, kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
+  accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is checked,
+  ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
   form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
   present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
   an HBM dtype view's shapes (``check_form`` keeps symbols out of both: the view of a symbolic tensor would scale
@@ -86,6 +86,7 @@ from nki_dsl.verify.rules import RULE_IDS
 from nki_dsl.verify.rules.out_of_bounds import _mask_for
 
 RULE = "shape-family"
+PLACING_RULES = ("sbuf-capacity", "psum-banks")  # they read the lowered kernel: also reported at the top (below)
 # The exact integer search's budget per question, after elimination could not rule a break out: its "maybe" refuses
 # the family (safe), and a few hundred halvings settle the families real kernels make.
 INTEGER_NODES = 300
@@ -251,7 +252,7 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None, *, low
     upper_values = {n: hi for n, (lo, hi) in ranges(kernel.symbols).items()}
     upper = substitute(kernel, upper_values)
     for diag in verify_kernel(upper, target, budget, lowering=lowering):
-        if RULE_ARGUMENTS.get(diag.rule) == MONOTONE or diag.rule == "sbuf-capacity":  # (see the docstring)
+        if RULE_ARGUMENTS.get(diag.rule) == MONOTONE or diag.rule in PLACING_RULES:  # (see the docstring)
             found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
     found += _offsets_cancel(kernel)
     found += _out_of_bounds(kernel)

@@ -5,9 +5,9 @@ stable short id (``RULE``) that diagnostics carry.
 names in the op table, tensors defined before use and variables in scope. When they find a problem the remaining
 rules are skipped, because their facts would be meaningless on such IR.
 
-``PLACING`` rules judge what the allocator will make of the kernel: they read an ``AllocatorView``
-(``verify/allocator_view.py``) of the kernel after the ``lower-language`` pass, which the caller of the verifier
-supplies (``passes/verifier.py``: the verifier layer imports no pass), and run after the other rules. Their
+``PLACING`` rules (``psum-banks``, ``sbuf-capacity``) judge what the allocator will make of the kernel: they read an
+``AllocatorView`` (``verify/allocator_view.py``) of the kernel after the ``lower-language`` pass, which the caller of
+the verifier supplies (``passes/verifier.py``: the verifier layer imports no pass), and run after the other rules. Their
 signature is ``fn(kernel, target, view) -> list[Diagnostic]``.
 """
 
@@ -46,7 +46,6 @@ _MODULES = [
     operand_buffer,
     partition_limit,
     psum_tile_size,
-    psum_banks,
     matmul_shape,
     double_row,
     partition_mismatch,
@@ -66,7 +65,7 @@ _MODULES = [
     bitcast,
 ]
 
-_PLACING = [sbuf_capacity]
+_PLACING = [psum_banks, sbuf_capacity]
 
 WELL_FORMED = [structure.check, mask_vars.check]
 RULES = [m.check for m in _MODULES]
