@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import weakref
+from collections import deque
 
 from nki_dsl import verify
 from nki_dsl.errors import Diagnostic
@@ -27,8 +28,21 @@ from nki_dsl.passes.rewrite import Pass
 from nki_dsl.targets import Target
 from nki_dsl.verify import family
 
-# kernel -> {(pass name, target): the kernel after that pass}, dropped with the kernel or when the pipeline takes it
+# kernel -> {(pass name, target): the kernel after that pass}, until the pipeline takes it, the kernel is dropped,
+# or MAX_KEPT later verifications have kept theirs: a kernel verified but compiled from its traced IR (the NumPy and
+# JAX backends) does not hold a second copy of its IR for as long as a jit cache holds the kernel.
+MAX_KEPT = 16
 _KEPT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_NEWEST: deque = deque()  # weak references to the kernels of ``_KEPT``, oldest first
+
+
+def _keep(kernel: Kernel, key: tuple, result: Kernel) -> None:
+    _KEPT.setdefault(kernel, {})[key] = result
+    _NEWEST.append(weakref.ref(kernel))
+    while len(_NEWEST) > MAX_KEPT:
+        old = _NEWEST.popleft()()
+        if old is not None and not any(r() is old for r in _NEWEST):
+            _KEPT.pop(old, None)
 
 
 class AllocatorView:
@@ -67,7 +81,7 @@ def lowering(kernel: Kernel, target: Target) -> AllocatorView:
         # tensors the kernel has as it stands are placed
         with contextlib.suppress(Exception):
             lowered = LOWER_LANGUAGE(kernel, target)
-            _KEPT.setdefault(kernel, {})[(LOWER_LANGUAGE.name, target)] = lowered
+            _keep(kernel, (LOWER_LANGUAGE.name, target), lowered)
     return AllocatorView(lowered, target)
 
 

@@ -153,3 +153,18 @@ def test_every_way_in_gets_the_same_answer(tmp_path, capsys):
     with pytest.raises(nki.NkiVerificationError) as loaded:
         nki.parse_family(_unverified_text(family_kernel)).instantiate((300, width), target="trn2")
     assert _said(loaded.value) == [(r, o, line, f"at N = 300: {m}") for r, o, line, m in said]
+
+
+def test_a_lowering_never_compiled_is_not_kept_for_ever(lowerings, monkeypatch):
+    """A kernel verified but run from its traced IR (NumPy, JAX) does not keep its lowering: past ``MAX_KEPT``
+    newer verifications it is dropped, and compiling lowers again (correct either way; only the reuse is lost)."""
+    from nki_dsl.passes import verifier
+
+    monkeypatch.setattr(verifier, "MAX_KEPT", 2)
+    kernels = [nki.trace(_fresh_jit(), nki.spec((128 * k, 64), "float32")).ir for k in (1, 2, 3)]
+    assert len(lowerings) == 3
+    compile_for_target(kernels[2], TRN2)
+    compile_for_target(kernels[1], TRN2)
+    assert len(lowerings) == 3  # the two newest were kept
+    compile_for_target(kernels[0], TRN2)
+    assert len(lowerings) == 4  # the oldest was not
