@@ -87,7 +87,7 @@ def allocate(kernel, t: Target) -> Allocation:
     """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
     ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them, or the tensor that found
     no hole. Each fits exactly when ``fit_one_copy`` says so (the verifier's ``sbuf-capacity`` and ``psum-banks``
-    rules ask it too, ``misfit``); rotating copies are then added where they still fit."""
+    rules ask it too, ``misfit_of``); rotating copies are then added where they still fit."""
     lives = live_ranges(kernel)
     out = Allocation(t)
     for buffer in ("sbuf", "psum"):
@@ -187,7 +187,7 @@ def fit_one_copy(group, capacity: int, unit: int, fixed=(),
     fit in program order (the order the rotating placements use), then, when that leaves some tensor no hole
     although its bytes are free in total (fragmentation), first fit largest first. The allocator refuses exactly
     when this does, and the verifier's ``sbuf-capacity`` and ``psum-banks`` rules run it on the lowered kernel
-    (``misfit``), so the two agree on every kernel. In PSUM every size is whole banks and a tensor the kernel placed
+    (``misfit_of``), so the two agree on every kernel. In PSUM every size is whole banks and a tensor the kernel placed
     holds every bank it touches (as ``verify/psum_buffers`` counts them), so each tensor starts on a bank. It reads
     program positions only, not trip counts, so a shape family's instances all get the same answer. ``(None, misfit)``
     names the tensor program order found no hole for (its ``size`` is -1 when the placement gave up past
@@ -258,18 +258,13 @@ def memory(t: Target, buffer: str) -> tuple[int, int]:
     return t.psum_bytes_per_partition, t.psum_bank_bytes
 
 
-def misfit(lives: list[_Live], t: Target, buffer: str):
+def misfit_of(lives: list[_Live], t: Target, buffer: str):
     """``fit_one_copy`` for the ``buffer`` tensors among ``lives`` (``live_ranges`` of a lowered kernel) on ``t``:
     the misfit (None when they fit), the live ranges it placed and the bytes it gives each (rounded up)."""
     capacity, unit = memory(t, buffer)
     group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
     fixed = _fixed(group, buffer, capacity, unit, t)
     return fit_one_copy(group, capacity, unit, fixed, buffer)[1], group, lambda lv: _size(lv, unit)
-
-
-def sbuf_misfit(lowered, t: Target):
-    """``misfit`` of the SBUF tensors of lowered kernel ``lowered``."""
-    return misfit(live_ranges(lowered), t, "sbuf")
 
 
 def _address(lv: _Live) -> tuple[int, ...]:

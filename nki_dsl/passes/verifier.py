@@ -65,7 +65,7 @@ class AllocatorView:
         if buffer not in self._answers:
             if self._lives is None:  # one walk for both memories
                 self._lives = allocate.live_ranges(self.kernel)
-            self._answers[buffer] = allocate.misfit(self._lives, self.target, buffer)
+            self._answers[buffer] = allocate.misfit_of(self._lives, self.target, buffer)
         return self._answers[buffer]
 
     def fit_bound(self) -> int:

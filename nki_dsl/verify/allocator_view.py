@@ -19,7 +19,7 @@ class AllocatorView(Protocol):
 
     def sbuf(self) -> tuple:
         """``(misfit or None, the SBUF live ranges placed, their aligned bytes: fn(live) -> int)``:
-        ``passes/allocate.misfit`` of ``kernel``'s SBUF tensors."""
+        ``passes/allocate.misfit_of`` ``kernel``'s SBUF tensors."""
         ...
 
     def psum(self) -> tuple:
