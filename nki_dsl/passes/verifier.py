@@ -1,5 +1,6 @@
 """The verifier every caller goes through: ``nki_dsl.verify``'s rules, with the lowering its placing rules read
-(``sbuf-capacity`` asks the allocator about the kernel after ``lower-language``, ``verify/allocator_view.py``).
+(``sbuf-capacity`` and ``psum-banks`` ask the allocator about the kernel after ``lower-language``,
+``verify/allocator_view.py``).
 
 The verifier layer imports no pass, so this module, in the passes layer, gives it the pipeline's own lowering and
 allocator: ``verify_kernel``, ``check``, ``prove`` and ``prove_or_raise`` are ``nki_dsl.verify``'s with that

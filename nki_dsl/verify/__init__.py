@@ -2,10 +2,10 @@
 source line, the op, the operand and the rule. Untrusted IR is also checked against an ``IRBudget``
 (``budgets.py``) before any rule that could be expensive on hostile input.
 
-The rules that judge on-chip placement (``sbuf-capacity``) read the kernel as the allocator will see it, after
-the ``lower-language`` pass, through the ``lowering`` the caller passes (``allocator_view.py``). Callers use
-``nki_dsl.passes.verifier`` (``verify_kernel``, ``check``), which passes the pipeline's own lowering and keeps it
-for the compiler: a kernel is lowered once, by its verification, and compiled from that lowering."""
+The rules that judge on-chip placement (``sbuf-capacity``, ``psum-banks``) read the kernel as the allocator will
+see it, after the ``lower-language`` pass, through the ``lowering`` the caller passes (``allocator_view.py``).
+Callers use ``nki_dsl.passes.verifier`` (``verify_kernel``, ``check``), which passes the pipeline's own lowering
+and keeps it for the compiler: a kernel is lowered once, by its verification, and compiled from that lowering."""
 
 from __future__ import annotations
 
