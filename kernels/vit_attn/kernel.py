@@ -193,12 +193,14 @@ class _Group:
             self.p_sb[n, i_p, start + i_c] = nisa.activation(np.exp, self.s_ps[base + c, i_p, i_c], bias=bias,
                                                              reduce_op=np.add, reduce_res=res, mask=rows)  # fmt: skip
 
-    def probabilities_times_v(self, n, v_tile, rows, q_cols_ok, dst=None, pair_dst=None):
+    def probabilities_times_v(self, n, v_tile, rows, q_cols_ok, dst=None, pair_dst=None, pair_rows=None):
         """Stage C of tile n: P^T block by block (Tensor-engine transposes, copied to SBUF; all transposes are
         issued before the matmuls so the Tensor engine does not wait on each copy), ``P V`` with P^T stationary
         and the short V tile moving, the first matmul opening the accumulation group (no memset); then the
         delayed division by the row sum, written to ``dst(i_p, i_d)`` (an SBUF access; by default this tile's
-        output block), or, for the last tile of a pair, for the whole pair to ``pair_dst(i_p, i_g, i_d)``.
+        output block), or, for the last tile of a pair, for the whole pair to ``pair_dst(i_p, i_g, i_d)`` under
+        ``pair_rows``, the rows mask over the [128, pair, d] indices (``rows`` is over [128, d]: in a 3-D op its
+        index would broadcast onto the pair axis, and a 1-row last tile left the pair's second head unwritten).
         Returns what it wrote (None for a tile whose pair is not complete)."""
         i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(self.d)[None, :]
         i_q = nl.arange(PMAX)[None, :]
@@ -225,7 +227,7 @@ class _Group:
             out = pair_dst(i_p3, i_g3, i_d3)
             out[...] = nisa.tensor_tensor(self.acc[i_p3, acc * self.acc_w + i_g3 * self.d + i_d3],
                                           self.pair_sums[n // self.pair, i_p3, i_g3 + i_one3], np.divide,
-                                          dtype=self.out_dtype, mask=rows)  # fmt: skip
+                                          dtype=self.out_dtype, mask=pair_rows)  # fmt: skip
             return out
         total = self.sums[n, i_p, nl.arange(1)[None, :]]
         if nc > 1:
@@ -270,7 +272,7 @@ def _pipelined(group, items, strategy):
                 group.exponentiate(n, it["rows"])
             else:
                 o = group.probabilities_times_v(n, it["v_tile"], it["rows"], it["q_cols_ok"], it.get("dst"),
-                                                it.get("pair_dst"))  # fmt: skip
+                                                it.get("pair_dst"), it.get("pair_rows"))  # fmt: skip
                 if o is not None and "write" in it:
                     it["write"](o)
 
@@ -462,13 +464,14 @@ def _heads_from_rows(hg, group, rows_sb, out_sb, seq, d, hd, scale, pe, out_dtyp
     items = []
     for part in range(parts):
         h0 = hg * group + part * share
-        for t, (_, rows, q_cols_ok) in enumerate(q_tiles):  # tile-major within a part: a pair is consecutive
+        for t, (q0, rows, q_cols_ok) in enumerate(q_tiles):  # tile-major within a part: a pair is consecutive
             for g in range(share):
                 h = h0 + g
                 i_k = g * d + nl.arange(d)[:, None]
                 items.append(dict(
                     qT=lambda n, part=part, t=t, i_k=i_k: qT[part * len(q_tiles) + t, i_k, i_q],
                     kT=lambda r, c, part=part, g=g: kT[part, g * d + r, c], rows=rows, q_cols_ok=q_cols_ok,
+                    pair_rows=q0 + nl.arange(PMAX)[:, None, None] < seq,
                     dst=lambda r, c, t=t, h=h: out_sb[t, r, h * d + c],
                     pair_dst=lambda r, g3, c, t=t, h0=h0: out_sb[t, r, h0 * d + g3 * d + c],
                     v_tile=lambda j, size, h=h: rows_sb[j, nl.arange(size)[:, None], 2 * hd + h * d + i_d]))

@@ -62,6 +62,7 @@ def _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, pe, strate
                 items.append(dict(
                     qT=lambda n, part=part, q0=q0, i_k=i_k: qT[part, i_k, q0 + i_q],
                     kT=lambda r, c, part=part, g=g: kT[part, g * d + r, c], rows=rows, q_cols_ok=q_cols_ok,
+                    pair_rows=q0 + nl.arange(PMAX)[:, None, None] < seq,
                     dst=lambda r, c, t=t, h=h: out_sb[t, r, h * d + c],
                     pair_dst=lambda r, g3, c, t=t, h0=h0: out_sb[t, r, h0 * d + g3 * d + c],
                     v_tile=lambda j, size, h=h: v_sb[j, nl.arange(size)[:, None], h * d + i_d]))

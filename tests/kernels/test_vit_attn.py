@@ -101,6 +101,14 @@ def test_multi_chunk_resident_strip(layout, seq, heads, d, dtype):
     _run(layout, 1, seq, heads, d, dtype, seed=7)
 
 
+@pytest.mark.parametrize("heads, d", [(2, 64), (4, 32)])
+def test_a_one_row_last_tile_of_paired_heads(heads, d):
+    # 129 rows: the last query tile holds one row; heads sharing the partitions (2 x 64, 4 x 32) share one division
+    # over [128, pair, d], whose rows mask was once over [128, d] and, broadcast onto the pair axis, skipped every
+    # head of the pair but the first in that row (NaN out)
+    _run("qkv", 1, 129, heads, d, "float32", seed=9)
+
+
 def test_large_logits_stay_finite():
     # scores of O(100): exp without the max subtraction would overflow fp32
     rng = np.random.default_rng(5)
@@ -165,6 +173,7 @@ def test_flash_beyond_the_resident_limit():
     (2, 197, 2, 64, "float32"),  # two batch elements side by side in qkT's columns, a head pair
     (1, 600, 2, 72, "bfloat16"),  # a two-chunk strip, one head per transpose width
     (1, 130, 3, 80, "float32"),  # a 2-row ragged query tile
+    (1, 129, 2, 64, "float32"),  # a 1-row last query tile of a head pair (its second head was left unwritten)
 ])  # fmt: skip
 @slow_on_jax
 def test_split_layout_matches_attention_qkv(batch, seq, heads, d, dtype):
