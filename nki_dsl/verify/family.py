@@ -50,7 +50,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   to cancel: it asks whether two iterations of one loop L meet on a tensor, an equality between two accesses'
   indices inside L, and when every access to that tensor inside L has the same multiple of each symbol on each
   dimension, the symbol terms are equal on both sides of every such equality, in every instance and in the upper
-  kernel alike (``_offsets_cancel`` refuses a family where they differ).
+  kernel alike (``_offsets_cancel`` refuses a family where they differ). It asks only about tensors L writes or
+  accumulates into (the rule pairs every read with a write or an accumulation), so reads of a tensor L only reads
+  may carry any symbol terms.
 * ``PROVEN`` rules are proved symbolically over the whole range: ``out-of-bounds`` asks, per access and tensor
   dimension, whether any integer point of symbols (in their ranges, derived ones tied to their definitions by
   linear constraints, stepped ones to their multiples), loop indices (``i <= stop - 1`` with a symbolic
@@ -298,7 +300,15 @@ def _symbol_terms(a: Access) -> tuple:
 
 def _offsets_cancel(kernel: Kernel) -> list[Diagnostic]:
     """``affine-dependence``'s side condition over symbols in indices (module docstring): inside each loop, the
-    accesses to one tensor carry the same symbol terms on every dimension."""
+    accesses to one tensor the loop writes carry the same symbol terms on every dimension. A tensor the loop only
+    reads needs nothing: the rule pairs a read only with a write or an accumulation inside the same loop, so reads
+    at any offsets (a fused projection's q, k and v columns ``h * D``, ``(H + h) * D``, ...) never form a pair."""
+    written = set()  # (id of loop, id of tensor) of the tensors each loop writes or accumulates into
+    for stmt, loops in kernel.walk():
+        if not isinstance(stmt, Loop):
+            for name, a in stmt.operands.items():
+                if isinstance(a, Access) and OPS[stmt.name].operand(name).role.writes:
+                    written.update((id(lp), id(a.tensor)) for lp in loops)
     found = []
     first: dict[tuple[int, int], tuple] = {}  # (id of loop, id of tensor) -> the first access's symbol terms
     for stmt, loops in kernel.walk():
@@ -309,6 +319,8 @@ def _offsets_cancel(kernel: Kernel) -> list[Diagnostic]:
                 continue
             terms = _symbol_terms(a)
             for lp in loops:
+                if (id(lp), id(a.tensor)) not in written:
+                    continue
                 seen = first.setdefault((id(lp), id(a.tensor)), terms)
                 if seen != terms and (any(terms) or any(seen)):
                     found.append(d.diagnostic(stmt, "affine-dependence", (

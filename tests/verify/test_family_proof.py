@@ -181,6 +181,28 @@ def test_accesses_with_different_symbolic_offsets_in_one_loop_are_refused():
     assert "other multiples of the family's dimensions" in str(e.value)
 
 
+@nki.jit
+def _halves_added(x):
+    """Row tiles of x's first half plus the matching tiles of its second (index ``N/2 + 128*t``): two reads of x
+    inside the loop with different multiples of N, one write to ``out``."""
+    n, m = x.shape
+    out = nl.ndarray((n // 2, m), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(m)[None, :]
+    for t in nl.affine_range(n // 256):
+        low = nl.load(x[t * 128 + i_p, i_f])
+        high = nl.load(x[n // 2 + t * 128 + i_p, i_f])
+        nl.store(out[t * 128 + i_p, i_f], value=nl.add(low, high))
+    return out
+
+
+def test_reads_with_different_symbolic_offsets_in_one_loop_are_proved():
+    """A tensor the loop only reads is never half of a dependence (the rule pairs reads with writes), so its reads
+    may carry different symbol terms; the loop's writes to ``out`` share theirs."""
+    family = nki.trace(_halves_added, nki.spec(("N", 64), "float32", dims={"N": (256, 65536, 256)}))
+    x = np.random.default_rng(2).standard_normal((768, 64)).astype(np.float32)
+    np.testing.assert_array_equal(family.instantiate(x).compile("numpy").run({"x": x}), x[:384] + x[384:])
+
+
 def test_an_equality_constraint_bounds_both_ways():
     """An equality is two inequalities: ``a + b == 5`` has no point with a, b in [0, 2], one with a, b in [0, 3],
     and ``a - b == 0`` still has one where ``a + b >= 3`` holds."""
