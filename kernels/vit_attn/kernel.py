@@ -543,6 +543,11 @@ def attention_qkv_kernel(qkv, num_heads=1, scale=0.125, strategy="resident", evi
     d = width // (3 * num_heads)
     hd = num_heads * d
     out = nl.ndarray((batch, seq, hd), dtype=qkv.dtype, buffer=nl.shared_hbm)
+    if _static(seq) is None or _static(width) is None:  # a family over S or the head dim (seq_family.py)
+        from .seq_family import attention_qkv_any_seq
+
+        attention_qkv_any_seq(qkv, out, num_heads, scale)
+        return out
     q_tiles = _query_tiles(seq)
     group = heads_per_group(num_heads, len(q_tiles), seq, np.dtype(qkv.dtype).itemsize)
     if not rows_fit(seq, num_heads, d, np.dtype(qkv.dtype).itemsize):

@@ -74,6 +74,9 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
         raise VitAttnShapeError(f"vit-attn: the last axis ({width}) is not 3 * num_heads ({num_heads}) * head_dim")
     d = width // (3 * num_heads)
     _check(seq, d, qkv.dtype)
+    if _static(seq) is None or _static(width) is None:  # a shape family over S (and the width): seq_family.py
+        on_chip = scale is None and _static(d) is None  # 1 / sqrt(D) from a mask, as plan_attention's
+        return attention_qkv_kernel, (qkv,), {"num_heads": num_heads, "scale": None if on_chip else _scale(d, scale)}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": strategy,
               "evict": choose_evict(seq, strategy, evict)}  # fmt: skip

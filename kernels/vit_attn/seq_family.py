@@ -32,20 +32,49 @@ def attention_any_seq(q, k, v, out, scale):
     tensors sized for D = 128, the head-dim rows and columns past D zero (so they add nothing to the scores) or
     masked."""
     batch, heads, seq, d = q.shape
-    pe = q.dtype
+    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale, *(
+        (lambda b, h, r, c, t=t: t[b, h, r, c]) for t in (q, k, v, out)))  # fmt: skip
+
+
+def attention_qkv_any_seq(qkv, out, num_heads, scale):
+    """The same from the fused projection's ``qkv`` (B, S, 3 * num_heads * D) into ``out`` (B, S, num_heads * D),
+    B, S and the width symbolic, ``num_heads`` a Python int: head h's q, k and v are columns ``h * D``,
+    ``(num_heads + h) * D`` and ``(2 * num_heads + h) * D`` of the rows. Those offsets are affine only for a
+    concrete h (a loop index times the symbol D is not), so the heads are unrolled in Python, outside the batch
+    loop (the verifier asks that the writes to one tensor inside a loop share their symbol terms,
+    verify/family.py ``_offsets_cancel``); per (batch element, head) it is ``attention_any_seq``'s schedule,
+    instruction for instruction, so the numbers are the same bit for bit."""
+    batch, seq, width = qkv.shape
+    d = width // (3 * num_heads)
+    hd = num_heads * d
+
+    def cols(base):
+        return lambda b, h, r, c: qkv[b, r, base + h * d + c]
+
+    if scale is None:
+        scale = _inv_sqrt(d)
+    for h in range(num_heads):  # outermost: each head's stores to ``out`` are the only ones in its batch loop
+        _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, cols(0), cols(hd), cols(2 * hd),
+                     lambda b, h, r, c: out[b, r, h * d + c])  # fmt: skip
+
+
+def _flash_heads(batch, heads, seq, d, pe, scale, q_of, k_of, v_of, o_of):
+    """The schedule of every family over S: per batch element, head (``heads()``: an affine loop or unrolled) and
+    query tile, flash over key blocks of 512. ``q_of(b, h, rows, cols)`` (and ``k_of``, ``v_of``, ``o_of``) is the
+    HBM access of head h's rows and head-dim columns."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
     if scale is None:
         scale = _inv_sqrt(d)
     for b in nl.affine_range(batch):
-        for h in nl.affine_range(heads):
+        for h in heads():
             for qt in nl.affine_range((seq + PMAX - 1) // PMAX):
                 q0 = qt * PMAX
                 rows = q0 + i_p < seq
                 qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
                 qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
-                qT[i_dp, i_q] = nl.load_transpose2d(q[b, h, q0 + i_p, i_d], mask=rows & (i_d < d))
+                qT[i_dp, i_q] = nl.load_transpose2d(q_of(b, h, q0 + i_p, i_d), mask=rows & (i_d < d))
                 m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
                 m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
                 l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
@@ -53,9 +82,10 @@ def attention_any_seq(q, k, v, out, scale):
                 o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
                 o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
                 for kb in nl.sequential_range((seq + BLOCK - 1) // BLOCK):
-                    _key_block(q, k, v, b, h, kb * BLOCK, seq, d, scale, qT, m, l_sum, o, rows)
+                    _key_block(lambda r, c, b=b, h=h: k_of(b, h, r, c), lambda r, c, b=b, h=h: v_of(b, h, r, c),
+                               pe, kb * BLOCK, seq, d, scale, qT, m, l_sum, o, rows)  # fmt: skip
                 res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe, mask=rows & (i_d < d))
-                nl.store(out[b, h, q0 + i_p, i_d], value=res, mask=rows & (i_d < d))
+                nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
 
 
 def _inv_sqrt(d):
@@ -71,9 +101,9 @@ def _inv_sqrt(d):
     return col
 
 
-def _key_block(q, k, v, b, h, k0, seq, d, scale, qT, m, l_sum, o, rows):
-    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out)."""
-    pe = q.dtype
+def _key_block(k_rows, v_rows, pe, k0, seq, d, scale, qT, m, l_sum, o, rows):
+    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out); ``k_rows(rows, cols)`` and
+    ``v_rows`` are the head's HBM accesses."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_c, i_one = nl.arange(BLOCK)[None, :], nl.arange(1)[None, :]
@@ -81,7 +111,7 @@ def _key_block(q, k, v, b, h, k0, seq, d, scale, qT, m, l_sum, o, rows):
     # (scale * K)^T of the block: [128, 512], the keys past S and the head-dim rows past D zero
     raw = nl.ndarray((nl.par_dim(DMAX), BLOCK), dtype=pe)
     raw[i_dp, i_c] = nisa.memset((DMAX, BLOCK), 0, pe)
-    raw[i_dp, i_c] = nl.load_transpose2d(k[b, h, k0 + i_kp, i_d], mask=(k0 + i_kp < seq) & (i_d < d))
+    raw[i_dp, i_c] = nl.load_transpose2d(k_rows(k0 + i_kp, i_d), mask=(k0 + i_kp < seq) & (i_d < d))
     factor = float(scale) if isinstance(scale, float | int) else scale[i_dp, 0]
     kT = nisa.activation(nl.copy, raw[i_dp, i_c], scale=factor, dtype=pe)
     s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
@@ -105,7 +135,7 @@ def _key_block(q, k, v, b, h, k0, seq, d, scale, qT, m, l_sum, o, rows):
         i_k = nl.arange(PMAX)[:, None]
         v_sb = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=pe)
         v_sb[i_k, i_d] = nisa.memset((PMAX, DMAX), 0, pe)
-        v_sb[i_k, i_d] = nl.load(v[b, h, k0 + j * PMAX + i_k, i_d], mask=(k0 + j * PMAX + i_k < seq) & (i_d < d))
+        v_sb[i_k, i_d] = nl.load(v_rows(k0 + j * PMAX + i_k, i_d), mask=(k0 + j * PMAX + i_k < seq) & (i_d < d))
         t_ps = nl.ndarray((nl.par_dim(PMAX), PMAX), dtype=pe, buffer=nl.psum)
         t_ps[i_k, i_q] = nisa.nc_transpose(p[i_p, j * PMAX + nl.arange(PMAX)[None, :]])
         pT = nisa.activation(nl.copy, t_ps[i_k, i_q], dtype=pe)

@@ -2,6 +2,7 @@
 ``library_packages``), fetched without trust, and called with shapes nobody pre-traced, on NumPy, the
 simulator and JAX, against the package's NumPy reference. No published Python runs."""
 
+import re
 import sys
 
 import numpy as np
@@ -348,6 +349,43 @@ def test_vit_attn_runs_a_sequence_length_no_model_has_without_trust(registry, at
         q, kk, v = _arrays(rng, [shape] * 3, np.float32)
         out = k.attention(q, kk, v, backend=backend)
         _close(out, attention_reference(q, kk, v), 1e-5, 1e-5)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+# -- vit-attn's attention_qkv over any sequence length (kernels/vit_attn/qkv_families.py) ------------------------------
+# kernel.toml's families for 2 and 3 heads over S 1..512 (fp32; each family unrolls its heads, so few keep the bundle
+# quick), called at sequence lengths and head dims no model has (300 tokens of head_dim 48 at batch 2; 129 of
+# head_dim 100), against float64 and the concrete trace.
+
+
+@pytest.fixture(scope="module")
+def attention_qkv_bundle(tmp_path_factory):
+    def keep(ln):
+        return "B x S x W:float32" in ln and 'S = "1..512"' in ln and re.search(r"num_heads = (2|3) ", ln)
+
+    root = families_only("vit_attn", tmp_path_factory.mktemp("attention_qkv"), {"attention_qkv"}, keep)
+    return build_bundle(root, benchmarks=False)
+
+
+@pytest.mark.parametrize("backend", ["numpy", pytest.param("simulator", marks=pytest.mark.slow)])
+def test_vit_attn_qkv_runs_a_sequence_length_no_model_has_without_trust(registry, attention_qkv_bundle, backend):
+    from kernels.vit_attn.launcher import plan_attention_qkv
+    from kernels.vit_attn.reference import attention_qkv as attention_qkv_reference
+
+    assert sum(1 for _ in attention_qkv_bundle.manifest.ir_files()) == 2
+    publish(attention_qkv_bundle, "acme/vit-attn", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(13)
+    for shape, heads in [((2, 300, 3 * 3 * 48), 3), ((1, 129, 3 * 2 * 100), 2)]:
+        (qkv,) = _arrays(rng, [shape], np.float32)
+        out = k.attention_qkv(qkv, num_heads=heads, backend=backend)
+        _close(out, attention_qkv_reference(qkv, heads), 1e-5, 1e-5)
+        launch, args, kwargs = plan_attention_qkv(qkv, heads)  # the concrete trace: another schedule, close
+        _close(out, nki.trace(launch, *args, target="trn2", **kwargs).compile("numpy").run({"qkv": qkv}), 1e-5, 1e-5)
+    with pytest.raises(kernels.NoSpecialisationError, match="num_heads=3"):  # a head count with no family here
+        k.attention_qkv(qkv[..., : 3 * 5 * 8], num_heads=5)
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
 
 

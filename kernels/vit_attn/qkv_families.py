@@ -1,0 +1,67 @@
+"""kernel.toml's ``attention_qkv`` families over B, S and the width (``python -m kernels.vit_attn.qkv_families``
+prints their lines; tests/kernels/test_vit_attn_qkv_families.py checks kernel.toml lists exactly these).
+
+A call is ``attention_qkv(qkv, num_heads=H)`` with ``qkv`` (B, S, 3 * H * D): the manifest matches ``num_heads`` as
+a constant, so each family fixes H and declares the width ``W`` as the multiples of 3 * H up to D = 128
+(``W in 3H..384H step 3H``, so ``D = W // (3 * H)`` is exact for the whole family). The sequence-length boxes are
+``attention``'s (``seq_family.py``): the same schedule per (batch element, head), so the same op executions per
+(batch element, head) at a box's top, and the batch cap is ``attention``'s B x H product there over H, within
+the budget's largest tensor (qkv is 3 * H * D wide) and all-HBM limits too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nki_dsl.ir.budget import DEFAULT_BUDGET
+
+from .launcher import MAX_HEAD_DIM
+
+TOML = Path(__file__).with_name("kernel.toml")
+DTYPES = (("bfloat16", 2), ("float32", 4))
+MAX_BATCH = 256  # attention's families' largest batch
+# Head counts with a family: every count to 16 (ViT-Ti/S/B/L/H, SigLIP, DINOv2-L), then DINOv2-g's 24 and 32
+# (one family per head count and box: each unrolls its heads, so every count costs publish time)
+HEADS = (*range(1, 17), 24, 32)
+
+
+def attention_boxes(dtype: str = "bfloat16") -> list[tuple[tuple[int, int], int]]:
+    """``attention``'s families over S in kernel.toml: ((S range), B x H at the top of the box)."""
+    out = []
+    for line in re.findall(rf'args = \["B x H x S x D:{dtype}".*?dims = \{{ (.*?) \}}', TOML.read_text()):
+        dims = {k: tuple(map(int, v.split(".."))) for k, v in re.findall(r'(\w) = "(\d+\.\.\d+)"', line)}
+        out.append((dims["S"], dims["B"][1] * dims["H"][1]))
+    return out
+
+
+def batch_cap(heads: int, seq_top: int, units: int, itemsize: int) -> int:
+    """The largest B of a family with ``heads`` heads up to ``seq_top`` tokens: ``units`` (batch element, head)
+    pairs of op executions, qkv within the largest tensor the budget allows, qkv and out within its HBM."""
+    width = 3 * heads * MAX_HEAD_DIM
+    per_batch = seq_top * width * itemsize
+    return min(MAX_BATCH, units // heads, DEFAULT_BUDGET.max_tensor_bytes // per_batch,
+               DEFAULT_BUDGET.max_hbm_bytes // (per_batch * 4 // 3))  # fmt: skip
+
+
+def families() -> list[tuple[str, tuple[int, int], int, int]]:
+    """(dtype, S range, B top, H) of every family, in kernel.toml's order: per dtype, per box, per head count."""
+    out = []
+    for dtype, itemsize in DTYPES:
+        for seq, units in attention_boxes(dtype):
+            for h in HEADS:
+                b = batch_cap(h, seq[1], units, itemsize)
+                if b >= 1:
+                    out.append((dtype, seq, b, h))
+    return out
+
+
+def toml_line(dtype: str, seq: tuple[int, int], batch: int, heads: int) -> str:
+    w = 3 * heads
+    return (f'    {{ args = ["B x S x W:{dtype}"], dims = {{ B = "1..{batch}", S = "{seq[0]}..{seq[1]}", '
+            f'W = "{w}..{w * MAX_HEAD_DIM} step {w}" }}, constants = {{ num_heads = {heads} }} }},  '
+            f'# any sequence length and head_dim (seq_family.py)')  # fmt: skip
+
+
+if __name__ == "__main__":
+    print("\n".join(toml_line(*f) for f in families()))
