@@ -83,31 +83,43 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
     return attention_qkv_kernel, (qkv,), consts
 
 
-def plan_attention_split(qkT, v, num_heads, seq, strategy="auto", evict="auto"):
+def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="auto", batch=None):
     """Attention from the split layout (``split_layout``): ``qkT`` (2 * heads * head_dim, batch * seq) holding q^T
-    and (scale * k)^T, ``v`` (batch * seq, heads * head_dim); out (batch * seq, heads * head_dim)."""
+    and (scale * k)^T, ``v`` (batch * seq, heads * head_dim); out (batch * seq, heads * head_dim). Give ``seq``, or
+    ``batch`` (``batch=1``: the tokens are one sequence, the form the families over the token count publish,
+    seq_family.py), or both."""
     from .split_layout import attention_split_kernel
 
     if len(qkT.shape) != 2 or len(v.shape) != 2:
         raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
                                 f"{tuple(qkT.shape)} and {tuple(v.shape)}")  # fmt: skip
     tokens, hd = v.shape
-    num_heads, seq = int(num_heads), int(seq)
+    if seq is None and batch is None:
+        raise VitAttnShapeError("vit-attn: attention_split needs seq (tokens per sequence) or batch")
+    num_heads, batch = int(num_heads), None if batch is None else int(batch)
+    if batch is not None and batch < 1:
+        raise VitAttnShapeError(f"vit-attn: batch must be >= 1, got {batch}")
+    one_sequence = batch == 1 and seq is None
+    seq = tokens if one_sequence else int(seq) if seq is not None else int(tokens) // batch
     if tuple(qkT.shape) != (2 * hd, tokens) or qkT.dtype != v.dtype:
         raise VitAttnShapeError(f"vit-attn: qkT must be (2 * {hd}, {tokens}) of v's dtype, got {tuple(qkT.shape)} "
                                 f"{qkT.dtype}")  # fmt: skip
-    if num_heads < 1 or hd % num_heads or seq < 1 or tokens % seq:
+    mismatch = not one_sequence and (tokens % seq or (batch is not None and tokens != batch * seq))
+    if num_heads < 1 or hd % num_heads or seq < 1 or mismatch:
         raise VitAttnShapeError(f"vit-attn: {hd} features are not num_heads ({num_heads}) * head_dim, or {tokens} "
-                                f"tokens not batch * seq ({seq})")  # fmt: skip
+                                f"tokens not batch{'' if batch is None else f' ({batch})'} * seq ({seq})")  # fmt: skip
     _check(seq, hd // num_heads, v.dtype)
+    if _static(seq) is None:  # a family over the tokens of one sequence (seq_family.attention_split_any_seq)
+        return attention_split_kernel, (qkT, v), {"num_heads": num_heads, "seq": None}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
     return attention_split_kernel, (qkT, v), consts
 
 
-def attention_split(qkT, v, num_heads, seq, *, backend: str | None = None, strategy: str = "auto"):
-    """Attention from the split layout a fused LayerNorm + QKV projection writes (``linear.layernorm_qkv``)."""
-    launch, args, kwargs = plan_attention_split(qkT, v, num_heads, seq, strategy)
+def attention_split(qkT, v, num_heads, seq=None, *, batch=None, backend: str | None = None, strategy: str = "auto"):
+    """Attention from the split layout a fused LayerNorm + QKV projection writes (``linear.layernorm_qkv``): give
+    ``seq`` or ``batch`` (``batch=1``: the tokens are one sequence)."""
+    launch, args, kwargs = plan_attention_split(qkT, v, num_heads, seq, strategy, batch=batch)
     return launch(*args, backend=backend, **kwargs)
 
 

@@ -22,10 +22,11 @@ def attention_qkv(qkv, num_heads, scale=None):
     return out.transpose(0, 2, 1, 3).reshape(b, s, num_heads * d)
 
 
-def attention_split(qkT, v, num_heads, seq):
+def attention_split(qkT, v, num_heads, seq=None, batch=None):
     """The same from the split layout: ``qkT`` (2 * hd, batch * seq) = [q^T; (scale * k)^T], ``v`` (batch * seq,
-    hd); returns (batch * seq, hd). The scale is already in k (scale 1 here)."""
+    hd); returns (batch * seq, hd). The scale is already in k (scale 1 here). ``seq`` or ``batch`` is given."""
     two_hd, tokens = qkT.shape
+    seq = tokens // batch if seq is None else seq
     hd, batch = two_hd // 2, tokens // seq
     d = hd // num_heads
     f = np.asarray(qkT, np.float64)

@@ -1,5 +1,9 @@
-"""Attention over (B, H, S, D) with the batch, the heads and the sequence length symbolic: the schedule a shape
-family publishes for sequence lengths no model fixed (kernel.toml's families after the six models').
+"""Attention with the sequence length symbolic: the schedule every shape family over S publishes for sequence
+lengths no model fixed (kernel.toml's families after the six models'), for all three layouts: (B, H, S, D) with
+B, H and D symbolic too (``attention_any_seq``), the fused projection's (B, S, 3 * H * D) with B and the width
+symbolic (``attention_qkv_any_seq``) and the split layout of one sequence (``attention_split_any_seq``); they
+differ only in how a head's q^T, k^T and v tiles come in (``_by_transpose``, ``_by_rows``) and where its output
+goes, so per (batch element, head) they compute the same numbers bit for bit.
 
 The concrete kernel (``kernel.py``) unrolls its query tiles, key tiles and score chunks in Python and chooses the
 resident strip or flash by the sequence length; none of that can be traced with a symbolic S. So one schedule
@@ -32,8 +36,9 @@ def attention_any_seq(q, k, v, out, scale):
     tensors sized for D = 128, the head-dim rows and columns past D zero (so they add nothing to the scores) or
     masked."""
     batch, heads, seq, d = q.shape
-    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale, *(
-        (lambda b, h, r, c, t=t: t[b, h, r, c]) for t in (q, k, v, out)))  # fmt: skip
+    q_of, k_of, v_of, o_of = ((lambda b, h, r, c, t=t: t[b, h, r, c]) for t in (q, k, v, out))
+    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale, _by_transpose(q_of, seq, d, PMAX),
+                 _by_transpose(k_of, seq, d, BLOCK), v_of, o_of)  # fmt: skip
 
 
 def attention_qkv_any_seq(qkv, out, num_heads, scale):
@@ -54,14 +59,46 @@ def attention_qkv_any_seq(qkv, out, num_heads, scale):
     if scale is None:
         scale = _inv_sqrt(d)
     for h in range(num_heads):  # outermost: each head's stores to ``out`` are the only ones in its batch loop
-        _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, cols(0), cols(hd), cols(2 * hd),
+        _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, _by_transpose(cols(0), seq, d, PMAX),
+                     _by_transpose(cols(hd), seq, d, BLOCK), cols(2 * hd),
                      lambda b, h, r, c: out[b, r, h * d + c])  # fmt: skip
 
 
-def _flash_heads(batch, heads, seq, d, pe, scale, q_of, k_of, v_of, o_of):
+def attention_split_any_seq(qkT, v, out, num_heads):
+    """The same from the split layout (``split_layout.py``) of one sequence of S tokens, S symbolic: ``qkT`` (2 *
+    num_heads * D, S) holds q^T and (scale * k)^T, so both come in by plain loads of head h's D feature rows, v
+    (S, num_heads * D), out likewise. D is concrete here (the manifest cannot tie qkT's rows to twice v's
+    columns), so the heads are an affine loop; per head it is ``attention_any_seq``'s schedule with scale 1."""
+    seq, hd = v.shape
+    d = hd // num_heads
+
+    def features(base):
+        return lambda b, h, r, c: qkT[base + h * d + r, c]
+
+    _flash_heads(1, lambda: nl.affine_range(num_heads), seq, d, v.dtype, 1.0, _by_rows(features(0), seq, d, PMAX),
+                 _by_rows(features(hd), seq, d, BLOCK), lambda b, h, r, c: v[r, h * d + c],
+                 lambda b, h, r, c: out[r, h * d + c])  # fmt: skip
+
+
+def _by_transpose(of, seq, d, size):
+    """``load(b, h, t0)``: head h's [128, size] transposed tile (head-dim rows, tokens t0.. as columns) from its
+    row-major HBM rows ``of(b, h, rows, cols)``, by DMA transpose; the tokens past S and the head-dim columns past D
+    are masked (left as the tile's zeros)."""
+    i_t, i_d = nl.arange(size)[:, None], nl.arange(DMAX)[None, :]
+    return lambda b, h, t0: nl.load_transpose2d(of(b, h, t0 + i_t, i_d), mask=(t0 + i_t < seq) & (i_d < d))
+
+
+def _by_rows(of, seq, d, size):
+    """The same tile from a layout that holds it transposed already (``of(b, h, features, tokens)``): a plain load."""
+    i_f, i_t = nl.arange(DMAX)[:, None], nl.arange(size)[None, :]
+    return lambda b, h, t0: nl.load(of(b, h, i_f, t0 + i_t), mask=(i_f < d) & (t0 + i_t < seq))
+
+
+def _flash_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     """The schedule of every family over S: per batch element, head (``heads()``: an affine loop or unrolled) and
-    query tile, flash over key blocks of 512. ``q_of(b, h, rows, cols)`` (and ``k_of``, ``v_of``, ``o_of``) is the
-    HBM access of head h's rows and head-dim columns."""
+    query tile, flash over key blocks of 512. ``q_T(b, h, t0)`` and ``k_T`` load head h's q^T and k^T tiles from
+    token t0 on (``_by_transpose``, ``_by_rows``); ``v_of(b, h, rows, cols)`` and ``o_of`` are the HBM accesses of
+    its rows of v and of the output."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
@@ -74,7 +111,7 @@ def _flash_heads(batch, heads, seq, d, pe, scale, q_of, k_of, v_of, o_of):
                 rows = q0 + i_p < seq
                 qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
                 qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
-                qT[i_dp, i_q] = nl.load_transpose2d(q_of(b, h, q0 + i_p, i_d), mask=rows & (i_d < d))
+                qT[i_dp, i_q] = q_T(b, h, q0)
                 m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
                 m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
                 l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
@@ -82,7 +119,7 @@ def _flash_heads(batch, heads, seq, d, pe, scale, q_of, k_of, v_of, o_of):
                 o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
                 o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
                 for kb in nl.sequential_range((seq + BLOCK - 1) // BLOCK):
-                    _key_block(lambda r, c, b=b, h=h: k_of(b, h, r, c), lambda r, c, b=b, h=h: v_of(b, h, r, c),
+                    _key_block(lambda k0, b=b, h=h: k_T(b, h, k0), lambda r, c, b=b, h=h: v_of(b, h, r, c),
                                pe, kb * BLOCK, seq, d, scale, qT, m, l_sum, o, rows)  # fmt: skip
                 res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe, mask=rows & (i_d < d))
                 nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
@@ -101,17 +138,16 @@ def _inv_sqrt(d):
     return col
 
 
-def _key_block(k_rows, v_rows, pe, k0, seq, d, scale, qT, m, l_sum, o, rows):
-    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out); ``k_rows(rows, cols)`` and
-    ``v_rows`` are the head's HBM accesses."""
+def _key_block(k_T, v_rows, pe, k0, seq, d, scale, qT, m, l_sum, o, rows):
+    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out); ``k_T(k0)`` loads the head's
+    k^T tile, ``v_rows(rows, cols)`` is its HBM access of v."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_c, i_one = nl.arange(BLOCK)[None, :], nl.arange(1)[None, :]
-    i_kp = nl.arange(BLOCK)[:, None]
     # (scale * K)^T of the block: [128, 512], the keys past S and the head-dim rows past D zero
     raw = nl.ndarray((nl.par_dim(DMAX), BLOCK), dtype=pe)
     raw[i_dp, i_c] = nisa.memset((DMAX, BLOCK), 0, pe)
-    raw[i_dp, i_c] = nl.load_transpose2d(k_rows(k0 + i_kp, i_d), mask=(k0 + i_kp < seq) & (i_d < d))
+    raw[i_dp, i_c] = k_T(k0)
     factor = float(scale) if isinstance(scale, float | int) else scale[i_dp, 0]
     kT = nisa.activation(nl.copy, raw[i_dp, i_c], scale=factor, dtype=pe)
     s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)

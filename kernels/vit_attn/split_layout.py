@@ -20,7 +20,7 @@ import nki_dsl as nki
 import nki_dsl.isa as nisa
 import nki_dsl.language as nl
 
-from .kernel import DEFAULT_EVICT, PMAX, _chunks, _Evict, _Group, _pipelined, _query_tiles, heads_per_group
+from .kernel import DEFAULT_EVICT, PMAX, _chunks, _Evict, _Group, _pipelined, _query_tiles, _static, heads_per_group
 
 
 def _load_qk(hg, group, qkT, col0, seq, d, hd, pe):
@@ -72,11 +72,17 @@ def _heads_from_split(hg, group, qkT, v_sb, out_sb, col0, seq, d, hd, pe, strate
 @nki.jit
 def attention_split_kernel(qkT, v, num_heads=1, seq=1, strategy="resident", evict=DEFAULT_EVICT):
     """``softmax(q k^T) v`` per head from ``qkT`` (2 * hd, batch * seq) and ``v`` (batch * seq, hd), the scale
-    already in k; out (batch * seq, hd)."""
+    already in k; out (batch * seq, hd). ``seq=None``: the tokens are one sequence."""
     tokens, hd = v.shape
+    out = nl.ndarray((tokens, hd), dtype=v.dtype, buffer=nl.shared_hbm)
+    seq = tokens if seq is None else seq
+    if _static(seq) is None:  # a family over the token count of one sequence (seq_family.py)
+        from .seq_family import attention_split_any_seq
+
+        attention_split_any_seq(qkT, v, out, num_heads)
+        return out
     d = hd // num_heads
     batch = tokens // seq
-    out = nl.ndarray((tokens, hd), dtype=v.dtype, buffer=nl.shared_hbm)
     q_tiles, k_tiles = _query_tiles(seq), _chunks(seq, PMAX)
     group = heads_per_group(num_heads, len(q_tiles), seq, 2 if str(v.dtype) == "bfloat16" else 4)
     for b in nl.affine_range(batch):

@@ -331,7 +331,7 @@ def test_matmul_runs_past_8192_without_trust(registry, bundles):
 @pytest.fixture(scope="module")
 def attention_bundle(tmp_path_factory):
     root = families_only("vit_attn", tmp_path_factory.mktemp("attention"), {"attention"},
-                         lambda ln: "B x H x S x D:float32" in ln and ('S = "1..512"' in ln or 'S = "513..2048"' in ln))
+                         lambda ln: "B x H x S x D:float32" in ln and ('S = "1..512"' in ln or 'S = "1..2048"' in ln))
     return build_bundle(root, benchmarks=False)  # fmt: skip
 
 
@@ -386,6 +386,34 @@ def test_vit_attn_qkv_runs_a_sequence_length_no_model_has_without_trust(registry
         _close(out, nki.trace(launch, *args, target="trn2", **kwargs).compile("numpy").run({"qkv": qkv}), 1e-5, 1e-5)
     with pytest.raises(kernels.NoSpecialisationError, match="num_heads=3"):  # a head count with no family here
         k.attention_qkv(qkv[..., : 3 * 5 * 8], num_heads=5)
+    assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
+
+
+# -- vit-attn's attention_split over the tokens of one sequence (kernels/vit_attn/families.py) -------------------------
+# DeiT-S/16's head configuration (6 x 64), fp32, called with ``batch=1`` at token counts no model has (300; 129: a
+# one-row last query tile), against float64; ``seq=`` calls go to the models' families, which do not hold 300.
+
+
+@pytest.fixture(scope="module")
+def attention_split_bundle(tmp_path_factory):
+    root = families_only("vit_attn", tmp_path_factory.mktemp("attention_split"), {"attention_split"},
+                         lambda ln: '"768 x T:float32"' in ln and "batch = 1 }" in ln)  # fmt: skip
+    return build_bundle(root, benchmarks=False)
+
+
+def test_vit_attn_split_runs_a_sequence_length_no_model_has_without_trust(registry, attention_split_bundle):
+    assert sum(1 for _ in attention_split_bundle.manifest.ir_files()) == 1
+    publish(attention_split_bundle, "acme/vit-attn", settings())
+    imported = {m for m in sys.modules if m.startswith("_kernels_hub_")}
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    assert k.info.trusted is False and k.module is None
+    rng = np.random.default_rng(17)
+    for tokens in (300, 129):
+        qkT, v = _arrays(rng, [(768, tokens), (tokens, 384)], np.float32)
+        out = k.attention_split(qkT, v, num_heads=6, batch=1, backend="numpy")
+        _close(out, attention_split_reference(qkT, v, 6, batch=1), 1e-5, 1e-5)
+    with pytest.raises(kernels.NoSpecialisationError, match="batch=1"):  # seq= names the models' families only
+        k.attention_split(qkT, v, num_heads=6, seq=129)
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
 
 
