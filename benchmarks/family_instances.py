@@ -21,7 +21,8 @@ tokens) at ViT-B/L/H's widths and others, bf16, against the concrete trace of th
 
 Last, vit-attn's ``attention`` families over B, H, S and D (kernels/vit_attn/seq_family.py: flash over key blocks
 of 512 for every S, on-chip tensors sized for D = 128), bf16, against the concrete trace (resident strip or flash,
-tuned per shape).
+tuned per shape), and its ``attention_qkv`` (B, S and the width) and ``attention_split`` (one sequence's tokens)
+families (kernels/vit_attn/families.py) likewise.
 """
 
 from __future__ import annotations
@@ -195,6 +196,45 @@ def attention_table(cases) -> None:
         print(f"{'x'.join(map(str, shape)):24} {box['S']:>12} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
 
 
+# vit-attn's attention_qkv (B, S, heads, head_dim) and attention_split (tokens of one sequence, heads, head_dim) over
+# any sequence length (kernels/vit_attn/families.py), bf16, against the concrete trace of the same shape
+ATTENTION_QKV = [(1, 197, 12, 64), (8, 197, 12, 64), (1, 300, 16, 64), (1, 640, 16, 80), (1, 4096, 8, 64)]
+ATTENTION_SPLIT = [(197, 12, 64), (300, 12, 64), (577, 16, 64)]
+QUICK_QKV, QUICK_SPLIT = ATTENTION_QKV[2:3], ATTENTION_SPLIT[1:2]
+
+
+def attention_layouts_table(qkv_cases, split_cases) -> None:
+    from kernels.vit_attn import families
+    from kernels.vit_attn.launcher import plan_attention_qkv, plan_attention_split
+
+    print(f"\n{'attention_qkv B x S x H x D':28} {'family S':>10} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
+    for b, seq, h, d in qkv_cases:
+        _, s_range, b_top, _ = next(f for f in families.qkv_families()
+                                    if f[0] == "bfloat16" and f[3] == h and f[1][0] <= seq <= f[1][1])  # fmt: skip
+        spec = nki.spec(("B", "S", "W"), "bfloat16", dims={"B": (1, b_top), "S": s_range, "W": (3 * h, 384 * h, 3 * h)})
+        launch, _, kwargs = plan_attention_qkv(_Arg(spec, nki.symbolic_shapes(spec)[0]), h)
+        instance = nki.trace(launch, spec, target="trn2", **kwargs).instantiate((b, seq, 3 * h * d), target="trn2")
+        launch, args, kwargs = plan_attention_qkv(np.zeros((b, seq, 3 * h * d), nl.bfloat16), h)
+        concrete = nki.trace(launch, nki.spec((b, seq, 3 * h * d), "bfloat16"), target="trn2", **kwargs)
+        fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
+        shape = f"{b}x{seq}x{h}x{d}"
+        print(f"{shape:28} {f'{s_range[0]}..{s_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+    print(f"\n{'attention_split T x H x D':28} {'family T':>10} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
+    for tokens, h, d in split_cases:
+        _, t_range, _, _ = next(f for f in families.split_families() if f[0] == "bfloat16" and f[2:] == (h, d))
+        specs = [nki.spec(s, "bfloat16", dims={"T": t_range}) for s in ((2 * h * d, "T"), ("T", h * d))]
+        launch, _, kwargs = plan_attention_split(*[_Arg(s, sh) for s, sh in zip(specs, nki.symbolic_shapes(*specs))],
+                                                 h, batch=1)  # fmt: skip
+        instance = nki.trace(launch, *specs, target="trn2", **kwargs).instantiate((2 * h * d, tokens),
+                                                                                  (tokens, h * d), target="trn2")
+        shapes = [(2 * h * d, tokens), (tokens, h * d)]
+        launch, args, kwargs = plan_attention_split(*[np.zeros(s, nl.bfloat16) for s in shapes], h, batch=1)
+        concrete = nki.trace(launch, *[nki.spec(s, "bfloat16") for s in shapes], target="trn2", **kwargs)
+        fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
+        shape = f"{tokens}x{h}x{d}"
+        print(f"{shape:28} {f'{t_range[0]}..{t_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+
+
 # (entry, M, K, H, N): ViT-B/16 and ViT-L/16 at batch 1 and 8, ViT-H/14's qkv (its MLP fits no family), ragged ones
 FUSED_WIDTHS = [("mlp", 197, 768, 3072, 768), ("mlp", 1576, 768, 3072, 768), ("mlp", 197, 1024, 4096, 1024),
                 ("layernorm_mlp", 197, 768, 3072, 768), ("layernorm_mlp", 197, 1024, 4096, 1024),
@@ -258,6 +298,7 @@ def main() -> None:
     rows_table(quick)
     fused_widths_table(QUICK_FUSED if quick else FUSED_WIDTHS)
     attention_table(QUICK_ATTENTION if quick else ATTENTION)
+    attention_layouts_table(QUICK_QKV if quick else ATTENTION_QKV, QUICK_SPLIT if quick else ATTENTION_SPLIT)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@ goes, so per (batch element, head) they compute the same numbers bit for bit.
 The concrete kernel (``kernel.py``) unrolls its query tiles, key tiles and score chunks in Python and chooses the
 resident strip or flash by the sequence length; none of that can be traced with a symbolic S. So one schedule
 runs every S, as ``kernels/linear/widths.py`` does for widths: on-chip tensors of fixed size ([128, 512] score
-blocks, [D, 512] key blocks), loops over ``ceil(S / 128)`` query tiles and ``ceil(S / 512)`` key blocks, and
-masks for the ragged last ones:
+blocks, [D, 512] key blocks), loops over ``ceil(S / 256)`` pairs of query tiles and ``ceil(S / 512)`` key blocks
+(each block's k^T and V loaded once for the pair, in one transfer each), and masks for the ragged last ones:
 
 * flash online softmax over key blocks of 512 (running max ``m``, sum ``l``, output ``o``; ``alpha = exp(m_old -
   m_new)``), whatever S is: no SBUF size depends on S, so one family covers S in 1..16384;
@@ -29,6 +29,12 @@ PMAX = 128  # partitions (reference/nki.md §1.2 TC#1)
 BLOCK = 512  # keys per block: one PSUM bank of fp32 scores (§1.2 TC#2)
 DMAX = 128  # head_dim on the partitions of q^T and k^T (the launcher's limit)
 NEG = -3.0e38  # the score of a key past S: exp(NEG - m) is 0 for every finite m
+# Query tiles whose key blocks one loop iteration interleaves, sharing the block's k^T and V loads (PSUM: a score
+# bank, a transpose bank and an accumulator per tile, 3 x TILES <= 8 banks, reference/nki.md §1.2 TC#2). Modelled
+# on trn2 bf16 (benchmarks/family_instances.py), B x H x S x D 1x12x197x64 / 1x8x4096x64: one tile per iteration
+# 233.0 / 14206.1 us, 2 tiles 194.5 / 10747.5, 3 tiles 203.2 / 10081.0, 4 tiles 210.1 / 9653.8 (short sequences
+# pay for the tiles past S)
+TILES = 2
 
 
 def attention_any_seq(q, k, v, out, scale):
@@ -96,33 +102,41 @@ def _by_rows(of, seq, d, size):
 
 def _flash_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     """The schedule of every family over S: per batch element, head (``heads()``: an affine loop or unrolled) and
-    query tile, flash over key blocks of 512. ``q_T(b, h, t0)`` and ``k_T`` load head h's q^T and k^T tiles from
-    token t0 on (``_by_transpose``, ``_by_rows``); ``v_of(b, h, rows, cols)`` and ``o_of`` are the HBM accesses of
-    its rows of v and of the output."""
+    pair of query tiles (``TILES``), flash over key blocks of 512, each block's k^T and V loaded once for both tiles
+    and the tiles' chains interleaved in program order (the in-order engines work on one tile while the other
+    waits, as the concrete flash does). ``q_T(b, h, t0)`` and ``k_T`` load head h's q^T and k^T tiles from token t0
+    on (``_by_transpose``, ``_by_rows``); ``v_of(b, h, rows, cols)`` and ``o_of`` are the HBM accesses of its rows
+    of v and of the output. A pair's second tile past S (an odd tile count) is masked out everywhere."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
     if scale is None:
         scale = _inv_sqrt(d)
+    span = TILES * PMAX
     for b in nl.affine_range(batch):
         for h in heads():
-            for qt in nl.affine_range((seq + PMAX - 1) // PMAX):
-                q0 = qt * PMAX
-                rows = q0 + i_p < seq
-                qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
-                qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
-                qT[i_dp, i_q] = q_T(b, h, q0)
-                m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
-                m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
-                l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
-                l_sum[i_p, i_one] = nisa.memset((PMAX, 1), 0.0, nl.float32)
-                o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
-                o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
+            for qt in nl.affine_range((seq + span - 1) // span):
+                tiles = []
+                for u in range(TILES):
+                    q0 = qt * span + u * PMAX
+                    rows = q0 + i_p < seq
+                    qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
+                    qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
+                    qT[i_dp, i_q] = q_T(b, h, q0)
+                    m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+                    m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
+                    l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+                    l_sum[i_p, i_one] = nisa.memset((PMAX, 1), 0.0, nl.float32)
+                    o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
+                    o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
+                    tiles.append((q0, rows, qT, m, l_sum, o))
                 for kb in nl.sequential_range((seq + BLOCK - 1) // BLOCK):
                     _key_block(lambda k0, b=b, h=h: k_T(b, h, k0), lambda r, c, b=b, h=h: v_of(b, h, r, c),
-                               pe, kb * BLOCK, seq, d, scale, qT, m, l_sum, o, rows)  # fmt: skip
-                res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe, mask=rows & (i_d < d))
-                nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
+                               pe, kb * BLOCK, seq, d, scale, tiles)  # fmt: skip
+                for q0, rows, _, _, l_sum, o in tiles:
+                    res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe,
+                                             mask=rows & (i_d < d))  # fmt: skip
+                    nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
 
 
 def _inv_sqrt(d):
@@ -138,9 +152,10 @@ def _inv_sqrt(d):
     return col
 
 
-def _key_block(k_T, v_rows, pe, k0, seq, d, scale, qT, m, l_sum, o, rows):
-    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out); ``k_T(k0)`` loads the head's
-    k^T tile, ``v_rows(rows, cols)`` is its HBM access of v."""
+def _key_block(k_T, v_rows, pe, k0, seq, d, scale, tiles):
+    """One online-softmax step over keys ``k0 .. k0 + 511`` (those past S masked out) for each query tile of
+    ``tiles`` ((q0, rows, q^T, m, l, o) each); ``k_T(k0)`` loads the head's k^T tile, ``v_rows(rows, cols)`` is its
+    HBM access of v. Each stage runs for every tile before the next stage (interleaved chains)."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_c, i_one = nl.arange(BLOCK)[None, :], nl.arange(1)[None, :]
@@ -148,36 +163,50 @@ def _key_block(k_T, v_rows, pe, k0, seq, d, scale, qT, m, l_sum, o, rows):
     raw = nl.ndarray((nl.par_dim(DMAX), BLOCK), dtype=pe)
     raw[i_dp, i_c] = nisa.memset((DMAX, BLOCK), 0, pe)
     raw[i_dp, i_c] = k_T(k0)
+    # V's 512 rows of the block in one transfer ([128 keys, 4, 128]: one DMA fixed cost, not four, reference/nki.md
+    # §3.4), issued with k^T's, before the scores, so both transfers run while the engines compute
+    n_sub = BLOCK // PMAX
+    i_k3, i_j3, i_d3 = nl.arange(PMAX)[:, None, None], nl.arange(n_sub)[None, :, None], nl.arange(DMAX)[None, None, :]
+    v_sb = nl.ndarray((nl.par_dim(PMAX), n_sub * DMAX), dtype=pe)
+    v_sb[i_p, nl.arange(n_sub * DMAX)[None, :]] = nisa.memset((PMAX, n_sub * DMAX), 0, pe)
+    keys3 = k0 + i_j3 * PMAX + i_k3
+    v_sb[i_k3, i_j3 * DMAX + i_d3] = nl.load(v_rows(keys3, i_d3), mask=(keys3 < seq) & (i_d3 < d))
     factor = float(scale) if isinstance(scale, float | int) else scale[i_dp, 0]
     kT = nisa.activation(nl.copy, raw[i_dp, i_c], scale=factor, dtype=pe)
-    s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
-    s_ps[i_p, i_c] = nisa.nc_matmul(qT[i_dp, i_q], kT, mask=rows)
-    s = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32)
-    s[i_p, i_c] = nisa.tensor_copy(s_ps[i_p, i_c], dtype=nl.float32, mask=rows)
-    s[i_p, i_c] = nisa.memset((PMAX, BLOCK), NEG, nl.float32, mask=k0 + i_c >= seq)
-    block_max = nisa.tensor_reduce(np.max, s[i_p, i_c], axis=(1,), keepdims=True, mask=rows)
-    m_new = nl.maximum(m[i_p, i_one], block_max, mask=rows)
-    neg_new = nisa.tensor_scalar(m_new, np.multiply, -1.0, mask=rows)
-    alpha = nisa.activation(np.exp, m[i_p, i_one], bias=neg_new, mask=rows)
-    sums = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
-    p = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=pe)
-    p[i_p, i_c] = nisa.activation(np.exp, s[i_p, i_c], bias=neg_new, reduce_op=np.add, reduce_res=sums[i_p, i_one],
-                                  mask=rows, dtype=pe)  # fmt: skip
-    l_sum[i_p, i_one] = nisa.scalar_tensor_tensor(data=l_sum[i_p, i_one], op0=np.multiply, operand0=alpha,
-                                                  op1=np.add, operand1=sums[i_p, i_one], mask=rows)  # fmt: skip
-    m[i_p, i_one] = nisa.tensor_copy(m_new, mask=rows)
-    acc = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32, buffer=nl.psum)
-    for j in range(BLOCK // PMAX):
-        i_k = nl.arange(PMAX)[:, None]
-        v_sb = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=pe)
-        v_sb[i_k, i_d] = nisa.memset((PMAX, DMAX), 0, pe)
-        v_sb[i_k, i_d] = nl.load(v_rows(k0 + j * PMAX + i_k, i_d), mask=(k0 + j * PMAX + i_k < seq) & (i_d < d))
-        t_ps = nl.ndarray((nl.par_dim(PMAX), PMAX), dtype=pe, buffer=nl.psum)
-        t_ps[i_k, i_q] = nisa.nc_transpose(p[i_p, j * PMAX + nl.arange(PMAX)[None, :]])
-        pT = nisa.activation(nl.copy, t_ps[i_k, i_q], dtype=pe)
-        if j == 0:
-            acc[i_p, i_d] = nisa.nc_matmul(pT, v_sb[i_k, i_d])
-        else:
-            acc[i_p, i_d] += nisa.nc_matmul(pT, v_sb[i_k, i_d])
-    o[i_p, i_d] = nisa.scalar_tensor_tensor(data=o[i_p, i_d], op0=np.multiply, operand0=alpha, op1=np.add,
-                                            operand1=acc[i_p, i_d], mask=rows)  # fmt: skip
+    steps = []
+    for _, rows, qT, m, _, _ in tiles:  # scores and the new running max
+        s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
+        s_ps[i_p, i_c] = nisa.nc_matmul(qT[i_dp, i_q], kT, mask=rows)
+        s = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32)
+        s[i_p, i_c] = nisa.tensor_copy(s_ps[i_p, i_c], dtype=nl.float32, mask=rows)
+        s[i_p, i_c] = nisa.memset((PMAX, BLOCK), NEG, nl.float32, mask=k0 + i_c >= seq)
+        block_max = nisa.tensor_reduce(np.max, s[i_p, i_c], axis=(1,), keepdims=True, mask=rows)
+        m_new = nl.maximum(m[i_p, i_one], block_max, mask=rows)
+        steps.append((s, m_new))
+    probs = []
+    for (_, rows, _, m, l_sum, _), (s, m_new) in zip(tiles, steps):  # exp, the row sums, the rescaling factor
+        neg_new = nisa.tensor_scalar(m_new, np.multiply, -1.0, mask=rows)
+        alpha = nisa.activation(np.exp, m[i_p, i_one], bias=neg_new, mask=rows)
+        sums = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+        p = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=pe)
+        p[i_p, i_c] = nisa.activation(np.exp, s[i_p, i_c], bias=neg_new, reduce_op=np.add,
+                                      reduce_res=sums[i_p, i_one], mask=rows, dtype=pe)  # fmt: skip
+        l_sum[i_p, i_one] = nisa.scalar_tensor_tensor(data=l_sum[i_p, i_one], op0=np.multiply, operand0=alpha,
+                                                      op1=np.add, operand1=sums[i_p, i_one], mask=rows)  # fmt: skip
+        m[i_p, i_one] = nisa.tensor_copy(m_new, mask=rows)
+        probs.append((p, alpha))
+    for (_, rows, _, _, _, o), (p, alpha) in zip(tiles, probs):  # P V, and o rescaled and added
+        # P^T: four [128, 128] transposes into one PSUM bank, copied to SBUF by one instruction
+        t_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=pe, buffer=nl.psum)
+        for j in range(n_sub):
+            t_ps[i_p, j * PMAX + i_q] = nisa.nc_transpose(p[i_p, j * PMAX + i_q])
+        pT = nisa.activation(nl.copy, t_ps[i_p, i_c], dtype=pe)
+        acc = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32, buffer=nl.psum)
+        for j in range(n_sub):
+            product = nisa.nc_matmul(pT[i_p, j * PMAX + i_q], v_sb[i_p, j * DMAX + i_d])
+            if j == 0:
+                acc[i_p, i_d] = product
+            else:
+                acc[i_p, i_d] += product
+        o[i_p, i_d] = nisa.scalar_tensor_tensor(data=o[i_p, i_d], op0=np.multiply, operand0=alpha, op1=np.add,
+                                                operand1=acc[i_p, i_d], mask=rows)  # fmt: skip
