@@ -132,13 +132,13 @@ def test_kernel_toml_lists_the_families():
 
 def test_the_families_cover_every_sequence_length_and_head_dim_the_launcher_takes():
     """Per dtype and head count: S from 1 to the launcher's 16384 in nested boxes (as far as one batch element
-    fits the budget: 8192 past 12 heads) and every head_dim 1..128 (the width's multiples of 3 * heads)."""
+    fits the budget: 8192 past 21 heads) and every head_dim 1..128 (the width's multiples of 3 * heads)."""
     fams = families.qkv_families()
     for dtype in ("float32", "bfloat16"):
         for h in families.HEADS:
             boxes = [f[1] for f in fams if f[0] == dtype and f[3] == h]
             assert all(b[0] == 1 for b in boxes) and all(p[1] < n[1] for p, n in zip(boxes, boxes[1:]))
-            assert boxes[-1][1] == (MAX_SEQ if h <= 12 else 8192), (dtype, h, boxes)
+            assert boxes[-1][1] == (MAX_SEQ if h <= 21 else 8192), (dtype, h, boxes)  # 21 heads of 16384 tokens
     for f in fams:  # the declared widths are exactly 3 * heads * D for D in 1..128
         h = f[3]
         lo, hi, step = map(int, re.search(r'W = "(\d+)\.\.(\d+) step (\d+)"', families.qkv_line(*f)).groups())
@@ -147,17 +147,19 @@ def test_the_families_cover_every_sequence_length_and_head_dim_the_launcher_take
 
 @pytest.mark.slow
 def test_every_family_is_proved_at_its_declared_top():
-    """Each family traces and proves over its ranges (the budget holds at the top: the caps are derived, not
-    tried), and one more batch element breaks the iteration or memory budget where the cap is not the 256 limit."""
+    """Each family traces and proves over its ranges: the budget holds at the top (the caps are derived from
+    attention's B x H at the box's top, not tried; they are not tight: at 1..2048 tokens bf16 one more batch element
+    still fits up to 24 heads, attention's 40 x 32 being 1280 of the 1296 (batch element, head) pairs the budget
+    holds there)."""
     for dtype, s_range, b_top, h in families.qkv_families():
-        for b in (b_top, b_top + 1) if b_top < families.MAX_BATCH else (b_top,):
-            spec = nki.spec(("B", "S", "W"), dtype, dims={"B": (1, b), "S": s_range, "W": (3 * h, 384 * h, 3 * h)})
-            launch, args, kwargs = plan_attention_qkv(_Arg(spec, nki.symbolic_shapes(spec)[0], dtype), h)
-            if b == b_top:
-                nki.trace(launch, spec, target="trn2", **kwargs)
-            else:
-                with pytest.raises(nki.NkiVerificationError, match="budget"):
-                    nki.trace(launch, spec, target="trn2", **kwargs)
+        spec = nki.spec(("B", "S", "W"), dtype, dims={"B": (1, b_top), "S": s_range, "W": (3 * h, 384 * h, 3 * h)})
+        launch, args, kwargs = plan_attention_qkv(_Arg(spec, nki.symbolic_shapes(spec)[0], dtype), h)
+        nki.trace(launch, spec, target="trn2", **kwargs)
+    for dtype, t_range, h, d in families.split_families():
+        specs = [nki.spec(s, dtype, dims={"T": t_range}) for s in ((2 * h * d, "T"), ("T", h * d))]
+        args = [_Arg(s, shape, dtype) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
+        launch, _, kwargs = plan_attention_split(*args, h, batch=1)
+        nki.trace(launch, *specs, target="trn2", **kwargs)
 
 
 # -- attention_split over the token count of one sequence (kernel.toml's ``batch = 1`` lines) -------------------------
