@@ -24,9 +24,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from nki_dsl.ir.budget import DEFAULT_BUDGET
+from nki_dsl import IRBudget
 
 from .launcher import MAX_HEAD_DIM
+
+BUDGET = IRBudget()  # the untrusted-IR budget a loader verifies instances within (its defaults)
 
 TOML = Path(__file__).with_name("kernel.toml")
 DTYPES = (("bfloat16", 2), ("float32", 4))
@@ -50,8 +52,8 @@ def batch_cap(heads: int, seq_top: int, units: int, itemsize: int) -> int:
     pairs of op executions, qkv within the largest tensor the budget allows, qkv and out within its HBM."""
     width = 3 * heads * MAX_HEAD_DIM
     per_batch = seq_top * width * itemsize
-    return min(MAX_BATCH, units // heads, DEFAULT_BUDGET.max_tensor_bytes // per_batch,
-               DEFAULT_BUDGET.max_hbm_bytes // (per_batch * 4 // 3))  # fmt: skip
+    return min(MAX_BATCH, units // heads, BUDGET.max_tensor_bytes // per_batch,
+               BUDGET.max_hbm_bytes // (per_batch * 4 // 3))  # fmt: skip
 
 
 def qkv_families() -> list[tuple[str, tuple[int, int], int, int]]:
