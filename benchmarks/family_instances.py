@@ -17,7 +17,9 @@ symbolic, rmsnorm's and layernorm's epsilon a runtime scalar) and matmul's tiled
 concrete trace of the same shape.
 
 Then the fused kernels' width families (kernels/linear/fused_widths.py: M, K, H and N symbolic, one schedule per 128
-tokens) at ViT-B/L/H's widths and others, bf16, against the concrete trace of the same shape.
+tokens; the MLPs past the resident boxes streamed by hidden blocks, fused_streamed.py) at ViT-B/L/H's widths and
+others, bf16, against the concrete trace of the same shape; and the streamed MLP schedule against the resident one
+where both fit.
 
 Last, vit-attn's ``attention`` families over B, H, S and D (kernels/vit_attn/seq_family.py: flash over key blocks
 of 512 for every S, on-chip tensors sized for D = 128), bf16, against the concrete trace (resident strip or flash,
@@ -235,13 +237,16 @@ def attention_layouts_table(qkv_cases, split_cases) -> None:
         print(f"{shape:28} {f'{t_range[0]}..{t_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
 
 
-# (entry, M, K, H, N): ViT-B/16 and ViT-L/16 at batch 1 and 8, ViT-H/14's qkv (its MLP fits no family), ragged ones
+# (entry, M, K, H, N): ViT-B/16 and ViT-L/16 at batch 1 and 8, ViT-H/14's qkv and MLP (the MLP in a streamed
+# family: its weights do not both fit SBUF), ragged ones
 FUSED_WIDTHS = [("mlp", 197, 768, 3072, 768), ("mlp", 1576, 768, 3072, 768), ("mlp", 197, 1024, 4096, 1024),
                 ("layernorm_mlp", 197, 768, 3072, 768), ("layernorm_mlp", 197, 1024, 4096, 1024),
                 ("layernorm_mlp", 1576, 1024, 4096, 1024), ("layernorm_qkv", 197, 768, 0, 2304),
                 ("layernorm_qkv", 1576, 1024, 0, 3072), ("layernorm_qkv", 197, 1280, 0, 3840),
+                ("mlp", 197, 1280, 5120, 1280), ("mlp", 1576, 1280, 5120, 1280),
+                ("layernorm_mlp", 197, 1280, 5120, 1280),
                 ("mlp", 300, 200, 700, 300), ("layernorm_mlp", 300, 700, 600, 700)]  # fmt: skip
-QUICK_FUSED = FUSED_WIDTHS[:1] + FUSED_WIDTHS[3:4] + FUSED_WIDTHS[6:7]
+QUICK_FUSED = FUSED_WIDTHS[:1] + FUSED_WIDTHS[3:4] + FUSED_WIDTHS[6:7] + FUSED_WIDTHS[9:10]
 FUSED_PLANS = {"mlp": (plan_mlp, {}), "layernorm_mlp": (plan_layernorm_mlp, {"epsilon": 1e-6}),
                "layernorm_qkv": (plan_layernorm_qkv, {"scale": 0.125, "epsilon": 1e-6})}  # fmt: skip
 
@@ -255,6 +260,8 @@ def fused_widths_table(cases) -> None:
     for entry, m, k, h, n in cases:
         plan, constants = FUSED_PLANS[entry]
         box = fused_widths.box_of(entry, 2, k, n, h)
+        if box in fused_widths.streamed_boxes(entry, 2):  # a streamed family declares its schedule
+            constants = constants | {"schedule": "streamed"}
         names = {"mlp": "KHN", "layernorm_mlp": "KH", "layernorm_qkv": "KN"}[entry]
         step = fused_widths.QKV_STEP if entry == "layernorm_qkv" else 1
         ranges = {"M": (1, 65536)} | {d: (*r, step if d == "N" else 1) for d, r in zip(names, box)}
@@ -274,6 +281,28 @@ def fused_widths_table(cases) -> None:
             con, ratio = f"{'no SBUF':>12}", f"{'-':>6}"
         label = "/".join(f"{lo}..{hi}" for lo, hi in box)
         print(f"{entry:14} {f'{m}x{k}x{h}x{n}':>22} {label:>24} {fam:10.1f} {con} {ratio}", flush=True)
+
+
+# (entry, M, K, H, N): shapes where both weights fit SBUF, so both MLP schedules run: ViT-B/16 and ViT-L/16 at
+# batch 1 and 8
+STREAMED = [("mlp", 197, 768, 3072, 768), ("mlp", 1576, 768, 3072, 768), ("mlp", 197, 1024, 4096, 1024),
+            ("mlp", 1576, 1024, 4096, 1024), ("layernorm_mlp", 197, 1024, 4096, 1024),
+            ("layernorm_mlp", 1576, 1024, 4096, 1024)]  # fmt: skip
+
+
+def streamed_table(cases) -> None:
+    """The concrete MLP kernels with the weights streamed by hidden blocks (kernels/linear/fused_streamed.py, what the
+    launchers run where the weights do not both fit) against the resident schedule, where both fit."""
+    print(f"\n{'kernel':14} {'M x K x H x N':>22} {'streamed us':>12} {'resident us':>12} {'ratio':>6}")
+    for entry, m, k, h, n in cases:
+        plan, constants = FUSED_PLANS[entry]
+        shapes = _fused_shapes(entry, m, k, h, n)
+        us = []
+        for schedule in ("streamed", "resident"):
+            launch, args, kwargs = plan(*[np.zeros(s, nl.bfloat16) for s in shapes], **constants, schedule=schedule)
+            traced = nki.trace(launch, *[nki.spec(a.shape, "bfloat16") for a in args], target="trn2", **kwargs)
+            us.append(traced.profile("trn2").latency_us)
+        print(f"{entry:14} {f'{m}x{k}x{h}x{n}':>22} {us[0]:12.1f} {us[1]:12.1f} {us[0] / us[1]:6.3f}", flush=True)
 
 
 def main() -> None:
@@ -297,6 +326,7 @@ def main() -> None:
     widths_table(QUICK_WIDTHS if quick else WIDTHS)
     rows_table(quick)
     fused_widths_table(QUICK_FUSED if quick else FUSED_WIDTHS)
+    streamed_table(STREAMED[:1] if quick else STREAMED)
     attention_table(QUICK_ATTENTION if quick else ATTENTION)
     attention_layouts_table(QUICK_QKV if quick else ATTENTION_QKV, QUICK_SPLIT if quick else ATTENTION_SPLIT)
 

@@ -151,11 +151,31 @@ def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     return w1_sb, b1T, w2_sb, b2_sb, first
 
 
+def _streams(entry, x, k1, hidden, n_dim, schedule):
+    """Whether the weights stream through SBUF by hidden blocks (``fused_streamed``) rather than stay resident:
+    ``schedule`` "streamed" or "resident" as given (a family's constant), "auto" streamed exactly where no resident
+    box of ``fused_widths`` holds the (concrete) widths; a family declares its schedule."""
+    if schedule not in ("auto", "resident", "streamed"):
+        raise ValueError(f"{entry}: schedule must be 'auto', 'resident' or 'streamed', got {schedule!r}")
+    if schedule != "auto" or _symbolic_widths(k1, hidden, n_dim):
+        return schedule == "streamed"
+    from .fused_widths import resident_box
+
+    return resident_box(entry, np.dtype(x.dtype).itemsize, k1, n_dim, hidden) is None
+
+
 @nki.jit
-def mlp_kernel(x, w1, b1, w2, b2, residual):
+def mlp_kernel(x, w1, b1, w2, b2, residual, schedule="auto"):
+    """``schedule``: the weights resident in SBUF or streamed by hidden blocks (``_streams``)."""
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _streams("mlp", x, k1, hidden, n_dim, schedule):
+        from .fused_streamed import mlp_streamed
+        from .widths import Rows
+
+        mlp_streamed(x, w1, b1, w2, b2, residual, out, Rows(x))
+        return out
     if _symbolic_widths(k1, hidden, n_dim):
         from .fused_widths import mlp_widths
         from .widths import Rows
@@ -226,13 +246,19 @@ def _ln_blocks(x, norm, w1_sb, b1T, w2_sb, b2_sb, out, blocks, k1_tiles, h_tiles
 
 
 @nki.jit
-def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
+def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, schedule="auto"):
     """``x + gelu(LN(x) @ w1 + b1) @ w2 + b2``, the pre-norm MLP half of a transformer block in one launch: the
     LayerNorm is fc1's prologue (``norm_prologue``: rows normalised on chip and transposed on the Tensor engine,
     gamma and beta in the transposes' PSUM copies), and the loaded rows of x are also fc2's residual."""
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
+    if _streams("layernorm_mlp", x, k1, hidden, n_dim, schedule):
+        from .fused_streamed import mlp_streamed
+        from .widths import LayerNormed
+
+        mlp_streamed(x, w1, b1, w2, b2, x, out, LayerNormed(x, gamma, beta, epsilon, z_on_vector=True))
+        return out
     if _symbolic_widths(k1, hidden):
         from .fused_widths import mlp_widths
         from .widths import LayerNormed

@@ -230,27 +230,44 @@ def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, obje
     out = []
     for dtype in DTYPES[entry]:
         args = [" x ".join(map(str, shape)) + f":{dtype}" for shape in arg_shapes(entry, "M", "K", "H", "N")]
-        for box in boxes(entry, ITEMSIZE[dtype]):
+        streamed = streamed_boxes(entry, ITEMSIZE[dtype])
+        for box in boxes(entry, ITEMSIZE[dtype]) + streamed:
             names = {"mlp": "KHN", "layernorm_mlp": "KH", "layernorm_qkv": "KN"}[entry]
             dims = {"M": "1..65536"} | {d: f"{lo}..{hi}" for d, (lo, hi) in zip(names, box)}
+            schedule = {"schedule": "streamed"} if box in streamed else {}
             if entry == "mlp":
-                out.append((args, dims, {}))
+                out.append((args, dims, schedule))
             elif entry == "layernorm_mlp":
-                out.append((args, dims, {"epsilon": EPSILON}))
+                out.append((args, dims, {"epsilon": EPSILON} | schedule))
             else:
                 dims["N"] += f" step {QKV_STEP}"
                 out += [(args, dims, {"scale": scale, "epsilon": EPSILON}) for scale in QKV_SCALES]
     return out
 
 
+def streamed_boxes(entry: str, itemsize: int) -> list[tuple[tuple[int, int], ...]]:
+    """The MLPs' families with the weights streamed by hidden blocks (``fused_streamed.boxes``), after the resident
+    ones; layernorm_qkv has none."""
+    from . import fused_streamed
+
+    return fused_streamed.boxes(entry, itemsize, MAX_K, MAX_N) if entry != "layernorm_qkv" else []
+
+
+def _holding(box_list, entry, k, n, h):
+    point = {"mlp": (k, h, n), "layernorm_mlp": (k, h), "layernorm_qkv": (k, n)}[entry]
+    return next((box for box in box_list if all(lo <= v <= hi for v, (lo, hi) in zip(point, box))), None)
+
+
+def resident_box(entry: str, itemsize: int, k: int, n: int, h: int = 0):
+    """The resident box holding K = ``k``, N = ``n`` (layernorm_mlp: N is K) and H = ``h``, or None."""
+    return _holding(boxes(entry, itemsize), entry, k, n, h)
+
+
 def box_of(entry: str, itemsize: int, k: int, n: int, h: int = 0):
-    """The box holding K = ``k``, N = ``n`` (layernorm_mlp: N is K) and H = ``h``, or None: no family serves the
-    shape, and the launcher refuses it (``launcher._check_fits``)."""
-    for box in boxes(entry, itemsize):
-        point = {"mlp": (k, h, n), "layernorm_mlp": (k, h), "layernorm_qkv": (k, n)}[entry]
-        if all(lo <= v <= hi for v, (lo, hi) in zip(point, box)):
-            return box
-    return None
+    """The box holding K = ``k``, N = ``n`` (layernorm_mlp: N is K) and H = ``h``, resident first, then streamed, or
+    None: no family serves the shape, and the launcher refuses it (``launcher._check_fits``)."""
+    found = resident_box(entry, itemsize, k, n, h)
+    return found if found is not None else _holding(streamed_boxes(entry, itemsize), entry, k, n, h)
 
 
 if __name__ == "__main__":  # the lines of kernel.toml: python -m kernels.linear.fused_widths mlp

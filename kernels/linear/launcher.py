@@ -38,9 +38,10 @@ def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str | None = 
 
 
 def _check_fits(op, x, k, n, h=0):
-    """Refuse a fused kernel's shape that no width family serves (``fused_widths.box_of``: both weights stay in
-    SBUF, and past the boxes they and the on-chip tensors need more than a trn2 partition's 224 KiB), so that the
-    launcher accepts what the published families cover; a shape family's own dimensions are checked by the proof."""
+    """Refuse a fused kernel's shape that no width family serves (``fused_widths.box_of``: both weights resident in
+    SBUF, or for the MLPs streamed by hidden blocks, ``fused_streamed``), so that the launcher accepts what the
+    published families cover; a shape family's own dimensions are checked by the proof."""
+    from .fused_streamed import MAX_N as STREAMED_N
     from .fused_widths import DTYPES, box_of
 
     dtype = np.dtype(x.dtype).name
@@ -49,14 +50,24 @@ def _check_fits(op, x, k, n, h=0):
     dims = [_static(d) for d in (k, n, h)]
     if None not in dims and box_of(op, np.dtype(x.dtype).itemsize, *dims) is None:
         hidden = f", H {h}" if h else ""
-        raise ValueError(f"{op}: K {k}{hidden} and N {n} do not fit SBUF in {dtype}: both weights stay on chip, "
-                         f"and with the on-chip buffers they need more than a trn2 partition's 224 KiB "
-                         f"(reference/nki.md §1.2; the families' boxes, kernels/linear/fused_widths.py); use two "
-                         f"linear launches")  # fmt: skip
+        streamed = (f"; nor streamed by hidden blocks, which takes N up to {STREAMED_N} (its accumulators in PSUM) "
+                    f"and K as far as x^T fits beside the weight blocks" if h else "")  # fmt: skip
+        raise ValueError(f"{op}: K {k}{hidden} and N {n} do not fit SBUF in {dtype}: not with the weights resident "
+                         f"(with the on-chip buffers they need more than a trn2 partition's 224 KiB, reference/nki.md "
+                         f"§1.1){streamed} (the families' boxes, kernels/linear/fused_widths.py); use two linear "
+                         f"launches")  # fmt: skip
 
 
-def plan_mlp(x, w1, b1, w2, b2, residual):
-    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in one launch (``mlp.mlp_kernel``)."""
+def _schedule(schedule):
+    """The kernel's keyword for ``schedule`` (``fused_mlp._streams``; "auto" is the kernel's default)."""
+    if schedule not in ("auto", "resident", "streamed"):
+        raise ValueError(f"schedule must be 'auto', 'resident' or 'streamed', got {schedule!r}")
+    return {} if schedule == "auto" else {"schedule": schedule}
+
+
+def plan_mlp(x, w1, b1, w2, b2, residual, schedule="auto"):
+    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` in one launch (``mlp.mlp_kernel``). ``schedule``: "auto" (both
+    weights resident in SBUF where they fit, else streamed by hidden blocks), or either forced (a family's)."""
     from .fused_mlp import mlp_kernel
 
     m, k = x.shape
@@ -69,9 +80,9 @@ def plan_mlp(x, w1, b1, w2, b2, residual):
         raise ValueError(f"mlp: dtype {x.dtype} is not supported; x^T comes in by DMA transpose, which takes 2-byte "
                          f"dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
     if k > MAX_K or w1.shape[1] > MAX_N or w2.shape[1] > MAX_N:
-        raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (both weights stay in SBUF)")
+        raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (the widths the families cover)")
     _check_fits("mlp", x, k, w2.shape[1], w1.shape[1])
-    return mlp_kernel, (x, w1, b1, w2, b2, residual), {}
+    return mlp_kernel, (x, w1, b1, w2, b2, residual), _schedule(schedule)
 
 
 def mlp(x, w1, b1, w2, b2, residual, *, backend: str | None = None):
@@ -104,7 +115,7 @@ def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None, *, 
     return launch(*args, backend=backend, **kwargs)
 
 
-def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
+def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, schedule="auto"):
     """``x + gelu(LN(x) @ w1 + b1) @ w2 + b2`` in one launch (``fused_mlp.layernorm_mlp_kernel``); the input is
     also the residual, so the output has x's width (w2 maps back to it)."""
     from .fused_mlp import layernorm_mlp_kernel
@@ -119,9 +130,9 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6):
         raise ValueError("layernorm_mlp: b1 must be (H,) and b2 (K,)")
     _check_norm(x, gamma, beta, "layernorm_mlp")
     if k > MAX_K or w1.shape[1] > MAX_N:
-        raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (both weights stay in SBUF)")
+        raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (the widths the families cover)")
     _check_fits("layernorm_mlp", x, k, k, w1.shape[1])
-    return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)}
+    return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)} | _schedule(schedule)
 
 
 def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str | None = None):
