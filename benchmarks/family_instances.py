@@ -97,14 +97,20 @@ def _width_shapes(entry, epilogue, m, k, n):
 
 def _width_family(entry, epilogue, k, n):
     plan = plan_linear if entry == "linear" else plan_layernorm_linear
-    constants = {"epilogue": epilogue} | ({"epsilon": widths.EPSILON} if entry != "linear" else {})
+    constants = {"epilogue": epilogue} | ({"epsilon": 1e-6} if entry != "linear" else {})
     (k0, k1), (n0, n1) = next(b for b in widths.width_boxes(2, entry != "linear")
                               if b[0][0] <= k <= b[0][1] and b[1][0] <= n <= b[1][1])  # fmt: skip
     ranges = {"M": (1, 65536), "K": (k0, k1), "N": (n0, n1)}
     specs = [nki.spec(s, "bfloat16", dims={d: ranges[d] for d in s}) for s in _width_shapes(entry, epilogue, *"MKN")]
     launch, args, kwargs = plan(*[_Arg(s, sh) for s, sh in zip(specs, nki.symbolic_shapes(*specs))], **constants)
-    family = nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+    family = nki.trace(launch, *_specs(args), target="trn2", **kwargs)
     return family, plan, constants, f"{k0}..{k1}/{n0}..{n1}"
+
+
+def _specs(args):
+    """A family's arguments as specs: the arrays', then the runtime scalars' (epsilon, layernorm_qkv's scale), one
+    element each; a bias left out stays None."""
+    return [a.spec if isinstance(a, _Arg) else a if a is None else nki.spec(a.shape, str(a.dtype)) for a in args]
 
 
 def widths_table(cases) -> None:
@@ -113,7 +119,7 @@ def widths_table(cases) -> None:
     for entry, epilogue, m, k, n in cases:
         family, plan, constants, box = _width_family(entry, epilogue, k, n)
         shapes = _width_shapes(entry, epilogue, m, k, n)
-        instance = family.instantiate(*shapes, target="trn2")
+        instance = family.instantiate(*shapes, *[(1,)] * (len(family.param_names) - len(shapes)), target="trn2")
         launch, args, kwargs = plan(*[np.zeros(s, nl.bfloat16) for s in shapes], **constants)
         concrete = nki.trace(launch, *[nki.spec(a.shape, "bfloat16") for a in args], target="trn2", **kwargs)
         fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
@@ -268,9 +274,9 @@ def fused_widths_table(cases) -> None:
         specs = [nki.spec(s, "bfloat16", dims={d: ranges[d] for d in s if isinstance(d, str)})
                  for s in _fused_shapes(entry, "M", "K", "H", "N")]  # fmt: skip
         launch, args, kwargs = plan(*[_Arg(s, sh) for s, sh in zip(specs, nki.symbolic_shapes(*specs))], **constants)
-        family = nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+        family = nki.trace(launch, *_specs(args), target="trn2", **kwargs)
         shapes = _fused_shapes(entry, m, k, h, n)
-        instance = family.instantiate(*shapes, target="trn2")
+        instance = family.instantiate(*shapes, *[(1,)] * (len(family.param_names) - len(shapes)), target="trn2")
         launch, args, kwargs = plan(*[np.zeros(s, nl.bfloat16) for s in shapes], **constants)
         fam = instance.profile("trn2").latency_us
         try:

@@ -46,10 +46,11 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.scalars or (k in spec.constants and spec.constants[k] == v) for k, v in kwargs.items())
 
 
-def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> tuple:
-    """The specialisation's runtime scalars as its IR takes them (after the arrays): one-element arrays holding the
-    caller's values, or the published defaults."""
-    out = []
+def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
+    """The specialisation's runtime scalars as its IR takes them (after the arrays, by name: the manifest's JSON keeps
+    them in sorted order, which need not be the kernel's): one-element arrays holding the caller's values, or the
+    published defaults."""
+    out = {}
     for name, (dtype, default) in spec.scalars.items():
         v = kwargs.get(name, default)
         ok = isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
@@ -58,8 +59,13 @@ def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> tuple:
         if not ok:
             raise ScalarArgumentError(f"{label}: {name} must be a {'real number' if dtype == 'float32' else 'int32'} "
                                       f"(passed to the kernel as {dtype}), got {v!r}")  # fmt: skip
-        out.append(np.full((1,), v, dtype=dtype))
-    return tuple(out)
+        out[name] = np.full((1,), v, dtype=dtype)
+    return out
+
+
+def _bound(kernel, args: tuple, scalars: dict) -> dict:
+    """The IR's parameters bound: the arrays in order, then the runtime scalars by name."""
+    return dict(zip(execute.param_names(kernel), args)) | scalars
 
 
 MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
@@ -173,13 +179,13 @@ class EntryPoint:
                 if values is None:
                     near += [f"  {spec.id}: {why}"] if why else []
                     continue
-                arrays = args + _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
-                compiled = self._instance(spec, values, arrays, target)
-                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), arrays)), backend, target)
+                scalars = _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
+                compiled = self._instance(spec, values, args + tuple(scalars.values()), target)  # (all [1])
+                return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
             if _matches(spec, args, kwargs):
-                arrays = args + _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
+                scalars = _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
                 compiled = self._ir(spec, target)
-                return self._run(compiled, dict(zip(execute.param_names(compiled.kernel), arrays)), backend, target)
+                return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
         if self._plan is None:
             raise self._missing(args, kwargs, near)
         return self._run_python(args, kwargs, backend, target)

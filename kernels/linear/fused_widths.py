@@ -29,7 +29,7 @@ import nki_dsl.language as nl
 
 from .kernel import BLOCK_N, PMAX
 from .launcher import MAX_K, MAX_N
-from .widths import SBUF_PARTITION_BYTES, _block, bias_row, load_weight, top
+from .widths import SBUF_PARTITION_BYTES, _block, bias_row, load_weight, scalar_column, top
 from .widths import sbuf_bytes as linear_sbuf_bytes
 
 
@@ -86,7 +86,8 @@ def mlp_widths(x, w1, b1, w2, b2, residual, out, source):
 
 
 def qkv_widths(x, w, b, qkT, v, scale, source):
-    """``(qkT, v)`` of ``qkv_split.layernorm_qkv_kernel``; ``source``: ``widths.LayerNormed``."""
+    """``(qkT, v)`` of ``qkv_split.layernorm_qkv_kernel``; ``source``: ``widths.LayerNormed``; ``scale`` a number or
+    a runtime scalar (``widths.scalar_column``)."""
     m_rows, k_dim = x.shape
     n_dim = w.shape[1]
     hd = n_dim // 3  # a multiple of 128 (the family's N is a multiple of 384)
@@ -102,13 +103,21 @@ def qkv_widths(x, w, b, qkT, v, scale, source):
     ft_max = 2 * ht_max
     i_g = nl.arange(ft_max)[None, :]
     b_cols = columns(b, ft_max, 0, 2 * hd)
+    # (a runtime scale as a [128, 1] column: the products are the immediate's, in fp32, as the NumPy backend and the
+    # engines compute a tensor_scalar)
+    scale_col = None if isinstance(scale, float | int) else scalar_column(scale)
+    factor = float(scale) if scale_col is None else scale_col[i_p, 0]
     qk_bias = nl.ndarray((nl.par_dim(PMAX), ft_max), dtype=nl.float32)
     qk_bias[i_p, i_g] = nisa.tensor_copy(b_cols[i_p, i_g], dtype=nl.float32, mask=i_g < half)
-    qk_bias[i_p, i_g] = nisa.tensor_scalar(b_cols[i_p, i_g], np.multiply, float(scale), dtype=nl.float32,
+    qk_bias[i_p, i_g] = nisa.tensor_scalar(b_cols[i_p, i_g], np.multiply, factor, dtype=nl.float32,
                                            mask=(i_g >= half) & (i_g < 2 * half))  # fmt: skip
     qk_scale = nl.ndarray((nl.par_dim(PMAX), ft_max), dtype=nl.float32)
     qk_scale[i_p, i_g] = nisa.memset((PMAX, ft_max), 1.0, nl.float32)
-    qk_scale[i_p, i_g] = nisa.memset((PMAX, ft_max), float(scale), nl.float32, mask=i_g >= half)
+    if scale_col is None:
+        qk_scale[i_p, i_g] = nisa.memset((PMAX, ft_max), float(scale), nl.float32, mask=i_g >= half)
+    else:
+        qk_scale[i_p, i_g] = nisa.tensor_scalar(qk_scale[i_p, i_g], np.multiply, factor, dtype=nl.float32,
+                                                mask=i_g >= half)  # fmt: skip
     v_bias = bias_row(b, width, 2 * hd, hd)
     wqk_sb = load_weight(w, kt_max, ft_max * PMAX, 0, 2 * hd)
     wv_sb = load_weight(w, kt_max, width, 2 * hd, hd)
@@ -206,9 +215,10 @@ def boxes(entry: str, itemsize: int) -> list[tuple[tuple[int, int], ...]]:
 
 DTYPES = {"mlp": ("bfloat16", "float16"), "layernorm_mlp": ("float32", "bfloat16", "float16")}
 DTYPES["layernorm_qkv"] = DTYPES["layernorm_mlp"]
-EPSILON = 1e-6  # the LayerNorm kernels' families fix the epsilon, as their row-count families do
-# layernorm_qkv's softmax scales: head_dim ** -0.5 for head_dim 64 (ViT-B/L) and 80 (ViT-H)
-QKV_SCALES = (64**-0.5, 80**-0.5)
+# The LayerNorm kernels' width families take epsilon (and layernorm_qkv's softmax scale) at run time, one-element
+# float32 arrays after the arrays (``launcher.runtime_scalar``); the row-count and fixed specialisations fix them
+SCALARS = {"mlp": {}, "layernorm_mlp": {"epsilon": "float32"},
+           "layernorm_qkv": {"scale": "float32", "epsilon": "float32"}}  # fmt: skip
 
 
 def arg_shapes(entry: str, m, k, h, n) -> list[tuple]:
@@ -221,10 +231,10 @@ def arg_shapes(entry: str, m, k, h, n) -> list[tuple]:
     return [(m, k), (k,), (k,), (k, n), (n,)]
 
 
-def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, object]]]:
-    """``(args, dims, constants)`` of every width family of a fused entry point, as kernel.toml lists them
-    (tests/kernels/test_fused_width_families.py checks that it does): per dtype (and layernorm_qkv's scale), one
-    family per ``boxes`` box, M in 1..65536."""
+def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, object], dict[str, str]]]:
+    """``(args, dims, constants, scalars)`` of every width family of a fused entry point, as kernel.toml lists them
+    (tests/kernels/test_fused_width_families.py checks that it does): per dtype, one family per ``boxes`` box (then
+    the MLPs' ``streamed_boxes``), M in 1..65536."""
     from .widths import DTYPES as ITEMSIZE
 
     out = []
@@ -235,13 +245,9 @@ def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, obje
             names = {"mlp": "KHN", "layernorm_mlp": "KH", "layernorm_qkv": "KN"}[entry]
             dims = {"M": "1..65536"} | {d: f"{lo}..{hi}" for d, (lo, hi) in zip(names, box)}
             schedule = {"schedule": "streamed"} if box in streamed else {}
-            if entry == "mlp":
-                out.append((args, dims, schedule))
-            elif entry == "layernorm_mlp":
-                out.append((args, dims, {"epsilon": EPSILON} | schedule))
-            else:
+            if entry == "layernorm_qkv":
                 dims["N"] += f" step {QKV_STEP}"
-                out += [(args, dims, {"scale": scale, "epsilon": EPSILON}) for scale in QKV_SCALES]
+            out.append((args, dims, schedule, SCALARS[entry]))
     return out
 
 

@@ -4,6 +4,8 @@
 uses are passed to the kernel unchanged and in order (x, w, then b, then residual), the epilogue as a
 compile-time constant."""
 
+import math
+
 import numpy as np
 
 from .kernel import EPILOGUES, _static, layernorm_linear_kernel, linear_kernel
@@ -29,6 +31,18 @@ def plan_linear(x, w, b=None, residual=None, epilogue=None):
         raise ValueError(f"linear: the residual must have the output's shape ({m}, {n})")
     args = (x, w) + ((b,) if epilogue != "none" else ()) + ((residual,) if epilogue == "residual" else ())
     return linear_kernel, args, {"epilogue": epilogue}
+
+
+def _widths_family(*dims) -> bool:
+    """Whether a shape family's widths are symbols (``widths``, ``fused_widths``): its LayerNorm epsilon (and
+    layernorm_qkv's scale) then come at run time (``runtime_scalar``), so one IR serves every value."""
+    return any(_static(d) is None for d in dims)
+
+
+def runtime_scalar(value):
+    """``value`` as a kernel's runtime scalar: a one-element float32 array, passed after the arrays (what the
+    manifest's ``scalars = { name = "float32" }`` declares; read by ``widths.scalar_column``)."""
+    return np.full((1,), value, np.float32)
 
 
 def linear(x, w, b=None, residual=None, epilogue=None, *, backend: str | None = None):
@@ -106,6 +120,9 @@ def plan_layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None
                          "projection that follows; use linear with epilogue='residual' there)")  # fmt: skip
     kernel, args, consts = plan_linear(x, w, b, None, epilogue)
     _check_norm(x, gamma, beta, "layernorm_linear")
+    if _widths_family(x.shape[1], w.shape[1]):  # epsilon at run time, after the arrays (b None: no bias array)
+        return layernorm_linear_kernel, (x, gamma, beta, w, args[2] if len(args) > 2 else None,
+                                         runtime_scalar(epsilon)), consts  # fmt: skip
     return layernorm_linear_kernel, (x, gamma, beta) + args[1:], dict(consts, epsilon=float(epsilon))
 
 
@@ -132,7 +149,10 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, schedule="a
     if k > MAX_K or w1.shape[1] > MAX_N:
         raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (the widths the families cover)")
     _check_fits("layernorm_mlp", x, k, k, w1.shape[1])
-    return layernorm_mlp_kernel, (x, gamma, beta, w1, b1, w2, b2), {"epsilon": float(epsilon)} | _schedule(schedule)
+    arrays = (x, gamma, beta, w1, b1, w2, b2)
+    if _widths_family(k, w1.shape[1]):  # epsilon at run time, after the arrays
+        return layernorm_mlp_kernel, arrays + (runtime_scalar(epsilon),), _schedule(schedule)
+    return layernorm_mlp_kernel, arrays, {"epsilon": float(epsilon)} | _schedule(schedule)
 
 
 def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str | None = None):
@@ -140,10 +160,15 @@ def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str 
     return launch(*args, backend=backend, **kwargs)
 
 
-def plan_layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None):
+DEFAULT_SCALE = 64**-0.5  # layernorm_qkv's softmax scale when neither it nor num_heads is given: head_dim 64's
+
+
+def plan_layernorm_qkv(x, gamma, beta, w, b, scale=DEFAULT_SCALE, epsilon=1e-6, num_heads=None):
     """LayerNorm + the fused QKV projection in vit-attn's split layout (``qkv_split``): returns ``(qkT, v)`` with
-    ``qkT`` (2 * hd, M) = [q^T; (scale * k)^T] and ``v`` (M, hd). ``scale`` defaults to head_dim ** -0.5 (give
-    ``num_heads``, or ``scale`` itself)."""
+    ``qkT`` (2 * hd, M) = [q^T; (scale * k)^T] and ``v`` (M, hd). ``num_heads`` given, the scale is head_dim ** -0.5
+    (and a ``scale`` other than the default must agree with it); else ``scale``, by default head_dim 64's 0.125 (the
+    default a Hub call without the keyword gets: the plan's signature is the manifest's runtime scalar's default;
+    ``layernorm_qkv`` itself asks for one of them)."""
     from .qkv_split import layernorm_qkv_kernel
 
     if len(x.shape) != 2 or len(w.shape) != 2 or w.shape[0] != x.shape[1] or w.shape[1] % 3:
@@ -158,13 +183,21 @@ def plan_layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads
     if x.shape[1] > MAX_K or w.shape[1] > MAX_N:
         raise ValueError(f"layernorm_qkv: K and 3 * hd must be at most {MAX_K} and {MAX_N} (the weight stays in SBUF)")
     _check_fits("layernorm_qkv", x, x.shape[1], w.shape[1])
-    if scale is None:
-        if num_heads is None:
-            raise ValueError("layernorm_qkv: give the softmax scale or num_heads (scale = head_dim ** -0.5)")
-        scale = (hd // int(num_heads)) ** -0.5
+    if num_heads is not None:
+        derived = (hd // int(num_heads)) ** -0.5
+        if scale != DEFAULT_SCALE and not math.isclose(scale, derived):
+            raise ValueError(f"layernorm_qkv: scale {scale} disagrees with num_heads {num_heads} (head_dim "
+                             f"{hd // int(num_heads)} ** -0.5 = {derived})")  # fmt: skip
+        scale = derived
+    if _widths_family(x.shape[1], w.shape[1]):  # the scale and epsilon at run time, after the arrays
+        return layernorm_qkv_kernel, (x, gamma, beta, w, b, runtime_scalar(scale), runtime_scalar(epsilon)), {}
     return layernorm_qkv_kernel, (x, gamma, beta, w, b), {"scale": float(scale), "epsilon": float(epsilon)}
 
 
 def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None, *, backend: str | None = None):
+    """``scale`` or ``num_heads`` (scale = head_dim ** -0.5) must be given."""
+    if scale is None and num_heads is None:
+        raise ValueError("layernorm_qkv: give the softmax scale or num_heads (scale = head_dim ** -0.5)")
+    scale = DEFAULT_SCALE if scale is None else scale
     launch, args, kwargs = plan_layernorm_qkv(x, gamma, beta, w, b, scale, epsilon, num_heads)
     return launch(*args, backend=backend, **kwargs)

@@ -133,6 +133,18 @@ def bias_row(b, width: int, col0=0, cols=None):
     return row.broadcast_to((PMAX, width))
 
 
+def scalar_column(value):
+    """``value`` on every partition, [128, 1] float32: a compile-time constant (a Python number), or a runtime scalar
+    (a one-element float32 array in HBM, the manifest's ``scalars``: one published IR serves every value), read onto
+    every partition by one DMA."""
+    if not hasattr(value, "shape"):
+        return nl.full((nl.par_dim(PMAX), 1), value, dtype=nl.float32)
+    i_p, i_0 = nl.arange(PMAX)[:, None], nl.arange(1)[None, :]
+    col = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    nisa.dma_copy(dst=col[i_p, i_0], src=value.reshape((1, 1))[0 * i_p, i_0])
+    return col
+
+
 class Rows:
     """x^T: whole rows in (one transfer), transposed 128 features at a time on the Tensor engine and copied out of
     PSUM by the Scalar engine (``kernel._RowsTransposed``; DMA transposes instead, one per K tile since the tile
@@ -193,7 +205,7 @@ class LayerNormed(Rows):
             nisa.dma_copy(dst=cols[i_p, i_j], src=vec.reshape((k_dim, 1))[i_j * PMAX + i_p, 0],
                           mask=i_j * PMAX + i_p < k_dim)  # fmt: skip
             self.cols.append(cols)
-        self.eps = nl.full((nl.par_dim(PMAX), 1), epsilon, dtype=nl.float32)
+        self.eps = scalar_column(epsilon)
 
     def __call__(self, m0):
         x, k_dim = self.x, self.x.shape[1]
@@ -249,13 +261,15 @@ def _block(x, w_sb, bias, xT, ya, yb, m0, n0, n_dim, k_tiles, epilogue):
 # -- the families kernel.toml declares ----------------------------------------------------------------------------
 
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
-EPSILON = 1e-6  # layernorm_linear's families fix the epsilon, as its row-count families do
+# layernorm_linear's width families take epsilon at run time (``launcher.runtime_scalar``); its row-count and fixed
+# specialisations fix it at the plan's default, 1e-6
+SCALARS = {"epsilon": "float32"}
 
 
-def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, object]]]:
-    """``(args, dims, constants)`` of every width family of ``linear`` or ``layernorm_linear``, as kernel.toml
-    lists them (tests/kernels/test_linear_width_families.py checks that it does): per dtype and epilogue, one
-    family per ``width_boxes`` box, M in 1..65536."""
+def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, object], dict[str, str]]]:
+    """``(args, dims, constants, scalars)`` of every width family of ``linear`` or ``layernorm_linear``, as
+    kernel.toml lists them (tests/kernels/test_linear_width_families.py checks that it does): per dtype and epilogue,
+    one family per ``width_boxes`` box, M in 1..65536; layernorm_linear's epsilon a runtime scalar."""
     out = []
     for dtype, itemsize in DTYPES.items():
         epilogues = ("none", "bias", "gelu", "residual") if entry == "linear" else ("none", "bias", "gelu")
@@ -265,21 +279,25 @@ def families(entry: str) -> list[tuple[list[str], dict[str, str], dict[str, obje
                 if entry == "linear":
                     args = [x, w] + ([b] if epilogue != "none" else [])
                     args += [f"M x N:{dtype}"] if epilogue == "residual" else []
-                    constants: dict[str, object] = {"epilogue": epilogue}
+                    scalars = {}
                 else:
                     args = [x, f"K:{dtype}", f"K:{dtype}", w] + ([b] if epilogue != "none" else [])
-                    constants = {"epilogue": epilogue, "epsilon": EPSILON}
-                out.append((args, {"M": "1..65536", "K": f"{k0}..{k1}", "N": f"{n0}..{n1}"}, constants))
+                    scalars = SCALARS
+                dims = {"M": "1..65536", "K": f"{k0}..{k1}", "N": f"{n0}..{n1}"}
+                out.append((args, dims, {"epilogue": epilogue}, scalars))
     return out
 
 
-def toml_line(args, dims, constants) -> str:
+def toml_line(args, dims, constants, scalars=None) -> str:
     def value(v):
         return f'"{v}"' if isinstance(v, str) else repr(v)
 
-    fields = [f"args = [{', '.join(value(a) for a in args)}]",
-              f"dims = {{ {', '.join(f'{k} = {value(v)}' for k, v in dims.items())} }}",
-              f"constants = {{ {', '.join(f'{k} = {value(v)}' for k, v in constants.items())} }}"]  # fmt: skip
+    def table(d):
+        return f"{{ {', '.join(f'{k} = {value(v)}' for k, v in d.items())} }}"
+
+    fields = [f"args = [{', '.join(value(a) for a in args)}]", f"dims = {table(dims)}",
+              f"constants = {table(constants)}"]  # fmt: skip
+    fields += [f"scalars = {table(scalars)}"] if scalars else []
     return "    { " + ", ".join(fields) + " },"
 
 

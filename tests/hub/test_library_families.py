@@ -207,15 +207,15 @@ WIDTHS = {  # entry: [(dtype, (M, K, N) to call, constants)]
 
 
 def _width_line(entry, dtype, mkn, constants):
-    """The end of kernel.toml's line (``widths.toml_line``) of the family holding the call: dtype, ranges, constants."""
+    """kernel.toml's line (``widths.toml_line``) of the family holding the call: dtype, ranges, epilogue."""
     from kernels.linear import widths
 
     _, k, n = mkn
     boxes = widths.width_boxes(np.dtype(dtype).itemsize, entry == "layernorm_linear", constants["epilogue"])
     (k0, k1), (n0, n1) = next(b for b in boxes if b[0][0] <= k <= b[0][1] and b[1][0] <= n <= b[1][1])
-    consts = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in constants.items())
-    return (f':{np.dtype(dtype).name}"], dims = {{ M = "1..65536", K = "{k0}..{k1}", N = "{n0}..{n1}" }}, '
-            f"constants = {{ {consts} }} }},")
+    dims = f'dims = {{ M = "1..65536", K = "{k0}..{k1}", N = "{n0}..{n1}" }}'
+    lines = [widths.toml_line(*f) for f in widths.families(entry) if f[2]["epilogue"] == constants["epilogue"]]
+    return next(ln for ln in lines if f':{np.dtype(dtype).name}"]' in ln and dims in ln)
 
 
 def _width_arrays(entry, m, k, n, dtype, epilogue, rng):
@@ -231,8 +231,7 @@ def _width_arrays(entry, m, k, n, dtype, epilogue, rng):
 @pytest.fixture(scope="module")
 def widths_bundle(tmp_path_factory):
     keep = [_width_line(entry, *case) for entry, cases in WIDTHS.items() for case in cases]
-    root = families_only("linear", tmp_path_factory.mktemp("widths"), set(WIDTHS),
-                         lambda ln: any(ln.endswith(k) for k in keep))  # fmt: skip
+    root = families_only("linear", tmp_path_factory.mktemp("widths"), set(WIDTHS), lambda ln: ln in keep)
     return build_bundle(root, benchmarks=False)
 
 
@@ -436,7 +435,7 @@ def _fused_width_line(entry, dtype, point, constants):
     from kernels.linear.widths import toml_line
 
     box = fused_widths.box_of(entry, np.dtype(dtype).itemsize, *point)
-    lines = [toml_line(*f) for f in fused_widths.families(entry) if f[2] == constants]
+    lines = [toml_line(*f) for f in fused_widths.families(entry) if f[2] == {}]  # (epsilon, scale: runtime scalars)
     dims = {"mlp": ("K", "H", "N"), "layernorm_mlp": ("K", "H"), "layernorm_qkv": ("K", "N")}[entry]
     want = [f'{d} = "{lo}..{hi}' for d, (lo, hi) in zip(dims, box)]
     return next(ln for ln in lines if f":{np.dtype(dtype).name}\"]" in ln and all(w in ln for w in want))
@@ -470,6 +469,55 @@ def test_the_fused_kernels_run_widths_nobody_declared_without_trust(registry, fu
     assert {m for m in sys.modules if m.startswith("_kernels_hub_")} == imported  # no published package imported
 
 
+def test_layernorm_linear_takes_epsilon_at_run_time_without_trust(registry, widths_bundle):
+    """The LayerNorm kernels' width families take epsilon (and layernorm_qkv's softmax scale) as runtime scalars: a
+    fetched kernel called with HF's epsilon 1e-5 computes the reference's numbers for it, which differ from 1e-6's
+    (the rows' variance is of epsilon's order, so epsilon matters), bit for bit the concrete trace's, no trust; a
+    call leaving it out gets the plan's default."""
+    from kernels.linear import launcher
+
+    rng = np.random.default_rng(12)
+    k, _ = _fetched_without_trust(widths_bundle)
+    x, gamma, beta, w, b = _width_arrays("layernorm_linear", 70, 1024, 4096, BF16, "bias", rng)
+    x = (1e-3 * x.astype(np.float32)).astype(BF16)  # variance ~1e-6
+    outs = {}
+    for eps in (1e-5, 1e-6):
+        outs[eps] = got = np.asarray(k.layernorm_linear(x, gamma, beta, w, b, epsilon=eps, epilogue="bias"), np.float64)
+        np.testing.assert_array_equal(got, np.asarray(launcher.layernorm_linear(x, gamma, beta, w, b, epsilon=eps,
+                                                                                 epilogue="bias"), np.float64))
+        _close(got, linear_reference.layernorm_linear(*[a.astype(np.float64) for a in (x, gamma, beta, w, b)],
+                                                      epsilon=eps, epilogue="bias"), 2e-2, 8e-2)  # fmt: skip
+    assert np.abs(outs[1e-5] - outs[1e-6]).max() > 1.0
+    default = k.layernorm_linear(x, gamma, beta, w, b, epilogue="bias")
+    np.testing.assert_array_equal(np.asarray(default, np.float64), outs[1e-6])
+
+
+def test_the_fused_layernorm_kernels_take_epsilon_and_the_scale_at_run_time_without_trust(registry,
+                                                                                          fused_widths_bundle):
+    """layernorm_mlp's epsilon and layernorm_qkv's epsilon and softmax scale, as runtime scalars (see above)."""
+    rng = np.random.default_rng(13)
+    k, _ = _fetched_without_trust(fused_widths_bundle)
+    dtype, shapes, _, _ = FUSED_WIDTHS["layernorm_mlp"]
+    args = [a if a.ndim != 2 or a.shape[0] == 70 else (a / np.sqrt(a.shape[0])).astype(dtype)
+            for a in _arrays(rng, shapes, dtype)]  # fmt: skip
+    args[0] = 1e-3 * args[0]
+    got = {eps: np.asarray(k.layernorm_mlp(*args, epsilon=eps), np.float64) for eps in (1e-5, 1e-6)}
+    for eps, out in got.items():
+        _close(out, linear_reference.layernorm_mlp(*[a.astype(np.float64) for a in args], epsilon=eps), 1e-5, 2e-4)
+    assert np.abs(got[1e-5] - got[1e-6]).max() > 1e-2
+    dtype, shapes, _, _ = FUSED_WIDTHS["layernorm_qkv"]
+    args = [a if a.ndim != 2 or a.shape[0] == 70 else (a.astype(np.float32) / np.sqrt(a.shape[0])).astype(dtype)
+            for a in _arrays(rng, shapes, dtype)]  # fmt: skip
+    qkT, v = k.layernorm_qkv(*args, scale=0.1, epsilon=1e-5)
+    ref_qkT, ref_v = linear_reference.layernorm_qkv(*[a.astype(np.float64) for a in args], scale=0.1, epsilon=1e-5)
+    _close(qkT, ref_qkT, 2e-2, 8e-2)
+    _close(v, ref_v, 2e-2, 8e-2)
+    default_qkT, _ = k.layernorm_qkv(*args, epsilon=1e-5)  # the plan's default scale, 0.125: k^T 1.25 times as large
+    hd = shapes[3][1] // 3
+    np.testing.assert_allclose(np.asarray(default_qkT[hd:], np.float64), 1.25 * np.asarray(qkT[hd:], np.float64),
+                               rtol=2e-2, atol=2e-2)  # fmt: skip
+
+
 def test_an_entry_points_tolerance_goes_with_its_vectors(fused_widths_bundle, tmp_path):
     """kernel.toml's ``tolerance`` of an entry point (the MLPs': their outputs are O(1000) with the bundle's inputs)
     is what the builder checks the reference with and ships in the vectors, over the package's; a malformed one is
@@ -493,8 +541,7 @@ def test_a_kernel_of_two_outputs_is_checked_output_by_output(tmp_path):
     (a reference whose V is off is refused) and ships no vectors (they hold one output)."""
     from kernels.linear import fused_widths
 
-    line = next(toml_line(*f) for f in fused_widths.families("layernorm_qkv")
-                if "float32" in f[0][0] and f[2]["scale"] == 0.125)  # fmt: skip
+    line = next(toml_line(*f) for f in fused_widths.families("layernorm_qkv") if "float32" in f[0][0])
     root = families_only("linear", tmp_path / "ok", {"layernorm_qkv"}, lambda ln: ln == line)
     (spec,) = build_bundle(root, benchmarks=False).manifest.entry_points["layernorm_qkv"].specialisations
     assert spec.is_family and spec.test_vectors is None

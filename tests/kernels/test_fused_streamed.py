@@ -24,6 +24,7 @@ from tests.kernels.test_fused_width_families import (
     _inputs,
     _ranges,
     _shapes,
+    scalars,
 )
 
 
@@ -48,7 +49,14 @@ def _family(entry, dtype, box):
              for s in _shapes(entry, "M", "K", "H", "N")]  # fmt: skip
     stand_ins = [FamilyArg(s, shape, DTYPES[dtype]) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
     launch, args, kwargs = PLANS[entry](*stand_ins, **CONSTANTS[entry], **STREAMED)
-    return nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+    specs = [a.spec if isinstance(a, FamilyArg) else nki.spec(a.shape, str(a.dtype)) for a in args]  # (+ epsilon)
+    return nki.trace(launch, *specs, target="trn2", **kwargs)
+
+
+def _instance_run(family, entry, arrays):
+    given = arrays + scalars(entry, CONSTANTS[entry])
+    compiled = family.instantiate(*given, target="trn2").compile("numpy")
+    return np.asarray(compiled.run(dict(zip(family.param_names, given))), np.float64)
 
 
 def _run(entry, arrays, backend, **schedule):
@@ -83,8 +91,7 @@ def test_a_streamed_family_instance_computes_the_concrete_trace():
     entry, dtype, (m, k, h, n) = "mlp", "bfloat16", (200, 130, 1100, 700)
     family = _family(entry, dtype, _streamed_box(entry, dtype, k, h, n))
     arrays = _inputs(entry, m, k, h, n, dtype, np.random.default_rng(4))
-    got = np.asarray(family.instantiate(*arrays, target="trn2").compile("numpy").run(
-        dict(zip(family.param_names, arrays))), np.float64)  # fmt: skip
+    got = _instance_run(family, entry, arrays)
     np.testing.assert_array_equal(got, _run(entry, arrays, "numpy", schedule="streamed"))
     _close_to_float64(entry, dtype, arrays, got)
 
@@ -117,15 +124,14 @@ def test_streamed_family_instances_past_the_resident_boxes(entry, dtype, mkhn):
     m, k, h, n = mkhn
     family = _family(entry, dtype, _streamed_box(entry, dtype, k, h, n or k))
     arrays = _inputs(entry, m, k, h, n, dtype, np.random.default_rng(5))
-    got = np.asarray(family.instantiate(*arrays, target="trn2").compile("numpy").run(
-        dict(zip(family.param_names, arrays))), np.float64)  # fmt: skip
+    got = _instance_run(family, entry, arrays)
     np.testing.assert_array_equal(got, _run(entry, arrays, "numpy"))
     _close_to_float64(entry, dtype, arrays, got)
 
 
 def _top(entry, box, m):
     top = {name: hi for name, (lo, hi, *_) in _ranges(entry, box).items()}
-    return _shapes(entry, m, top["K"], top.get("H", 0), top.get("N", 0))
+    return _shapes(entry, m, top["K"], top.get("H", 0), top.get("N", 0)) + [(1,)] * len(fused_widths.SCALARS[entry])
 
 
 def _check_box(entry, dtype, box):

@@ -23,8 +23,8 @@ DTYPES = {"float32": np.float32, "bfloat16": nl.bfloat16, "float16": np.float16}
 ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 TOLERANCE = {"float32": (1e-5, 2e-4), "bfloat16": (2e-2, 8e-2), "float16": (2e-3, 2e-2)}
 PLANS = {"mlp": plan_mlp, "layernorm_mlp": plan_layernorm_mlp, "layernorm_qkv": plan_layernorm_qkv}
-QKV = {"scale": 0.125, "epsilon": fused_widths.EPSILON}
-CONSTANTS = {"mlp": {}, "layernorm_mlp": {"epsilon": fused_widths.EPSILON}, "layernorm_qkv": QKV}
+QKV = {"scale": 0.125, "epsilon": 1e-6}
+CONSTANTS = {"mlp": {}, "layernorm_mlp": {"epsilon": 1e-6}, "layernorm_qkv": QKV}
 TOML = Path(fused_widths.__file__).with_name("kernel.toml")
 
 
@@ -58,7 +58,14 @@ def _family(entry, dtype, box, constants):
              for s in _shapes(entry, "M", "K", "H", "N")]  # fmt: skip
     stand_ins = [_Arg(s, shape, DTYPES[dtype]) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
     launch, args, kwargs = PLANS[entry](*stand_ins, **constants)
-    return nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+    # (the runtime scalars, epsilon and layernorm_qkv's scale, as one-element specs after the arrays)
+    specs = [a.spec if isinstance(a, _Arg) else nki.spec(a.shape, str(a.dtype)) for a in args]
+    return nki.trace(launch, *specs, target="trn2", **kwargs)
+
+
+def scalars(entry, constants):
+    """The family's runtime scalars (``fused_widths.SCALARS``) as its IR takes them, after the arrays."""
+    return [np.full((1,), constants[name], np.float32) for name in fused_widths.SCALARS[entry]]
 
 
 def _inputs(entry, m, k, h, n, dtype, rng):
@@ -83,9 +90,10 @@ CASES = [
     ("mlp", "float16", (129, 200, 700, 300), {}),  # ragged everything
     ("mlp", "bfloat16", (3, 1, 1, 1), {}),  # the smallest widths
     ("layernorm_mlp", "bfloat16", (70, 768, 3072, 0), CONSTANTS["layernorm_mlp"]),
-    ("layernorm_mlp", "float32", (130, 700, 600, 0), CONSTANTS["layernorm_mlp"]),  # a ragged last bn_stats chunk
+    ("layernorm_mlp", "float32", (130, 700, 600, 0), {"epsilon": 1e-5}),  # a ragged last bn_stats chunk; HF's eps
     ("layernorm_qkv", "bfloat16", VIT_B_QKV, QKV),
-    ("layernorm_qkv", "float32", (5, 1, 0, 384), QKV),  # the smallest: K 1, one head of 128
+    ("layernorm_qkv", "float32", (5, 1, 0, 384), {"scale": 0.3, "epsilon": 1e-5}),  # the smallest: K 1, one head
+    # of 128 (the runtime scalars at values no specialisation fixes)
 ]
 SLOW_CASES = [
     ("mlp", "bfloat16", (197, 1024, 4096, 1024), {}),  # ViT-L/16
@@ -116,7 +124,8 @@ def test_fused_width_instances_compute_what_the_concrete_trace_computes(entry, d
     family = _family(entry, dtype, _box(entry, dtype, k, h, n), constants)
     arrays = _inputs(entry, m, k, h, n, dtype, np.random.default_rng(5))
     names = family.param_names
-    got = _tuple(family.instantiate(*arrays, target="trn2").compile(backend).run(dict(zip(names, arrays))))
+    given = arrays + scalars(entry, constants)
+    got = _tuple(family.instantiate(*given, target="trn2").compile(backend).run(dict(zip(names, given))))
     launch, args, kwargs = PLANS[entry](*arrays, **constants)
     concrete = nki.trace(launch, *args, target="trn2", **kwargs)
     want = _tuple(concrete.compile(backend).run(dict(zip(names, args))))
@@ -141,8 +150,9 @@ def test_fused_width_families_run_widths_the_concrete_kernel_cannot_place(entry,
     launch, args, kwargs = PLANS[entry](*arrays, **constants)
     with pytest.raises(nki.NkiVerificationError, match="SBUF use reaches"):
         nki.trace(launch, *args, target="trn2", **kwargs)
-    got = _tuple(family.instantiate(*arrays, target="trn2").compile("numpy").run(dict(zip(family.param_names,
-                                                                                           arrays))))  # fmt: skip
+    given = arrays + scalars(entry, constants)
+    got = _tuple(family.instantiate(*given, target="trn2").compile("numpy").run(dict(zip(family.param_names,
+                                                                                          given))))  # fmt: skip
     ref = _tuple(getattr(reference, entry)(*[np.asarray(a, np.float64) for a in arrays], **constants))
     for g, r in zip(got, ref, strict=True):
         np.testing.assert_allclose(np.asarray(g, np.float64), r, rtol=TOLERANCE[dtype][0], atol=TOLERANCE[dtype][1])
@@ -198,6 +208,7 @@ def _allocates_at_the_top(entry, dtype, box, m=300):
     family = _family(entry, dtype, box, CONSTANTS[entry])
     top = {name: hi for name, (lo, hi, *_) in _ranges(entry, box).items()}
     shape = _shapes(entry, m, top["K"], top.get("H", 0), top.get("N", 0))
+    shape += [(1,)] * len(fused_widths.SCALARS[entry])
     compile_for_target(family.instantiate(*shape, target="trn2").ir, get_target("trn2"))
 
 

@@ -53,13 +53,20 @@ def _family(entry, dtype, epilogue, box):
     stand_ins = [_Arg(s, shape, DTYPES[dtype]) for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
     plan, constants = _plan(entry, epilogue)
     launch, args, kwargs = plan(*stand_ins, **constants)
-    return nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
+    # (layernorm_linear's epsilon as a one-element spec after the arrays: a runtime scalar; b None for no bias)
+    specs = [a.spec if isinstance(a, _Arg) else nki.spec(a.shape, str(a.dtype)) if a is not None else a for a in args]
+    return nki.trace(launch, *specs, target="trn2", **kwargs)
 
 
 def _plan(entry, epilogue):
     if entry == "linear":
         return plan_linear, {"epilogue": epilogue}
-    return plan_layernorm_linear, {"epilogue": epilogue, "epsilon": widths.EPSILON}
+    return plan_layernorm_linear, {"epilogue": epilogue, "epsilon": 1e-6}
+
+
+def _scalars(entry, constants):
+    """The family's runtime scalars as its IR takes them (layernorm_linear's epsilon, after the arrays)."""
+    return [np.full((1,), constants["epsilon"], np.float32)] if entry == "layernorm_linear" else []
 
 
 def _inputs(entry, epilogue, m, k, n, dtype, rng):
@@ -114,8 +121,9 @@ def test_width_instances_compute_what_the_concrete_trace_computes(entry, dtype, 
     family = _family(entry, dtype, epilogue, _box(entry, dtype, epilogue, k, n))
     arrays = _inputs(entry, epilogue, m, k, n, dtype, np.random.default_rng(5))
     names = family.param_names
-    got = family.instantiate(*arrays, target="trn2").compile(backend).run(dict(zip(names, arrays)))
     plan, constants = _plan(entry, epilogue)
+    given = arrays + _scalars(entry, constants)
+    got = family.instantiate(*given, target="trn2").compile(backend).run(dict(zip(names, given)))
     launch, args, kwargs = plan(*arrays, **constants)
     concrete = nki.trace(launch, *args, target="trn2", **kwargs)
     want = concrete.compile(backend).run(dict(zip(names, args)))
@@ -159,7 +167,8 @@ def _allocates_at_the_top(entry, dtype, epilogue, box):
     simulator and the compiler use (which needs holes large enough, not only the bytes the proof counts)."""
     family = _family(entry, dtype, epilogue, box)
     (_, k1), (_, n1) = box
-    instance = family.instantiate(*_shapes(entry, epilogue, 300, k1, n1), target="trn2")
+    shapes = _shapes(entry, epilogue, 300, k1, n1) + [(1,)] * (entry == "layernorm_linear")  # (+ epsilon)
+    instance = family.instantiate(*shapes, target="trn2")
     compile_for_target(instance.ir, get_target("trn2"))
 
 
