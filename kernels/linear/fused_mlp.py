@@ -151,32 +151,41 @@ def _weights(x, w1, b1, w2, b2, k1_tiles, h_tiles, n_dim, between):
     return w1_sb, b1T, w2_sb, b2_sb, first
 
 
-def _streams(entry, x, k1, hidden, n_dim, schedule):
-    """Whether the weights stream through SBUF by hidden blocks (``fused_streamed``) rather than stay resident:
-    ``schedule`` "streamed" or "resident" as given (a family's constant), "auto" streamed exactly where no resident
-    box of ``fused_widths`` holds the (concrete) widths; a family declares its schedule."""
-    if schedule not in ("auto", "resident", "streamed"):
-        raise ValueError(f"{entry}: schedule must be 'auto', 'resident' or 'streamed', got {schedule!r}")
-    if schedule != "auto" or _symbolic_widths(k1, hidden, n_dim):
-        return schedule == "streamed"
+SCHEDULES = ("auto", "resident", "tiled", "streamed")
+
+
+def schedule_of(entry, itemsize, k1, hidden, n_dim, schedule="auto"):
+    """How the fused kernel runs: "resident" (both weights in SBUF, token blocks of 512: the concrete kernels'),
+    "tiled" (both weights in SBUF, one 128-token tile at a time, the on-chip tensors sized for a family's top:
+    ``fused_widths``, the resident families' schedule) or "streamed" (the weights by hidden blocks:
+    ``fused_streamed``). ``schedule`` given (a family's constant, or the launcher's choice where the concrete kernel
+    does not fit SBUF) is taken as it is; "auto": a family over the widths "tiled", concrete widths "resident" where a
+    resident box of ``fused_widths`` holds them, else "streamed"."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"{entry}: schedule must be one of {', '.join(map(repr, SCHEDULES))}, got {schedule!r}")
+    if schedule != "auto":
+        return schedule
+    if _symbolic_widths(k1, hidden, n_dim):
+        return "tiled"
     from .fused_widths import resident_box
 
-    return resident_box(entry, np.dtype(x.dtype).itemsize, k1, n_dim, hidden) is None
+    return "resident" if resident_box(entry, itemsize, k1, n_dim, hidden) is not None else "streamed"
 
 
 @nki.jit
 def mlp_kernel(x, w1, b1, w2, b2, residual, schedule="auto"):
-    """``schedule``: the weights resident in SBUF or streamed by hidden blocks (``_streams``)."""
+    """``schedule``: the weights resident in SBUF or streamed by hidden blocks (``schedule_of``)."""
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
-    if _streams("mlp", x, k1, hidden, n_dim, schedule):
+    how = schedule_of("mlp", np.dtype(x.dtype).itemsize, k1, hidden, n_dim, schedule)
+    if how == "streamed":
         from .fused_streamed import mlp_streamed
         from .widths import Rows
 
         mlp_streamed(x, w1, b1, w2, b2, residual, out, Rows(x))
         return out
-    if _symbolic_widths(k1, hidden, n_dim):
+    if how == "tiled":
         from .fused_widths import mlp_widths
         from .widths import Rows
 
@@ -253,13 +262,14 @@ def layernorm_mlp_kernel(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, schedule=
     m_rows, k1 = x.shape
     hidden, n_dim = w2.shape
     out = nl.ndarray((m_rows, n_dim), dtype=x.dtype, buffer=nl.shared_hbm)
-    if _streams("layernorm_mlp", x, k1, hidden, n_dim, schedule):
+    how = schedule_of("layernorm_mlp", np.dtype(x.dtype).itemsize, k1, hidden, n_dim, schedule)
+    if how == "streamed":
         from .fused_streamed import mlp_streamed
         from .widths import LayerNormed
 
         mlp_streamed(x, w1, b1, w2, b2, x, out, LayerNormed(x, gamma, beta, epsilon, z_on_vector=True))
         return out
-    if _symbolic_widths(k1, hidden):
+    if how == "tiled":
         from .fused_widths import mlp_widths
         from .widths import LayerNormed
 

@@ -8,10 +8,22 @@ import math
 
 import numpy as np
 
+import nki_dsl as nki
+
 from .kernel import EPILOGUES, _static, layernorm_linear_kernel, linear_kernel
 
 MAX_K = 8192  # the weight stays in SBUF: K / 128 tiles of N columns per partition
 MAX_N = 8192
+# The float dtypes the kernels and their families are written for (the Tensor engine's; integer inputs are refused
+# rather than run); every array of a call in one of them (kernels/linear/neuron/linear.py checks the same)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def check_dtypes(op, arrays, allowed=DTYPES):
+    """Every array of ``arrays`` (None: left out) of one dtype among ``allowed``."""
+    names = [np.dtype(a.dtype).name for a in arrays if a is not None]
+    if names[0] not in allowed or any(n != names[0] for n in names):
+        raise ValueError(f"{op}: the arrays must share a dtype among {', '.join(allowed)}, got {', '.join(names)}")
 
 
 def plan_linear(x, w, b=None, residual=None, epilogue=None):
@@ -29,6 +41,7 @@ def plan_linear(x, w, b=None, residual=None, epilogue=None):
         raise ValueError(f"linear: epilogue {epilogue!r} needs a bias of shape ({n},)")
     if epilogue == "residual" and (residual is None or tuple(residual.shape) != (m, n)):
         raise ValueError(f"linear: the residual must have the output's shape ({m}, {n})")
+    check_dtypes("linear", [x, w] + [b] * (epilogue != "none") + [residual] * (epilogue == "residual"))
     args = (x, w) + ((b,) if epilogue != "none" else ()) + ((residual,) if epilogue == "residual" else ())
     return linear_kernel, args, {"epilogue": epilogue}
 
@@ -72,11 +85,42 @@ def _check_fits(op, x, k, n, h=0):
                          f"launches")  # fmt: skip
 
 
-def _schedule(schedule):
-    """The kernel's keyword for ``schedule`` (``fused_mlp._streams``; "auto" is the kernel's default)."""
-    if schedule not in ("auto", "resident", "streamed"):
-        raise ValueError(f"schedule must be 'auto', 'resident' or 'streamed', got {schedule!r}")
+def _schedule(schedule, choices=("auto", "resident", "tiled", "streamed")):
+    """The kernel's keyword for ``schedule`` (``fused_mlp.schedule_of``; "auto" is the kernel's default)."""
+    if schedule not in choices:
+        raise ValueError(f"schedule must be one of {', '.join(map(repr, choices))}, got {schedule!r}")
     return {} if schedule == "auto" else {"schedule": schedule}
+
+
+# The SBUF the trusted launches are checked against: the Hub's target, for which the families are sized
+FIT_TARGET = "trn2"
+
+
+def _fitting(launch, args, kwargs, resident: bool) -> dict:
+    """``kwargs`` with the schedule that fits SBUF for a concrete call the kernel would run "resident" (token blocks
+    of 512: h^T or q^T [features, 512] beside both weights): at the top of a resident family's box that can need
+    more than a partition's 224 KiB where the family's own schedule (one 128-token tile at a time, "tiled") fits, so
+    there the call runs "tiled", as an untrusted call of the same shape does. Decided by tracing and verifying the
+    kernel (cached: the launch that follows reuses the trace); a shape family (rows symbolic: the row-count families
+    at fixed widths) runs its kernel as declared."""
+    if not resident or any(_static(d) is None for a in args if hasattr(a, "shape") for d in a.shape):
+        return kwargs
+    try:
+        nki.trace(launch, *args, target=FIT_TARGET, **kwargs)
+    except nki.NkiVerificationError as e:
+        if any(d.rule != "sbuf-capacity" for d in e.diagnostics):
+            raise
+        return kwargs | {"schedule": "tiled"}
+    return kwargs
+
+
+def _resident(entry, x, k, h, n, schedule) -> bool:
+    """Whether the kernel runs a concrete call "resident" (``fused_mlp.schedule_of``)."""
+    from .fused_mlp import schedule_of
+
+    if schedule != "auto" or _widths_family(k, h, n):
+        return False
+    return schedule_of(entry, np.dtype(x.dtype).itemsize, k, h, n) == "resident"
 
 
 def plan_mlp(x, w1, b1, w2, b2, residual, schedule="auto"):
@@ -90,13 +134,15 @@ def plan_mlp(x, w1, b1, w2, b2, residual, schedule="auto"):
                          f"{tuple(w1.shape)}, {tuple(w2.shape)}, {tuple(residual.shape)}")  # fmt: skip
     if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (w2.shape[1],):
         raise ValueError("mlp: b1 must be (H,) and b2 (N,)")
+    check_dtypes("mlp", (x, w1, b1, w2, b2, residual))
     if np.dtype(x.dtype).name not in ("bfloat16", "float16"):
-        raise ValueError(f"mlp: dtype {x.dtype} is not supported; x^T comes in by DMA transpose, which takes 2-byte "
-                         f"dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
+        raise ValueError(f"mlp: dtype {np.dtype(x.dtype).name} is not supported; x^T comes in by DMA transpose, which "
+                         f"takes 2-byte dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
     if k > MAX_K or w1.shape[1] > MAX_N or w2.shape[1] > MAX_N:
         raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (the widths the families cover)")
     _check_fits("mlp", x, k, w2.shape[1], w1.shape[1])
-    return mlp_kernel, (x, w1, b1, w2, b2, residual), _schedule(schedule)
+    args, h, n = (x, w1, b1, w2, b2, residual), w1.shape[1], w2.shape[1]
+    return mlp_kernel, args, _fitting(mlp_kernel, args, _schedule(schedule), _resident("mlp", x, k, h, n, schedule))
 
 
 def mlp(x, w1, b1, w2, b2, residual, *, backend: str | None = None):
@@ -120,6 +166,7 @@ def plan_layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None
                          "projection that follows; use linear with epilogue='residual' there)")  # fmt: skip
     kernel, args, consts = plan_linear(x, w, b, None, epilogue)
     _check_norm(x, gamma, beta, "layernorm_linear")
+    check_dtypes("layernorm_linear", (x, gamma, beta))
     if _widths_family(x.shape[1], w.shape[1]):  # epsilon at run time, after the arrays (b None: no bias array)
         return layernorm_linear_kernel, (x, gamma, beta, w, args[2] if len(args) > 2 else None,
                                          runtime_scalar(epsilon)), consts  # fmt: skip
@@ -146,13 +193,16 @@ def plan_layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, schedule="a
     if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (k,):
         raise ValueError("layernorm_mlp: b1 must be (H,) and b2 (K,)")
     _check_norm(x, gamma, beta, "layernorm_mlp")
+    check_dtypes("layernorm_mlp", (x, gamma, beta, w1, b1, w2, b2))
     if k > MAX_K or w1.shape[1] > MAX_N:
         raise ValueError(f"layernorm_mlp: K and H must be at most {MAX_K} (the widths the families cover)")
     _check_fits("layernorm_mlp", x, k, k, w1.shape[1])
     arrays = (x, gamma, beta, w1, b1, w2, b2)
     if _widths_family(k, w1.shape[1]):  # epsilon at run time, after the arrays
         return layernorm_mlp_kernel, arrays + (runtime_scalar(epsilon),), _schedule(schedule)
-    return layernorm_mlp_kernel, arrays, {"epsilon": float(epsilon)} | _schedule(schedule)
+    kwargs = {"epsilon": float(epsilon)} | _schedule(schedule)
+    return layernorm_mlp_kernel, arrays, _fitting(layernorm_mlp_kernel, arrays, kwargs,
+                                                  _resident("layernorm_mlp", x, k, w1.shape[1], k, schedule))
 
 
 def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str | None = None):
@@ -163,12 +213,13 @@ def layernorm_mlp(x, gamma, beta, w1, b1, w2, b2, epsilon=1e-6, *, backend: str 
 DEFAULT_SCALE = 64**-0.5  # layernorm_qkv's softmax scale when neither it nor num_heads is given: head_dim 64's
 
 
-def plan_layernorm_qkv(x, gamma, beta, w, b, scale=DEFAULT_SCALE, epsilon=1e-6, num_heads=None):
+def plan_layernorm_qkv(x, gamma, beta, w, b, scale=DEFAULT_SCALE, epsilon=1e-6, num_heads=None, schedule="auto"):
     """LayerNorm + the fused QKV projection in vit-attn's split layout (``qkv_split``): returns ``(qkT, v)`` with
     ``qkT`` (2 * hd, M) = [q^T; (scale * k)^T] and ``v`` (M, hd). ``num_heads`` given, the scale is head_dim ** -0.5
     (and a ``scale`` other than the default must agree with it); else ``scale``, by default head_dim 64's 0.125 (the
     default a Hub call without the keyword gets: the plan's signature is the manifest's runtime scalar's default;
-    ``layernorm_qkv`` itself asks for one of them)."""
+    ``layernorm_qkv`` itself asks for one of them). ``schedule``: "auto", or "resident" / "tiled" forced
+    (``qkv_split.layernorm_qkv_kernel``)."""
     from .qkv_split import layernorm_qkv_kernel
 
     if len(x.shape) != 2 or len(w.shape) != 2 or w.shape[0] != x.shape[1] or w.shape[1] % 3:
@@ -180,6 +231,7 @@ def plan_layernorm_qkv(x, gamma, beta, w, b, scale=DEFAULT_SCALE, epsilon=1e-6, 
     if tuple(b.shape) != (3 * hd,):
         raise ValueError(f"layernorm_qkv: the bias must be ({3 * hd},)")
     _check_norm(x, gamma, beta, "layernorm_qkv")
+    check_dtypes("layernorm_qkv", (x, gamma, beta, w, b))
     if x.shape[1] > MAX_K or w.shape[1] > MAX_N:
         raise ValueError(f"layernorm_qkv: K and 3 * hd must be at most {MAX_K} and {MAX_N} (the weight stays in SBUF)")
     _check_fits("layernorm_qkv", x, x.shape[1], w.shape[1])
@@ -189,9 +241,11 @@ def plan_layernorm_qkv(x, gamma, beta, w, b, scale=DEFAULT_SCALE, epsilon=1e-6, 
             raise ValueError(f"layernorm_qkv: scale {scale} disagrees with num_heads {num_heads} (head_dim "
                              f"{hd // int(num_heads)} ** -0.5 = {derived})")  # fmt: skip
         scale = derived
+    forced = _schedule(schedule, ("auto", "resident", "tiled"))
     if _widths_family(x.shape[1], w.shape[1]):  # the scale and epsilon at run time, after the arrays
-        return layernorm_qkv_kernel, (x, gamma, beta, w, b, runtime_scalar(scale), runtime_scalar(epsilon)), {}
-    return layernorm_qkv_kernel, (x, gamma, beta, w, b), {"scale": float(scale), "epsilon": float(epsilon)}
+        return layernorm_qkv_kernel, (x, gamma, beta, w, b, runtime_scalar(scale), runtime_scalar(epsilon)), forced
+    args, kwargs = (x, gamma, beta, w, b), {"scale": float(scale), "epsilon": float(epsilon)} | forced
+    return layernorm_qkv_kernel, args, _fitting(layernorm_qkv_kernel, args, kwargs, schedule == "auto")
 
 
 def layernorm_qkv(x, gamma, beta, w, b, scale=None, epsilon=1e-6, num_heads=None, *, backend: str | None = None):

@@ -225,12 +225,16 @@ def _carried(norm, proj, x, m_rows, runs, k_tiles, bufs, first, tiles):
 
 
 @nki.jit
-def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6):
+def layernorm_qkv_kernel(x, gamma, beta, w, b, scale=0.125, epsilon=1e-6, schedule="auto"):
+    """``schedule``: "resident" (token blocks of 512, below), "tiled" (one 128-token tile at a time, the width
+    families': ``fused_widths.qkv_widths``) or "auto" (a family over the widths "tiled", else "resident")."""
     m_rows, k_dim = x.shape
     hd = w.shape[1] // 3
     qkT = nl.ndarray((2 * hd, m_rows), dtype=x.dtype, buffer=nl.shared_hbm)
     v = nl.ndarray((m_rows, hd), dtype=x.dtype, buffer=nl.shared_hbm)
-    if _static(k_dim) is None or _static(w.shape[1]) is None:  # a shape family over the widths
+    if schedule not in ("auto", "resident", "tiled"):
+        raise ValueError(f"layernorm_qkv: schedule must be 'auto', 'resident' or 'tiled', got {schedule!r}")
+    if schedule == "tiled" or (schedule == "auto" and (_static(k_dim) is None or _static(w.shape[1]) is None)):
         from .fused_widths import qkv_widths
         from .widths import LayerNormed
 

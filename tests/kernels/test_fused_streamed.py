@@ -10,7 +10,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.linear import fused_streamed, fused_widths, reference
-from kernels.linear.fused_mlp import _streams
+from kernels.linear.fused_mlp import schedule_of
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
 from nki_dsl.verify.budgets import measure
@@ -110,8 +110,7 @@ def test_the_launchers_stream_where_no_resident_box_holds_the_widths(entry, dtyp
     n = n or k
     assert fused_widths.resident_box(entry, ITEMSIZE[dtype], k, n, h) is None
     assert fused_widths.box_of(entry, ITEMSIZE[dtype], k, n, h) == _streamed_box(entry, dtype, k, h, n)
-    x = np.zeros((m, k), DTYPES[dtype])
-    assert _streams(entry, x, k, h, n, "auto")
+    assert schedule_of(entry, ITEMSIZE[dtype], k, h, n) == "streamed"
     arrays = [np.zeros(s, DTYPES[dtype]) for s in _shapes(entry, *mkhn)]
     launch, args, kwargs = PLANS[entry](*arrays, **CONSTANTS[entry])
     specs = [nki.spec(a.shape, dtype) for a in args]
@@ -176,5 +175,5 @@ def test_the_streamed_boxes_reach_the_launchers_widths():
 
 def test_an_unknown_schedule_is_refused():
     arrays = [FamilyArg(nki.spec(s, "bfloat16"), s, nl.bfloat16) for s in _shapes("mlp", 4, 128, 128, 128)]
-    with pytest.raises(ValueError, match="schedule must be 'auto', 'resident' or 'streamed', got 'fast'"):
+    with pytest.raises(ValueError, match="schedule must be one of 'auto', 'resident', 'tiled', 'streamed', got 'fast'"):
         PLANS["mlp"](*arrays, schedule="fast")

@@ -103,7 +103,7 @@ SLOW_CASES = [
     ("mlp", "bfloat16", (131, 2048, 1024, 1024), {}),  # K at the top of its box
 ]
 # box tops where the concrete kernel (its token blocks of 512, h^T or q^T [features, 512] in SBUF) runs out of SBUF:
-# the family runs them, checked against float64 alone
+# the launcher then runs the family's schedule ("tiled"), as an untrusted call does
 BEYOND_CONCRETE = [
     ("layernorm_mlp", "float32", (129, 3328, 512, 0), CONSTANTS["layernorm_mlp"]),  # K and H at their box's top
     ("layernorm_qkv", "float16", (300, 1152, 0, 8064), QKV),  # N and K at the top of the widest box
@@ -143,19 +143,54 @@ def test_fused_width_instances_compute_what_the_concrete_trace_computes(entry, d
 @pytest.mark.slow  # 5-10 s each
 @pytest.mark.parametrize("entry, dtype, mkhn, constants", BEYOND_CONCRETE,
                          ids=[_id((*c, "numpy")) for c in BEYOND_CONCRETE])
-def test_fused_width_families_run_widths_the_concrete_kernel_cannot_place(entry, dtype, mkhn, constants):
+def test_where_the_concrete_kernel_cannot_place_the_launcher_runs_the_familys_schedule(entry, dtype, mkhn, constants):
+    """The resident concrete kernel does not fit SBUF at these box tops; the launcher sees it and runs "tiled", whose
+    numbers are the family instance's bit for bit and close to float64."""
     m, k, h, n = mkhn
     family = _family(entry, dtype, _box(entry, dtype, k, h, n), constants)
     arrays = _inputs(entry, m, k, h, n, dtype, np.random.default_rng(5))
-    launch, args, kwargs = PLANS[entry](*arrays, **constants)
+    launch, args, kwargs = PLANS[entry](*arrays, **constants, schedule="resident")
     with pytest.raises(nki.NkiVerificationError, match="SBUF use reaches"):
         nki.trace(launch, *args, target="trn2", **kwargs)
+    launch, args, kwargs = PLANS[entry](*arrays, **constants)
+    assert kwargs["schedule"] == "tiled"
+    trusted = _tuple(nki.trace(launch, *args, target="trn2", **kwargs).compile("numpy").run(
+        dict(zip(family.param_names, args))))  # fmt: skip
     given = arrays + scalars(entry, constants)
     got = _tuple(family.instantiate(*given, target="trn2").compile("numpy").run(dict(zip(family.param_names,
                                                                                           given))))  # fmt: skip
     ref = _tuple(getattr(reference, entry)(*[np.asarray(a, np.float64) for a in arrays], **constants))
-    for g, r in zip(got, ref, strict=True):
+    for g, t, r in zip(got, trusted, ref, strict=True):
+        np.testing.assert_array_equal(np.asarray(g, np.float64), np.asarray(t, np.float64))
         np.testing.assert_allclose(np.asarray(g, np.float64), r, rtol=TOLERANCE[dtype][0], atol=TOLERANCE[dtype][1])
+
+
+def _trusted_runs_at(entry, dtype, box, m):
+    """The launcher's kernel (what trust_remote_code runs) at the top of ``box`` with ``m`` rows traces and is verified
+    (SBUF included): ``(schedule it picked, its IR)``."""
+    top = {name: hi for name, (lo, hi, *_) in _ranges(entry, box).items()}
+    shapes = _shapes(entry, m, top["K"], top.get("H", 0), top.get("N", 0))
+    launch, args, kwargs = PLANS[entry](*[np.zeros(s, DTYPES[dtype]) for s in shapes], **CONSTANTS[entry])
+    traced = nki.trace(launch, *[nki.spec(a.shape, dtype) for a in args], target="trn2", **kwargs)
+    return kwargs.get("schedule", "auto"), traced
+
+
+@pytest.mark.slow  # ~3 min
+def test_every_box_top_runs_trusted_and_untrusted():
+    """At every box's top (M 600: two token blocks of the resident kernels; the LayerNorm kernels' pipeline of
+    blocks), the launcher's kernel traces and fits SBUF (the schedule it picks: its own, or the family's where its
+    own does not fit), and the family instance allocates: every accepted shape runs both ways. (float16's tensors
+    are bfloat16's sizes.)"""
+    picked = {}
+    for entry, dtypes in fused_widths.DTYPES.items():
+        for dtype in (d for d in dtypes if d != "float16"):
+            resident = fused_widths.boxes(entry, ITEMSIZE[dtype])
+            for box in resident + fused_widths.streamed_boxes(entry, ITEMSIZE[dtype]):
+                schedule, _ = _trusted_runs_at(entry, dtype, box, 600)
+                picked[schedule] = picked.get(schedule, 0) + 1
+                if box in resident:  # (the streamed boxes' tops: tests/kernels/test_fused_streamed.py)
+                    _allocates_at_the_top(entry, dtype, box, m=600)
+    assert picked.get("tiled", 0) > 0 and picked.get("auto", 0) > 0  # both: the fallback is exercised
 
 
 def test_kernel_toml_lists_the_fused_width_families():

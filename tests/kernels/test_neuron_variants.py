@@ -94,3 +94,45 @@ def test_matmul(variant):
 
     lhsT, rhs = rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((256, 1024)).astype(np.float32)
     _close(variant("matmul").matmul(lhsT, rhs), matmul(lhsT, rhs), 1e-5, 1e-4)
+
+
+def _refusals():
+    """Calls the linear launchers refuse before any kernel runs, with the arrays' shapes and dtypes: (entry, arrays,
+    keywords). Sizes past the launchers' limits, an integer dtype, mixed dtypes, mismatched shapes."""
+    import nki_dsl.language as nl
+
+    f32, bf16, i32 = np.float32, nl.bfloat16, np.int32
+
+    def arrays(*spec):
+        return [np.zeros(shape, dtype) for shape, dtype in spec]
+
+    return [
+        ("linear", arrays(((4, 8193), f32), ((8193, 16), f32)), {}),  # K past 8192
+        ("linear", arrays(((4, 16), f32), ((16, 8193), f32), ((8193,), f32)), {"epilogue": "bias"}),  # N past 8192
+        ("linear", arrays(((4, 16), i32), ((16, 32), i32)), {}),  # an integer dtype
+        ("linear", arrays(((4, 16), f32), ((16, 32), bf16), ((32,), f32)), {"epilogue": "bias"}),  # mixed dtypes
+        ("linear", arrays(((4, 16), f32), ((16, 32), f32), ((31,), f32)), {"epilogue": "gelu"}),  # the bias's shape
+        ("linear", arrays(((4, 16), f32), ((16, 32), f32)), {"epilogue": "relu"}),
+        ("mlp", arrays(((4, 16), f32), ((16, 32), f32), ((32,), f32), ((32, 16), f32), ((16,), f32), ((4, 16), f32)),
+         {}),  # float32: the fused kernel's x^T is a DMA transpose
+        ("mlp", arrays(((4, 16), bf16), ((16, 32), bf16), ((32,), f32), ((32, 16), bf16), ((16,), bf16),
+                       ((4, 16), bf16)), {}),  # mixed dtypes
+        ("mlp", arrays(((4, 8193), bf16), ((8193, 32), bf16), ((32,), bf16), ((32, 16), bf16), ((16,), bf16),
+                       ((4, 16), bf16)), {}),  # K past 8192
+        ("mlp", arrays(((4, 16), bf16), ((16, 32), bf16), ((32,), bf16), ((33, 16), bf16), ((16,), bf16),
+                       ((4, 16), bf16)), {}),  # w2's rows are not H
+    ]  # fmt: skip
+
+
+def test_the_linear_variant_refuses_what_the_launchers_refuse(variant):
+    """The HF variant (Python that imports only ``nki``) carries the launchers' shape, size and dtype checks: every
+    call ``kernels/linear/launcher.py`` refuses before tracing, the variant refuses with the same message."""
+    from kernels.linear import launcher
+
+    neuron = variant("linear")
+    for entry, arrays, keywords in _refusals():
+        with pytest.raises(ValueError) as want:
+            getattr(launcher, f"plan_{entry}")(*arrays, **keywords)
+        with pytest.raises(ValueError) as got:
+            getattr(neuron, entry)(*arrays, **keywords)
+        assert str(got.value) == str(want.value), (entry, [a.shape for a in arrays])

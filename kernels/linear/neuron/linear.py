@@ -12,6 +12,21 @@ import nki.isa as nisa
 import nki.language as nl
 
 EPILOGUES = ("none", "bias", "gelu", "residual")
+# The launchers' limits and dtypes (kernels/linear/launcher.py: this variant imports only `nki`, so they are repeated
+# here; tests/kernels/test_neuron_variants.py checks that both refuse the same calls with the same messages)
+MAX_K = MAX_N = 8192
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _dtype_name(a) -> str:
+    """A NumPy / ml_dtypes or torch dtype's name ("bfloat16" for both ``ml_dtypes.bfloat16`` and ``torch.bfloat16``)."""
+    return str(a.dtype).removeprefix("torch.")
+
+
+def _check_dtypes(op, arrays, allowed=DTYPES):
+    names = [_dtype_name(a) for a in arrays if a is not None]
+    if names[0] not in allowed or any(n != names[0] for n in names):
+        raise ValueError(f"{op}: the arrays must share a dtype among {', '.join(allowed)}, got {', '.join(names)}")
 
 
 def _tile(x, w, b, residual, out, epilogue, m0, mr, n0, nn):
@@ -69,13 +84,30 @@ def linear(x, w, b=None, residual=None, epilogue=None):
         raise ValueError(f"linear: epilogue must be one of {', '.join(EPILOGUES)}, got {epilogue!r}")
     if len(x.shape) != 2 or len(w.shape) != 2 or x.shape[1] != w.shape[0]:
         raise ValueError(f"linear takes x (M, K) and w (K, N), got {tuple(x.shape)} and {tuple(w.shape)}")
-    if epilogue != "none" and (b is None or tuple(b.shape) != (w.shape[1],)):
-        raise ValueError(f"linear: epilogue {epilogue!r} needs a bias of shape ({w.shape[1]},)")
-    if epilogue == "residual" and (residual is None or tuple(residual.shape) != (x.shape[0], w.shape[1])):
-        raise ValueError(f"linear: the residual must have the output's shape ({x.shape[0]}, {w.shape[1]})")
+    (m, k), n = tuple(x.shape), w.shape[1]
+    if k > MAX_K or n > MAX_N:
+        raise ValueError(f"linear: K {k} and N {n} must be at most {MAX_K} and {MAX_N} (the weight stays in SBUF)")
+    if epilogue != "none" and (b is None or tuple(b.shape) != (n,)):
+        raise ValueError(f"linear: epilogue {epilogue!r} needs a bias of shape ({n},)")
+    if epilogue == "residual" and (residual is None or tuple(residual.shape) != (m, n)):
+        raise ValueError(f"linear: the residual must have the output's shape ({m}, {n})")
+    _check_dtypes("linear", [x, w] + [b] * (epilogue != "none") + [residual] * (epilogue == "residual"))
     return linear_kernel(x, w, b, residual, epilogue)
 
 
 def mlp(x, w1, b1, w2, b2, residual):
-    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` as two launches."""
+    """``residual + gelu(x @ w1 + b1) @ w2 + b2`` as two launches, for the calls the launcher's fused ``mlp`` takes
+    (its shape, dtype and size checks; not its SBUF boxes, which bound the fused kernel only)."""
+    m, k = tuple(x.shape)
+    if tuple(w1.shape[:1]) != (k,) or w2.shape[0] != w1.shape[1] or tuple(residual.shape) != (m, w2.shape[1]):
+        raise ValueError(f"mlp takes x (M, K), w1 (K, H), w2 (H, N), residual (M, N); got {tuple(x.shape)}, "
+                         f"{tuple(w1.shape)}, {tuple(w2.shape)}, {tuple(residual.shape)}")  # fmt: skip
+    if tuple(b1.shape) != (w1.shape[1],) or tuple(b2.shape) != (w2.shape[1],):
+        raise ValueError("mlp: b1 must be (H,) and b2 (N,)")
+    _check_dtypes("mlp", (x, w1, b1, w2, b2, residual))
+    if _dtype_name(x) not in ("bfloat16", "float16"):
+        raise ValueError(f"mlp: dtype {_dtype_name(x)} is not supported; x^T comes in by DMA transpose, which takes "
+                         f"2-byte dtypes only (use bfloat16 or float16, or two linear launches)")  # fmt: skip
+    if k > MAX_K or w1.shape[1] > MAX_N or w2.shape[1] > MAX_N:
+        raise ValueError(f"mlp: K, H and N must be at most {MAX_K} (the widths the families cover)")
     return linear(linear(x, w1, b1, epilogue="gelu"), w2, b2, residual, epilogue="residual")
