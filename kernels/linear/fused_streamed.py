@@ -7,7 +7,7 @@ alone take 200 of a trn2 partition's 224 KiB, reference/nki.md §1.1) is where t
 Per token block of ``tb`` 128-token tiles (an affine loop of ``ceil(M / (128 tb))``, the tiles past M masked off):
 
 * x^T (or LN(x)^T) of each tile from ``widths.Rows`` / ``widths.LayerNormed``, as the resident family makes it;
-* per block of ``H_BLOCK`` hidden units (the first block in static code, the others an affine loop): w1's
+* the tile's output accumulators zeroed in PSUM, then per block of ``H_BLOCK`` hidden units (an affine loop): w1's
   [K, H_BLOCK] and w2's [H_BLOCK, N] slices in one transfer each (allocated in the loop, so the allocator gives them
   rotating copies: the next block's weights stream in while this block computes), then per tile h^T =
   gelu(w1^T x^T + b1) for the block's hidden tiles (``fused_widths._hidden_T``'s instructions) and fc2's matmuls
@@ -106,9 +106,9 @@ def _hidden_block(x, xT, w1b, b1T, hb, m0, k_tiles, h_dim):
     return hT
 
 
-def _block_step(x, w1, w2, b1T, acc, xTs, hb, t0, first, kt_max, n_width, nb_max):
-    """Hidden block ``hb``: its weights, then per tile its h^T and fc2's products into the tile's accumulators
-    (``first``: block 0, whose first hidden tile starts each accumulation group)."""
+def _block_step(x, w1, w2, b1T, acc, xTs, hb, t0, kt_max, n_width, nb_max):
+    """Hidden block ``hb``: its weights, then per tile its h^T and fc2's products added into the tile's accumulators
+    (zeroed before the first block: adding to 0.0 is exact, so the sums are the resident kernels')."""
     m_rows, k_dim = x.shape
     h_dim, n_dim = w2.shape
     w1b, w2b = _weight_blocks(w1, w2, hb, kt_max, n_width)
@@ -121,11 +121,8 @@ def _block_step(x, w1, w2, b1T, acc, xTs, hb, t0, first, kt_max, n_width, nb_max
                 ok = _below(hb * H_BLOCK + jh * PMAX, h_dim, (m0 + i_p < m_rows) & (c * BLOCK_N + i_c < n_dim), i_p)
                 if ok is None:
                     continue
-                product = nisa.nc_matmul(hT[jh, i_p, i_m], w2b[jh, i_p, c * BLOCK_N + i_c], mask=ok)
-                if first and jh == 0:
-                    acc[u * nb_max + c, i_p, i_c] = product
-                else:
-                    acc[u * nb_max + c, i_p, i_c] += product
+                acc[u * nb_max + c, i_p, i_c] += nisa.nc_matmul(hT[jh, i_p, i_m], w2b[jh, i_p, c * BLOCK_N + i_c],
+                                                                 mask=ok)  # fmt: skip
 
 
 def mlp_streamed(x, w1, b1, w2, b2, residual, out, source):
@@ -153,9 +150,11 @@ def mlp_streamed(x, w1, b1, w2, b2, residual, out, source):
                           mask=(t0 + u * PMAX + i_p < m_rows) & (i_w < n_dim))  # fmt: skip
             rows.append(yb)
         acc = nl.ndarray((tb * nb_max, nl.par_dim(PMAX), BLOCK_N), dtype=nl.float32, buffer=nl.psum)
-        _block_step(x, w1, w2, b1T, acc, xTs, 0, t0, True, kt_max, n_width, nb_max)
-        for hb in nl.affine_range(math.ceil(h_dim / H_BLOCK) - 1):
-            _block_step(x, w1, w2, b1T, acc, xTs, hb + 1, t0, False, kt_max, n_width, nb_max)
+        i_a, i_p3, i_c3 = nl.arange(tb * nb_max)[None, :, None], nl.arange(PMAX)[:, None, None], nl.arange(BLOCK_N)[
+            None, None, :]  # fmt: skip
+        acc[i_a, i_p3, i_c3] = nisa.memset((PMAX, tb * nb_max, BLOCK_N), 0, nl.float32)
+        for hb in nl.affine_range(math.ceil(h_dim / H_BLOCK)):
+            _block_step(x, w1, w2, b1T, acc, xTs, hb, t0, kt_max, n_width, nb_max)
         for u, yb in enumerate(rows):
             m0 = t0 + u * PMAX
             ya = nl.ndarray((nl.par_dim(PMAX), n_width), dtype=x.dtype)

@@ -518,6 +518,35 @@ def test_the_fused_layernorm_kernels_take_epsilon_and_the_scale_at_run_time_with
                                rtol=2e-2, atol=2e-2)  # fmt: skip
 
 
+def test_the_streamed_mlp_families_run_without_trust(registry, tmp_path):
+    """The MLPs' streamed families (``schedule = "streamed"``: the weights by hidden blocks, where both do not fit
+    SBUF; kernels/linear/fused_streamed.py), published alone and called at small widths they hold: the launcher's
+    streamed schedule's numbers bit for bit, and float64's (ViT-H/14's widths: tests/kernels/test_fused_streamed.py)."""
+    from kernels.linear import fused_widths, launcher
+
+    keep = [toml_line(*f) for entry, dtype in (("mlp", "bfloat16"), ("layernorm_mlp", "float32"))
+            for f in fused_widths.families(entry) if f[2] == {"schedule": "streamed"} and f":{dtype}" in f[0][0]][::4]
+    assert len(keep) == 2  # the first box of each (N, or K, up to 512)
+    root = families_only("linear", tmp_path, {"mlp", "layernorm_mlp"}, lambda ln: ln in keep)
+    publish(build_bundle(root, benchmarks=False), "acme/linear", settings())
+    k = kernels.get_kernel("acme/linear", version=1)
+    assert k.info.trusted is False
+    rng = np.random.default_rng(14)
+    cases = {"mlp": (BF16, [(70, 200), (200, 700), (700,), (700, 300), (300,), (70, 300)], {}),
+             "layernorm_mlp": (np.float32, [(70, 300), (300,), (300,), (300, 700), (700,), (700, 300), (300,)],
+                               {"epsilon": 1e-5})}  # fmt: skip
+    for entry, (dtype, shapes, constants) in cases.items():
+        args = [a if a.ndim != 2 or a.shape[0] == 70 else (a.astype(np.float32) / np.sqrt(a.shape[0])).astype(dtype)
+                for a in _arrays(rng, shapes, dtype)]  # fmt: skip
+        got = getattr(k, entry)(*args, **constants)
+        launch, largs, kwargs = getattr(launcher, f"plan_{entry}")(*args, **constants, schedule="streamed")
+        traced = nki.trace(launch, *largs, target="trn2", **kwargs)
+        want = traced.compile("numpy").run(dict(zip(traced.param_names, largs)))
+        np.testing.assert_array_equal(np.asarray(got, np.float64), np.asarray(want, np.float64))
+        expected = getattr(linear_reference, entry)(*[a.astype(np.float64) for a in args], **constants)
+        _close(got, expected, *((1e-5, 2e-4) if dtype is np.float32 else (2e-2, 8e-2)))
+
+
 def test_an_entry_points_tolerance_goes_with_its_vectors(fused_widths_bundle, tmp_path):
     """kernel.toml's ``tolerance`` of an entry point (the MLPs': their outputs are O(1000) with the bundle's inputs)
     is what the builder checks the reference with and ships in the vectors, over the package's; a malformed one is
