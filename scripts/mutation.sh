@@ -47,11 +47,12 @@ if [[ $report_only -eq 0 ]]; then
     .venv/bin/python -m pip install -q -e '.[test,jax,mutation]'  # the suite the mutants face is the default one: jax too
     [[ "${MUTATION_FRESH:-0}" != "1" ]] || rm -rf mutants
     # mutmut discards every stored result (and maps the whole suite again, the longest step) when its configuration
-    # (the test selection above all) differs from the one mutants/ was made with: say so before it happens.
-    config_hash=$(sed -n '/^\[tool\.mutmut\]/,/^\[/p' pyproject.toml | sha256sum | cut -d' ' -f1)
-    if [[ -f mutants/.mutation-config && "$(cat mutants/.mutation-config)" != "$config_hash" ]]; then
-        echo "scripts/mutation.sh: [tool.mutmut] in pyproject.toml changed since mutants/ was made: mutmut will drop" \
-             "every stored result and map the whole suite again (~30 min); MUTATION_RESUME has nothing to resume" >&2
+    # (the test selection above all) differs from the one mutants/ was mapped with: say so before it happens.
+    changed=$(.venv/bin/python scripts/mutation_report.py --config-changed)
+    if [[ -n "$changed" ]]; then
+        echo "scripts/mutation.sh: [tool.mutmut] $(echo $changed) changed in pyproject.toml since mutants/ was" \
+             "mapped: mutmut will drop every stored result and map the whole suite again (~30 min);" \
+             "MUTATION_RESUME has nothing to resume" >&2
     fi
     if [[ -d mutants ]]; then
         # mutmut refreshes the .py files of a kept mutants/ but not the others: a grammar.lark changed since (the IR
@@ -86,7 +87,6 @@ if [[ $report_only -eq 0 ]]; then
     fi
     # mutmut exits non-zero when interrupted by the timeout; the figures of what ran are still worth printing.
     [[ ${#globs[@]} -eq 0 ]] || "${timeout_cmd[@]}" .venv/bin/mutmut run --max-children "${MUTATION_JOBS:-2}" "${globs[@]}" || true
-    [[ ! -d mutants ]] || echo "$config_hash" > mutants/.mutation-config  # what the results were made with
 fi
 
 .venv/bin/python scripts/mutation_report.py "${packages[@]%%=*}"

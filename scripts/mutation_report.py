@@ -5,6 +5,8 @@ Usage: python scripts/mutation_report.py [PACKAGE ...]   (paths such as nki_dsl/
        random (fixed seed) from the mutants mutmut generated, generating them first when there are none yet
        python scripts/mutation_report.py --pending PATTERN ...   print the mutants matching these names or globs
        that have no result yet (scripts/mutation.sh uses it for MUTATION_RESUME=1)
+       python scripts/mutation_report.py --config-changed   print the [tool.mutmut] settings that differ from those
+       the kept mutants/ was mapped with, for which mutmut drops every stored result (scripts/mutation.sh warns)
 
 MUTATION_EXCLUDE="PATH ..." (modules or packages, e.g. hub_client's trust paths once they were run in full) leaves
 those paths out of the samples drawn from a package around them, and the report adds a line for each such package
@@ -115,12 +117,45 @@ def pending(patterns: list[str]) -> list[str]:
             if status == "not run" and any(fnmatchcase(n, p) for p in patterns)]  # fmt: skip
 
 
+# mutmut 3.8's config fingerprint groups (Config.config_fingerprint) whose change makes it reset every stored result
+# and map the whole suite again (_apply_config_change_invalidation), and the [tool.mutmut] setting behind each.
+_RESETTING = {"test_execution": "pytest_add_cli_args", "test_selection": "pytest_add_cli_args_test_selection"}
+
+
+def config_changed(root: Path, now: dict[str, str] | None = None) -> list[str]:
+    """The settings behind the groups of mutmut's fingerprint ``now`` (by default that of pyproject.toml here) that
+    differ from the fingerprint stored in ``root/mutmut-stats.json`` by the run that mapped the suite, compared as
+    mutmut compares them: none when nothing is stored yet. Read from mutmut's own record, not a copy of it, so an
+    interrupted run (which saved its map) is covered, and a comment edited in [tool.mutmut] is not a change."""
+    try:
+        stored = json.loads((root / "mutmut-stats.json").read_text()).get("config_fingerprint") or {}
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not stored:
+        return []
+    if now is None:
+        from mutmut.configuration import config
+
+        now = config().config_fingerprint()
+    return [setting for group, setting in _RESETTING.items() if stored.get(group) != now.get(group)]
+
+
+def _print_lines(lines: list[str]) -> None:
+    """One per line, and nothing at all for none: the shell reads an empty line as one empty name, and
+    ``mutmut run ''`` sets up the whole run (~30 min) to then fail on a filter that matches no mutant."""
+    if lines:
+        print("\n".join(lines))
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--sample"]:
-        print("\n".join(sample(int(argv[1]), _packages(argv[2:]))))
+        _print_lines(sample(int(argv[1]), _packages(argv[2:])))
         return 0
     if argv[:1] == ["--pending"]:
-        print("\n".join(pending(argv[1:])))
+        _print_lines(pending(argv[1:]))
+        return 0
+    if argv[:1] == ["--config-changed"]:
+        _print_lines(config_changed(Path("mutants")))
         return 0
     root = Path("mutants")
     if not root.is_dir():
