@@ -250,3 +250,72 @@ def test_an_access_pattern_with_dtype_over_hbm_reads_its_bits():  # through an h
 
     x = np.random.default_rng(5).standard_normal((128, 128)).astype(BF16)
     np.testing.assert_array_equal(np.asarray(over_hbm(x.view(np.int32))).view(np.uint16), x.view(np.uint16))
+
+
+@nki.jit
+def _three_d_view(x):
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)  # stored [128, 4*8]: read as [d0, 8*d1 + d2]
+    nisa.dma_copy(dst=t, src=x)
+    v = t.view(nl.int32)
+    out = nl.ndarray(v.shape, nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=v)
+    return out
+
+
+def test_a_view_of_a_three_dimensional_tile_keeps_the_bits():
+    """Its last axis is contiguous although the tile is stored as [P, F] and the middle axis steps through F too
+    (the rule refused every view of a tile of three or more dimensions)."""
+    x = np.random.default_rng(2).standard_normal((128, 4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(_three_d_view(x)), x.view(np.int32))
+
+
+def test_a_view_whose_last_axis_strides_is_refused():
+    @nki.jit
+    def every_other(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t[:, :, 0:8:2].view(nl.int32)
+        out = nl.ndarray(v.shape, nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    with pytest.raises(NkiVerificationError, match=r"the last axis of operand 'src' %\w+\[128, 4, 4\] in 'sbuf' is "
+                                                   r"not contiguous in its tensor"):  # fmt: skip
+        nki_dsl.trace(every_other, np.zeros((128, 4, 8), np.float32))
+
+
+_DMA = '{dst_rmw_op = none, oob_mode = "error", dge_mode = "unknown"}'
+
+
+def _block_view_ir(src: str, width: int) -> str:
+    """IR from outside (the current API has no block dimensions): one block of a [4, [128], 8] tile viewed per
+    iteration, its access index [i0, d0, <src>]."""
+    return f"""\
+kernel blocks(%x: f32[4, 128, 8] hbm) -> (%out) {{
+  grid ()
+  source "k.py"
+  %t = alloc() : f32[4, [128], 8] sbuf loc(3)
+  %out = alloc() : i32[4, 128, {width}] shared_hbm loc(4)
+  affine i0 = range(0, 4, 1) loc(5) {{
+    nisa.dma_copy(dst=%t[i0, d0, d1 ; 128x8], src=%x[i0, d0, d1 ; 128x8]) {_DMA} loc(6)
+    %v = nisa.tensor_copy(src=%t[i0, d0, {src} ; 128x{width}]) {{engine = "vector", view_bytes = (4, 4)}} : i32[128, {width}] sbuf loc(7)
+    nisa.dma_copy(dst=%out[i0, d0, d1 ; 128x{width}], src=%v) {_DMA} loc(8)
+  }}
+}}
+"""  # noqa: E501
+
+
+def test_a_view_of_one_block_of_a_block_tile_reads_its_last_index_for_contiguity():
+    """The index has three entries (block, partition, free): the free one decides, not the partition one."""
+    from nki_dsl.backends.numpy_ref import compile_kernel
+    from nki_dsl.ir.parser import parse_kernel
+    from nki_dsl.passes.verifier import verify_kernel  # with the compiler's lowering, for the placing rules
+    from nki_dsl.targets import get_target
+
+    kernel = parse_kernel(_block_view_ir("d1", 8))
+    assert verify_kernel(kernel, get_target("trn2")) == []
+    x = np.random.default_rng(3).standard_normal((4, 128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(compile_kernel(kernel).run({"x": x}), x.view(np.int32))
+    (diag,) = verify_kernel(parse_kernel(_block_view_ir("2*d1", 4)), get_target("trn2"))
+    assert (diag.rule, diag.loc.line) == ("bitcast", 7)
+    assert diag.message == "the last axis of operand 'src' %t[128, 4] in 'sbuf' is not contiguous in its tensor"
