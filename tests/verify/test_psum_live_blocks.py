@@ -332,3 +332,27 @@ def test_a_block_also_read_through_another_block_expression_keeps_every_block_li
     (diag,) = rejected(_block_0_read_in_every_iteration(5), A).diagnostics
     assert diag.rule == "psum-banks" and diag.message.startswith("9 PSUM banks are in use here")
     assert "f32[4, 128, 512] in 'psum' (4 banks, line" in diag.message
+
+
+def _eight_then_a_block(a):
+    """In each iteration: eight one-bank products live together and copied out, then one block of a block-local
+    tensor written and copied."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    blocks = nl.ndarray((4, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+    x = nl.load(a)
+    total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        early = [nisa.nc_matmul(x[:, nl.ds(i * 128, 128)], x) for _ in range(8)]
+        for e in early:
+            total[...] += nisa.tensor_copy(e)
+        blocks[i] = nisa.nc_matmul(x[:, nl.ds(i * 128, 128)], x)
+        total[...] += nisa.tensor_copy(blocks[i])
+    nl.store(out, value=total)
+    return out
+
+
+def test_a_block_is_live_from_its_first_use_in_the_iteration_not_from_the_iterations_start(traced):
+    """Eight banks before the block and one after: at most eight at once (the block's bank counted over the whole
+    iteration would make nine)."""
+    ir = traced(nki.jit(_eight_then_a_block), A)
+    assert peak_banks(psum_buffers(Program(ir), nki.get_target("trn2"))).total == 8
