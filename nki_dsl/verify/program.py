@@ -104,36 +104,6 @@ def common_depth(a: tuple[Loop, ...], b: tuple[Loop, ...]) -> int:
     return k
 
 
-@dataclass(frozen=True)
-class Peak:
-    """The largest total weight of simultaneously live ranges (``total``), those ranges (``live``, heaviest first)
-    and the definition that brings use up to the peak (``site``, where a diagnostic points; None when nothing is
-    live)."""
-
-    total: int
-    live: list[Live]
-    site: Site | None
-
-
-def peak(ranges: list[Live], weight) -> Peak:
-    """Where the total ``weight`` of the ranges live at one program position is largest."""
-    events = []
-    for r in ranges:
-        events.append((r.start, 1, r))
-        events.append((r.end + 1, 0, r))  # frees sort before allocations at the same position
-    events.sort(key=lambda e: (e[0], e[1]))
-    total = best = 0
-    best_pos = -1
-    for pos, kind, r in events:
-        total += weight(r) if kind else -weight(r)
-        if kind and total > best:
-            best, best_pos = total, pos
-    live = [r for r in ranges if r.start <= best_pos <= r.end]
-    live.sort(key=lambda r: (-weight(r), r.start))
-    site = max(live, key=lambda r: r.start).site if live else None
-    return Peak(best, live, site)
-
-
 _shared: contextvars.ContextVar[Program | None] = contextvars.ContextVar("nki_verify_program", default=None)
 
 
