@@ -74,3 +74,20 @@ def test_a_matmul_result_declared_bfloat16_is_rejected(traced, reverified):
         "result %3 bf16[128, 512] in 'psum' has dtype bfloat16; the Tensor engine writes float32 into PSUM "
         "(convert when copying out, e.g. nl.copy(..., dtype=nl.bfloat16))"
     )
+
+
+def test_an_operand_of_a_dtype_its_op_does_not_list_is_refused_naming_the_operand_and_the_dtypes(rejected):
+    import nki_dsl.isa as nisa  # (imported here: the golden above names line numbers of this file)
+
+    @nki.jit
+    def quantize_fp32(x):
+        scale = nl.ndarray((x.shape[0] // 8, x.shape[1] // 4), dtype=nl.uint8, buffer=nl.sbuf)
+        q = nisa.quantize_mx(nl.load(x), scale)  # MX quantisation reads bf16 or fp16 only
+        out = nl.ndarray(q.shape, dtype=q.dtype, buffer=nl.shared_hbm)
+        nl.store(out, q)
+        return out
+
+    (diag,) = rejected(quantize_fp32, np.zeros((32, 8), np.float32), target="trn3").diagnostics
+    assert (diag.rule, diag.op) == ("dtype", "nisa.quantize_mx")
+    assert diag.message == ("operand 'src' %1[32, 8] in 'sbuf' has dtype float32; nisa.quantize_mx takes bfloat16 "
+                            "or float16")
