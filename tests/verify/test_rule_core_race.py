@@ -261,3 +261,29 @@ def test_among_many_disjoint_tiles_the_one_overlapping_pair_is_found():
     (d,) = e.value.diagnostics
     assert d.rule == "core-race" and d.message.startswith("core 0 writes %0[128, 64] in 'shared_hbm' and core 1 "
                                                           "writes %0[128, 64] in 'shared_hbm' at this line")
+
+
+@current.jit
+def gather_rows_the_other_core_writes(x, idx):
+    """Core c writes rows [128 + 128 c, 256 + 128 c) of ``out`` and gathers the rows ``idx`` names from it: nominally
+    rows [0, 128), which neither core writes, but the indices may pick any row."""
+    out = cnl.ndarray((384, 32), cnl.float32, buffer=cnl.shared_hbm)
+    got = cnl.ndarray((256, 32), cnl.float32, buffer=cnl.shared_hbm)
+    c = cnl.program_id(0)
+    t = cnl.ndarray((128, 32), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out[cnl.ds(128 + c * 128, 128), :], src=t)
+    i = cnl.ndarray((128, 1), cnl.int32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=i, src=idx)
+    g = cnl.ndarray((128, 32), cnl.float32, buffer=cnl.sbuf)
+    nisa.dma_copy(dst=g, src=out.ap([[32, 128], [1, 32]], vector_offset=i, indirect_dim=0))
+    nisa.dma_copy(dst=got[cnl.ds(c * 128, 128), :], src=g)
+    return out, got
+
+
+def test_a_gather_may_read_any_row_so_rows_the_other_core_writes_race(rejected):
+    d = rejected(gather_rows_the_other_core_writes[2], np.zeros((128, 32), np.float32),
+                 np.zeros((128, 1), np.int32)).diagnostics  # fmt: skip
+    assert {x.rule for x in d} == {"core-race"}
+    assert d[0].message.startswith("core 0 writes %0[128, 32] in 'shared_hbm' and core 1 reads %0[128, 32, 384] in "
+                                   "'shared_hbm' at line")  # fmt: skip
