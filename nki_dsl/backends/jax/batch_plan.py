@@ -82,6 +82,10 @@ class Inst:
     lane: int = -1
     # operand name -> (tensor root, source codes per element or None (all pre-run), positions per element)
     sources: dict = field(default_factory=dict)
+    reads: dict = field(default_factory=dict)  # operand name -> the access its lowering reads (cut to a box)
+
+    def read_access(self, name: str) -> Access:
+        return self.reads.get(name) or self.op.operands[name]
 
 
 @dataclass
@@ -229,7 +233,7 @@ def analyse(insts: list, written_roots: set, held_shape, index_of, root_of, ivar
     for inst in insts:
         op, lvl = inst.op, 0
         for name in inst.probe.reads:
-            v = op.operands[name]
+            v = inst.read_access(name)
             root = root_of(v.tensor.name)
             t = tracked.get(root)
             if t is None:
@@ -302,50 +306,50 @@ class Part:
 
 def _read_plan(g: Group, name: str, insts: list, groups: list) -> list:
     """The parts of the stacked operand ``name`` of group ``g``, later ones overriding earlier ones."""
-    shape = tuple(g.insts[0].op.operands[name].shape)
+    shape = tuple(g.insts[0].read_access(name).shape)
     srcs = [inst.sources[name][1] for inst in g.insts]
     poss = [inst.sources[name][2] for inst in g.insts]
     if all(s is None for s in srcs):
         return [Part("pre")]
     K = len(g.insts)
-    stacked = np.stack([np.full(shape, -1, np.int64) if s is None else s for s in srcs])
-    pos = np.stack([np.zeros(shape, np.int64) if p is None else p for p in poss])
-    shifted = stacked + 1  # (codes are small non-negative ints, -1 the pre-run value: counting beats sorting)
-    codes = np.flatnonzero(np.bincount(shifted.ravel())) - 1
-    lut = np.zeros(int(codes[-1]) + 2, np.int64)
-    lut[codes + 1] = np.arange(len(codes))
-    inv = lut[shifted]
-    gtab = np.array([insts[c // 16].group if c >= 0 else -1 for c in codes.tolist()], np.int64)
-    ltab = np.array([insts[c // 16].lane if c >= 0 else 0 for c in codes.tolist()], np.int64)
-    ktab = np.array([c % 16 if c >= 0 else -1 for c in codes.tolist()], np.int64)
-    prod_group, prod_lane, prod_k = gtab[inv], ltab[inv], ktab[inv]
-    parts = []
-    if (stacked < 0).any():
-        parts.append(Part("pre"))
-    keys = sorted({(int(a), int(b)) for a, b, c in zip(gtab.tolist(), ktab.tolist(), codes.tolist()) if c >= 0})
-    for gid, k in keys:
-        sel = (prod_group == gid) & (prod_k == k)
-        producer = next(i for i in insts if i.group == gid)
+    stacked = np.stack([np.full(shape, -1, np.int32) if s is None else s for s in srcs])
+    pos = np.stack([np.zeros(shape, np.int32) if p is None else p for p in poss])
+    # (codes are small non-negative ints, -1 the pre-run value: counting beats sorting)
+    codes = np.flatnonzero(np.bincount((stacked + 1).ravel())) - 1
+    # each code's (producer group, output) and lane; the part an element comes from is one of those pairs
+    pairs = sorted({(insts[c // 16].group, c % 16) for c in codes.tolist() if c >= 0})
+    lut = np.zeros(int(codes[-1]) + 2, np.int32)  # code + 1 -> lane of its producer
+    which = np.full(int(codes[-1]) + 2, -1, np.int32)  # code + 1 -> index of its pair (-1: pre-run)
+    for c in codes.tolist():
+        if c >= 0:
+            lut[c + 1] = insts[c // 16].lane
+            which[c + 1] = pairs.index((insts[c // 16].group, c % 16))
+    single = len(pairs) == 1 and codes[0] >= 0  # one producer output gives every element (the common case)
+    prod_lane = lut[stacked + 1]
+    part_of = None if single else which[stacked + 1]
+    parts = [] if codes[0] >= 0 else [Part("pre")]
+    for j, (gid, k) in enumerate(pairs):
+        sel = np.ones(stacked.shape, bool) if single else part_of == j
+        producer = groups[gid].insts[0]
         out_name = producer.probe.writes[k][0]
         out_shape = tuple(producer.op.result.type.shape if out_name == RESULT else producer.op.operands[out_name].shape)
-        mask = None if sel.all() else sel
         k_prod = len(groups[gid].insts)
-        part = (_affine(sel, prod_lane, pos, shape, out_shape, K, k_prod)
+        part = (_affine(sel, prod_lane, pos, shape, out_shape, K, k_prod, whole=single)
                 or _pieces(sel, prod_lane, pos, shape, out_shape, K))  # fmt: skip
         if part is None:
             size = math.prod(out_shape)
-            part = Part("gather", index=np.where(sel, prod_lane * size + pos, 0))
-        part.mask, part.group, part.k = mask, gid, k
+            part = Part("gather", index=np.where(sel, prod_lane.astype(np.int64) * size + pos, 0))
+        part.mask, part.group, part.k = (None if single else sel), gid, k
         parts.append(part)
     parts[0].mask = None  # the base: every element the later parts do not give
     return parts
 
 
-def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None):
+def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None, whole: bool = False):
     """Integer ``(A, b)`` such that, at every selected position ``x`` of the grid ``sel``, the producer's
     coordinates ``(lane[x], *unravel(pos[x], out_shape))`` are ``(x - lo) @ A + b`` (``lane``: an int grid, or
     None to leave the lane out); found from the first selected position and one more along each axis, then
-    checked everywhere at once. None when no such map fits."""
+    checked everywhere at once (``whole``: ``sel`` selects every position). None when no such map fits."""
     first = int(np.argmax(sel))
     if not sel.flat[first]:
         return None
@@ -372,7 +376,7 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
         A[a] = diff // (x1[a] - x0[a])
     b = y0 - (x0 - lo) @ A
     # bounds: each coordinate, affine in x, is extremal at the corners of the selection's bounding box
-    box_lo, box_sizes = bounding_box(sel)
+    box_lo, box_sizes = ([0] * sel.ndim, sel.shape) if whole else bounding_box(sel)
     lo_box = np.asarray(box_lo) - lo
     hi_box = lo_box + np.asarray(box_sizes) - 1
     least = b + np.minimum(A * lo_box[:, None], A * hi_box[:, None]).sum(axis=0)
@@ -390,7 +394,10 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
         if coef[a]:
             pred = pred + coef[a] * (np.arange(n) - lo[a]).reshape([n if k == a else 1 for k in range(sel.ndim)])
     actual = pos.astype(np.int64) if lane is None else lane.astype(np.int64) * int(np.prod(out_shape)) + pos
-    if not (np.broadcast_to(pred, sel.shape)[sel] == actual[sel]).all():
+    if whole:
+        if not (np.broadcast_to(pred, sel.shape) == actual).all():
+            return None
+    elif not (np.broadcast_to(pred, sel.shape)[sel] == actual[sel]).all():
         return None
     return A, b
 
@@ -405,11 +412,11 @@ def bounding_box(sel: np.ndarray):
     return lo, tuple(sizes)
 
 
-def _affine(sel, prod_lane, pos, shape, out_shape, K, k_prod):
+def _affine(sel, prod_lane, pos, shape, out_shape, K, k_prod, whole=False):
     """An "affine" part when the producer's (lane, position) of every selected element is an affine function of
     the operand's (lane, position) and that map is a strided box: one window of the producer's stacked output,
     sliced and reshaped."""
-    fit = fit_affine(sel, prod_lane, pos, out_shape)
+    fit = fit_affine(sel, prod_lane, pos, out_shape, whole=whole)
     if fit is None:
         return None
     full = (K, *shape)

@@ -58,11 +58,13 @@ class _LaneState(State):
     """The state one lane's op lowers against: reads of the op's operands return the given values, writes and
     results are recorded (operand name or RESULT -> value, mask)."""
 
-    def __init__(self, st: State, op: Op, values: dict):
+    def __init__(self, st: State, inst: bp.Inst, values: dict):
         super().__init__(st.info, st.env, dict(st.ivars), st.offsets, st.plans, st.local_shapes, st.zero_poison,
                          st.views, st.tables)  # fmt: skip
+        op = inst.op
         self._op, self._values = op, values
         self._by_id = {id(v): n for n, v in op.operands.items() if isinstance(v, Access)}
+        self._by_id.update((id(v), n) for n, v in inst.reads.items())  # (reads cut to the op's box)
         self.read_names: list = []
         self.written: list = []  # (name, value, mask)
 
@@ -134,9 +136,9 @@ def _mask_key(op: Op, st: State):
     """What an op's mask selects, for grouping: None when it holds everywhere, else the elements it keeps (masks
     whose constants differ but select the same elements, ``t * 128 + p < rows`` on full tiles, are one key)."""
     ctx = OpContext(st, op)
-    if ctx.mask is None:
+    if ctx.full_mask is None:
         return None
-    m = ctx.mask.full()
+    m = ctx.full_mask.full()
     if isinstance(m, np.ndarray):
         return (m.shape, np.packbits(m).tobytes())
     return tuple((c.terms, c.const) for c in op.mask.constraints)
@@ -222,7 +224,11 @@ def _plan_region(ops: list, st: State, defined_before: set):
     for n, (op, key) in enumerate(zip(ops, keys)):
         if key not in probes:
             probes[key] = _predict(op, st)
-        insts.append(bp.Inst(op, n, key, probes[key]))
+        inst = bp.Inst(op, n, key, probes[key])
+        ctx = OpContext(st, op)
+        if ctx.box:  # the lowering reads its operands cut to the box: the plan tracks those reads
+            inst.reads = {name: ctx.access(name) for name in inst.probe.reads}
+        insts.append(inst)
     written = set()
     for inst in insts:
         for name, _ in inst.probe.writes:
@@ -276,7 +282,7 @@ def _same_access(a: Access, b: Access) -> bool:
 
 def _pre(st: State, g: bp.Group, name: str):
     """Operand ``name`` of every lane read from the state as it was before the run: ``(value, batched?)``."""
-    accesses = [inst.op.operands[name] for inst in g.insts]
+    accesses = [inst.read_access(name) for inst in g.insts]
     if all(_same_access(accesses[0], a) for a in accesses):
         return st.read(accesses[0]), False
     lane_access = g.lane_access.get(name)
@@ -292,7 +298,7 @@ def _part(st: State, g: bp.Group, name: str, part: bp.Part, outs: dict):
         value, batched = _pre(st, g, name)
         return value if batched else jnp.broadcast_to(value, (len(g.insts), *value.shape))
     out = outs[part.group][part.k]
-    shape = tuple(g.insts[0].op.operands[name].shape)
+    shape = tuple(g.insts[0].read_access(name).shape)
     if part.kind == "gather":
         return out.reshape(-1)[jnp.asarray(part.index.astype(np.int32))]
     if part.kind == "pieces":
@@ -384,7 +390,7 @@ def _run_group(st: State, g: bp.Group, outs: dict, run_op) -> list:
     order = [n for n, _ in template.probe.writes]
 
     def lane(*vals):
-        ls = _LaneState(st, template.op, dict(zip(names, vals)))
+        ls = _LaneState(st, template, dict(zip(names, vals)))
         run_op(template.op, ls)
         if not _matches(template.probe, ls.written):
             raise _NotBatchableError(f"{template.op.name} writes other than predicted")

@@ -19,7 +19,7 @@ import numpy as np
 from jax import lax
 
 from nki_dsl.backends.jax import access as acc
-from nki_dsl.backends.jax import forward, hbm_views, runtime
+from nki_dsl.backends.jax import forward, hbm_views, runtime, trim
 from nki_dsl.backends.jax.analysis import KernelInfo
 from nki_dsl.backends.jax.functions import BINARY
 from nki_dsl.errors import NkiError
@@ -163,6 +163,14 @@ class State:
         return acc.read(self.array(name), p, self.ivars, offsets)
 
     def write(self, access: Access, value, mask=None) -> None:
+        if isinstance(mask, np.ndarray):  # a static mask that keeps a box: a write of the box, no select
+            shape = tuple(access.shape)
+            box = trim.rectangle(np.broadcast_to(mask, shape))
+            if box is not None:
+                if box:
+                    value = jnp.broadcast_to(jnp.asarray(value), shape)[trim.slices(box, len(shape))]
+                    access = trim.cut_access(access, box, self.info.rerolled)
+                mask = None
         name = access.tensor.name
         p = self.plan(access)
         starts = self._static_window(access, p, leaving_ok=True) if p.box else None
@@ -270,14 +278,44 @@ def _always_on(mask, shape, ivars) -> bool:
 
 
 class OpContext:
+    """``shape`` is the space the handler computes on and ``mask`` the mask over it: the whole iteration space
+    (``full_shape``, ``full_mask``), or the box a static mask bounds (``box``, see ``trim``), where only the
+    mask's conditions over several axes are left."""
+
     def __init__(self, state: State, op: Op):
         self.state = state
         self.op = op
         self.spec = OPS[op.name]
-        self.shape = self._iteration_shape()
-        self.mask = None
+        self.shape = self.full_shape = self._iteration_shape()
+        self.mask = self.full_mask = None
+        self.box = None  # {iteration axis: (start, extent)} when the op computes on its mask's box
         if op.mask is not None and not _always_on(op.mask, self.shape, state.ivars):
-            self.mask = evaluate_mask(op.mask, self.shape, state.ivars)
+            self.mask = self.full_mask = evaluate_mask(op.mask, self.shape, state.ivars)
+            if trim.enabled() and self.mask._np() is np and trim.trimmable(op, self.spec.family):
+                self._trim(trim.box_of(self.mask.single, self.mask.guard, self.shape))
+
+    def _trim(self, box) -> None:
+        if box is None:
+            return
+        self.box = box
+        self.shape = tuple(box[a][1] if a in box else n for a, n in enumerate(self.full_shape))
+        residual = self.mask.residual
+        # inside the box every single-axis condition holds (each bounds an interval the box lies in)
+        self.mask = None if residual is None else MaskParts(self.shape, residual=np.broadcast_to(
+            residual, self.full_shape)[trim.slices(box, len(self.full_shape))])  # fmt: skip
+
+    def _cut(self, name: str) -> dict:
+        """Where the box cuts operand ``name`` (operand axis -> (start, extent)); empty without a box."""
+        if not self.box:
+            return {}
+        axes = trim.axes(self.op, self.spec.family, name)
+        return trim.operand_cut(self.box, self.full_shape, tuple(self.op.operands[name].shape), axes)
+
+    def access(self, name: str):
+        """Operand ``name`` as the handler sees it: cut to the box (``trim``) when the op has one."""
+        v = self.op.operands[name]
+        cut = self._cut(name) if isinstance(v, Access) else None
+        return trim.cut_access(v, cut, self.state.info.rerolled) if cut else v
 
     def _iteration_shape(self) -> tuple[int, ...]:
         if self.op.result is not None:
@@ -296,10 +334,11 @@ class OpContext:
         return isinstance(self.op.operands[name], Imm)
 
     def read(self, name: str):
+        """Operand ``name``: an immediate's value, or the tile (cut to the box when the op has one)."""
         v = self.op.operands[name]
         if isinstance(v, Imm):
             return v.value
-        return self.state.read(v)
+        return self.state.read(self.access(name))
 
     def reduced_valid(self, name: str):
         """For a reduction under a ``reduce_mask`` (over operand ``name``'s axes): the boolean array of the
@@ -320,17 +359,20 @@ class OpContext:
     # -- writing ------------------------------------------------------------------------------------------------
     def write_result(self, value) -> None:
         t = self.op.result
-        value = runtime.round_to(jnp.broadcast_to(value, t.type.shape), t.type.dtype)
-        if self.mask is not None:
+        value = runtime.round_to(jnp.broadcast_to(value, self.shape), t.type.dtype)
+        if self.mask is not None or self.box:
             poison = jnp.asarray(runtime.poison(t.type.dtype, self.state.zero_poison), value.dtype)
+        if self.mask is not None:
             value = jnp.where(self.mask.full(), value, poison)
+        if self.box:  # the box in place, poison around it
+            value = lax.pad(value, poison, trim.pads(self.box, self.full_shape))
         self.state.set_array(t.name, value)
 
     def operand_mask(self, access: Access):
         """The op's mask over an operand it writes (right-aligned to the iteration axes, like broadcasting)."""
-        if self.mask is None:
+        if self.full_mask is None:
             return None
-        m = self.mask.full()
+        m = self.full_mask.full()
         shape = tuple(access.shape)
         if m.shape == shape:
             return m
@@ -343,10 +385,24 @@ class OpContext:
         return (np if isinstance(m, np.ndarray) else jnp).broadcast_to(m, shape)
 
     def write_operand(self, name: str, value, accumulate: str = "none", mask="op") -> None:
+        """Write ``value`` (over the box, when the op has one) into operand ``name``, where the op's mask holds
+        (or ``mask``, an array over what the handler computed)."""
         access = self.op.operands[name]
         t = access.tensor.type
         if accumulate != "none":
-            value = BINARY[accumulate](self.state.read(access), value)
+            value = BINARY[accumulate](self.read(name), value)
         value = runtime.round_to(value, t.dtype) if t.buffer.on_chip else runtime.to_hbm(value, t.dtype)
+        cut = self._cut(name)
+        if cut:  # the box in place; what lies around it is never written
+            full = tuple(access.shape)
+            boxed = tuple(cut[k][1] if k in cut else n for k, n in enumerate(full))
+            widths = [p[:2] for p in trim.pads(cut, full)]
+            value = jnp.pad(jnp.broadcast_to(value, boxed), widths)
+            if not isinstance(mask, str):  # a handler's own mask is over the box: False around it
+                inner = trim.inside(cut, full)
+                if mask is not None:
+                    xp = np if isinstance(mask, (np.ndarray, np.bool_, bool)) else jnp
+                    inner = inner & xp.pad(xp.broadcast_to(mask, boxed), widths)
+                mask = inner
         self.state.write(access, value, self.operand_mask(access) if isinstance(mask, str) else mask)
 

@@ -54,11 +54,10 @@ def _reduce_into(ctx: OpContext, value, reduce_op: str, cmd: str = "idle") -> No
         value = jnp.where(ctx.mask.full(), value, identity)
     ndim = len(ctx.shape)
     reduced = REDUCTIONS[reduce_op](value, tuple(range(1, ndim)), False).reshape(-1, 1)
-    access = ctx.op.operands["reduce_res"]
     if cmd == "reset":
         reduced = jnp.full_like(reduced, identity)
     elif cmd == "reduce":
-        reduced = BINARY[reduce_op](ctx.state.read(access), reduced)
+        reduced = BINARY[reduce_op](ctx.read("reduce_res"), reduced)
     rows = ctx.mask.rows() if ctx.mask is not None else None
     ctx.write_operand("reduce_res", reduced, mask=rows)
 
