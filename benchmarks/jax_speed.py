@@ -38,6 +38,10 @@ state of each, and their ratios; the numbers behind ``reroll.MIN_TRIPS``.
 ``nki_dsl/backends/jax/batching.py``) and prints what tracing, verifying and lowering (batching's planning
 included, XLA's compile not) cost with batching off and on, on its body and on a 2,401-op one.
 
+``--trim`` instead times the ViT attention kernel with trimming off and on (``NKI_JAX_TRIM=0/1``, ops under a
+static mask computed on its box only, ``nki_dsl/backends/jax/trim.py``): first call, steady state, and each one's
+ratio to plain jax.jit in the same rounds.
+
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
 other work, wall-clock time partly measures the other work, CPU time what the calls cost.
 """
@@ -228,6 +232,31 @@ def reroll_table(tiles: list[int], repeat: int, cpu: bool, first: int, sample_s:
                   f"{firsts[1] / firsts[0]:12.2f} {ratio:6.2f} +-{spread:4.2f}")  # fmt: skip
 
 
+def switch_table(switch: str, repeat: int, cpu: bool, first: int, sample_s: float) -> None:
+    """The ViT attention kernel with a lowering switch (``NKI_JAX_TRIM``: ops under a static mask computed on its
+    box, ``nki_dsl/backends/jax/trim.py``) off and on, in one run: first call, steady state, and the ratio of
+    each to plain jax.jit measured in the same rounds."""
+    name, kernel, _, kargs = cases(np.random.default_rng(0))[-1]
+    dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
+    arrays = tuple(a for a in dev_args if isinstance(a, jax.Array))
+    consts = tuple(a for a in dev_args if not isinstance(a, jax.Array))
+    plain_jit = jax.jit(lambda *arr: jnp_attention(*arr, *consts))
+    with _environment_restored(switch):
+        firsts, fns = [], []
+        for on in ("0", "1"):
+            os.environ[switch] = on
+            firsts.append(first_call_time(kernel, dev_args, cpu, first))
+            fresh = nki.jit(kernel.fn)
+            jax.block_until_ready(fresh(*dev_args, backend="jax"))
+            fns.append(ready(partial(fresh, *dev_args, backend="jax")))
+        s_off, s_on, s_jit = sample_rounds([*fns, ready(partial(plain_jit, *arrays))], repeat, cpu, sample_s)
+        for label, s, f in (("off", s_off, firsts[0]), ("on", s_on, firsts[1])):
+            ratio, spread = paired_ratio(s, s_jit)
+            print(f"{name} {switch}={'0' if label == 'off' else '1'}: first call {f * 1e3:.0f} ms, steady state "
+                  f"{statistics.median(s) * 1e3:.2f} ms, {ratio:.2f} +-{spread:.2f} x plain jax.jit "
+                  f"({statistics.median(s_jit) * 1e3:.2f} ms)")  # fmt: skip
+
+
 def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
     """The ViT attention kernel with batching (``nki_dsl/backends/jax/batching.py``) off and on: first call and
     steady state; then what trace + verify + lowering cost off and on (the difference: batching's planning), on
@@ -276,7 +305,11 @@ def main() -> int:
     parser.add_argument("--memory", type=int, metavar="N", help="memory kept by N compiled specialisations")
     parser.add_argument("--reroll", metavar="N[,N...]", help="unrolled-tile kernels timed with re-rolling off/on")
     parser.add_argument("--batch", action="store_true", help="ViT attention with batching off/on, and its cost")
+    parser.add_argument("--trim", action="store_true", help="ViT attention with trimming to mask boxes off/on")
     args = parser.parse_args()
+    if args.trim:
+        switch_table("NKI_JAX_TRIM", args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
+        return 0
     if args.batch:
         batch_table(args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
         return 0

@@ -178,39 +178,47 @@ def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
 
 
 class _Tracked:
-    """Per element of one tensor: the code of the output that last wrote it (-1: none in the run) and the
-    element's position in that output."""
+    """Per element of one tensor: the code of the output that last wrote it (-1: none in the run), the element's
+    position in that output, and the level of the op that wrote it (-1: none)."""
 
     def __init__(self, held: tuple):
         self.held = held
         self.writer = np.full(held, -1, np.int32)
         self.pos = np.zeros(held, np.int32)
+        self.level = np.full(held, -1, np.int32)
 
     def read(self, v, index, ivars):
+        """(writer codes, positions, highest writer level) of the elements access ``v`` reads; None when an index
+        is traced."""
         shape = tuple(v.shape)
         box = box_view(index, shape, self.held, ivars)
         if box is not None:
-            return self.writer[box].reshape(shape).copy(), self.pos[box].reshape(shape).copy()
+            lvl = int(self.level[box].max()) if math.prod(shape) else -1
+            return self.writer[box].reshape(shape).copy(), self.pos[box].reshape(shape).copy(), lvl
         fi = flat_indices(index, shape, self.held, ivars)
         if fi is None:
             return None
         idx = fi[0]
-        return self.writer.reshape(-1)[idx], self.pos.reshape(-1)[idx]
+        lvl = int(self.level.reshape(-1)[idx].max()) if idx.size else -1
+        return self.writer.reshape(-1)[idx], self.pos.reshape(-1)[idx], lvl
 
-    def write(self, index, shape, ivars, mask, c) -> bool:
+    def write(self, index, shape, ivars, mask, c, lvl) -> bool:
         here = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
         box = box_view(index, shape, self.held, ivars) if index is not None else ()
         if box is not None:
             w = self.writer[box] if box != () else self.writer
             p = self.pos[box] if box != () else self.pos
+            q = self.level[box] if box != () else self.level
             wshape = w.shape
             if mask is None:
                 w[...] = c
                 p[...] = here.reshape(wshape)
+                q[...] = lvl
             else:
                 m = np.broadcast_to(mask, shape).reshape(wshape)
                 w[m] = c
                 p[m] = here.reshape(wshape)[m]
+                q[m] = lvl
             return True
         fi = flat_indices(index, shape, self.held, ivars)
         if fi is None:
@@ -222,6 +230,7 @@ class _Tracked:
             idx, here = idx[keep], here[keep]
         self.writer.reshape(-1)[idx] = c
         self.pos.reshape(-1)[idx] = here
+        self.level.reshape(-1)[idx] = lvl
         return True
 
 
@@ -229,7 +238,6 @@ def analyse(insts: list, written_roots: set, held_shape, index_of, root_of, ivar
     """Fill each instance's sources and level; returns the final writer array per tensor (root -> source code per
     element), or None when an access cannot be analysed (a traced index)."""
     tracked = {r: _Tracked(tuple(held_shape(r))) for r in written_roots}
-    level_by_code = np.full(16 * len(insts) + 1, -1, np.int64)  # (code + 1 -> its op's level; -1 for "pre-run")
     for inst in insts:
         op, lvl = inst.op, 0
         for name in inst.probe.reads:
@@ -242,23 +250,21 @@ def analyse(insts: list, written_roots: set, held_shape, index_of, root_of, ivar
             got = t.read(v, index_of(v), ivars)
             if got is None:
                 return None
-            src, pos = got
+            src, pos, highest = got
             inst.sources[name] = (root, src, pos)
-            if src.size:
-                lvl = max(lvl, int(level_by_code[src + 1].max()) + 1)
+            lvl = max(lvl, highest + 1)
         inst.level = lvl
         for k, (name, mask) in enumerate(inst.probe.writes):
             c = code(inst.n, k)
-            level_by_code[c + 1] = lvl
             if name == RESULT:
                 root, shape = root_of(op.result.name), tuple(op.result.type.shape)
                 if tuple(tracked[root].held) != shape:
                     return None
-                ok = tracked[root].write(None, shape, ivars, None, c)
+                ok = tracked[root].write(None, shape, ivars, None, c, lvl)
             else:
                 v = op.operands[name]
                 root, shape = root_of(v.tensor.name), tuple(v.shape)
-                ok = tracked[root].write(index_of(v), shape, ivars, mask, c)
+                ok = tracked[root].write(index_of(v), shape, ivars, mask, c, lvl)
             if not ok:
                 return None
     return {r: t.writer.reshape(-1) for r, t in tracked.items()}
