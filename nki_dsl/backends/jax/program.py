@@ -208,6 +208,8 @@ def build(kernel: Kernel):
 
 def to_held(array, tensor_type):
     """A kernel argument as the backend holds its HBM tensor (in its storage dtype)."""
-    x = jnp.asarray(array)
     want = runtime.storage_dtype(tensor_type.dtype)
+    if isinstance(array, jax.Array) and array.dtype == want:  # (tracers too) as held: no conversion dispatched
+        return array
+    x = jnp.asarray(array)
     return x if x.dtype == want else x.astype(want)
