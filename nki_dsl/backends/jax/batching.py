@@ -106,13 +106,12 @@ class _LaneState(State):
         self.written.append((bp.RESULT, value, None))
 
 
-def _predict(op: Op, st: State) -> bp.Probe:
+def _predict(op: Op, ctx: OpContext) -> bp.Probe:
     """What ``op``'s lowering reads and writes, from its spec: the operands it reads (an accumulating write reads
     its destination), its result and written operands, each written where the op's mask holds. ``_run_group``
     checks every lowering against this and the run falls back to the unbatched ops if one differs."""
     spec = OPS[op.name]
     reads, writes = [], []
-    ctx = OpContext(st, op)
     accumulates = op.attrs.get("accumulate", "none") != "none" or op.attrs.get("dst_rmw_op", "none") != "none"
     for o in spec.operands:
         v = op.operands.get(o.name)
@@ -132,16 +131,15 @@ def _predict(op: Op, st: State) -> bp.Probe:
     return bp.Probe(tuple(reads), tuple(writes))
 
 
-def _mask_key(op: Op, st: State):
+def _mask_key(ctx: OpContext):
     """What an op's mask selects, for grouping: None when it holds everywhere, else the elements it keeps (masks
     whose constants differ but select the same elements, ``t * 128 + p < rows`` on full tiles, are one key)."""
-    ctx = OpContext(st, op)
     if ctx.full_mask is None:
         return None
     m = ctx.full_mask.full()
     if isinstance(m, np.ndarray):
         return (m.shape, np.packbits(m).tobytes())
-    return tuple((c.terms, c.const) for c in op.mask.constraints)
+    return tuple((c.terms, c.const) for c in ctx.op.mask.constraints)
 
 
 def _matches(probe: bp.Probe, written: list) -> bool:
@@ -213,7 +211,8 @@ def _plan_run(ops: list, st: State, defined_before: set) -> list:
 
 def _plan_region(ops: list, st: State, defined_before: set):
     info = st.info
-    keys = [bp.op_key(op, _signature, lambda o: _mask_key(o, st)) for op in ops]
+    ctxs = {id(op): OpContext(st, op) for op in ops}  # (one per op: its mask, box and cut reads)
+    keys = [bp.op_key(op, _signature, lambda o: _mask_key(ctxs[id(o)])) for op in ops]
     if len(ops) - len(set(keys)) < bp.MIN_SAVED:  # not enough isomorphic ops to save anything
         return None
     elements = sum(math.prod(v.shape) for op in ops for v in op.operands.values() if isinstance(v, Access))
@@ -223,9 +222,9 @@ def _plan_region(ops: list, st: State, defined_before: set):
     insts = []
     for n, (op, key) in enumerate(zip(ops, keys)):
         if key not in probes:
-            probes[key] = _predict(op, st)
+            probes[key] = _predict(op, ctxs[id(op)])
         inst = bp.Inst(op, n, key, probes[key])
-        ctx = OpContext(st, op)
+        ctx = ctxs[id(op)]
         if ctx.box:  # the lowering reads its operands cut to the box: the plan tracks those reads
             inst.reads = {name: ctx.access(name) for name in inst.probe.reads}
         insts.append(inst)
