@@ -23,10 +23,9 @@ from hypothesis import strategies as st
 import nki_dsl as nki
 import nki_dsl.compiler as ncc
 import nki_dsl.language as nl
-from nki_dsl.errors import NkiVerificationError
-from nki_dsl.passes.allocate import allocate, live_ranges
-from nki_dsl.passes.lower_language import LOWER_LANGUAGE
+from nki_dsl.passes.allocate import live_ranges
 from nki_dsl.targets import get_target
+from tests.verify.placing import disjoint_while_live, outcome
 
 TRN2 = get_target("trn2")
 BANK = TRN2.psum_bank_bytes  # 2 KiB per partition, 8 of them (reference/nki.md §1.1)
@@ -66,36 +65,16 @@ X = nki.spec((128, 512), "float32")
 
 def _outcome(kernel, *args):
     """(the verifier's diagnostics, all of rule psum-banks; whether the allocator placed the lowered kernel)."""
-    refused = []
-    try:
-        nki.trace(kernel, *(args or (X,)), target="trn2")
-    except NkiVerificationError as e:
-        refused = e.diagnostics
-        assert {d.rule for d in refused} == {"psum-banks"}, str(e)
-    (entry,) = next(iter(kernel._traced.values()))  # the traced IR, verified or not
-    low = LOWER_LANGUAGE(entry.kernel, TRN2)  # what the pipeline runs the allocator on, verified or not
-    try:
-        alloc = allocate(low, TRN2)
-    except NkiVerificationError as e:
-        assert e.diagnostics[0].rule == "allocate"
-        return refused, False
-    _valid(low, alloc)
-    return refused, True
+    return outcome(kernel, args or (X,), "psum-banks", _valid)
 
 
 def _valid(low, alloc):
     """Inside PSUM, every tile the allocator chose on a bank boundary, and tensors live at once share no bank."""
     lives = {lv.tensor.name: lv for lv in live_ranges(low)}
     placed = [p for p in alloc.placements.values() if p.buffer == "psum"]
-    assert all(p.byte_offset + p.footprint <= TRN2.psum_bytes_per_partition for p in placed)
     assert all(p.byte_offset % BANK == 0 for p in placed if lives[p.tensor].op.attrs.get("address") is None)
-    for i, a in enumerate(placed):
-        for b in placed[i + 1:]:
-            la, lb = lives[a.tensor].interval(a.buffers), lives[b.tensor].interval(b.buffers)
-            if not (la[1] < lb[0] or lb[1] < la[0]):
-                banks_a = range(a.byte_offset // BANK, -(-(a.byte_offset + a.footprint) // BANK))
-                banks_b = range(b.byte_offset // BANK, -(-(b.byte_offset + b.footprint) // BANK))
-                assert not set(banks_a) & set(banks_b), (a, b)
+    disjoint_while_live(low, alloc, "psum", TRN2.psum_bytes_per_partition,
+                        lambda p: (p.byte_offset // BANK, -(-(p.byte_offset + p.footprint) // BANK)))
 
 
 def _line_of(fn, text: str) -> int:

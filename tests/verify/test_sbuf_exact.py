@@ -3,17 +3,17 @@ partition and one byte over, with the target's alignment, when the live tensors 
 large enough (the case the old sum-of-live-bytes rule accepted and the allocator then refused), and on generated
 kernels (tiles made and dropped in any order, in loops and across them)."""
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from nki_dsl.errors import NkiVerificationError
-from nki_dsl.passes.allocate import allocate, live_ranges
-from nki_dsl.passes.lower_language import LOWER_LANGUAGE
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
+from tests.verify.placing import disjoint_while_live, outcome
 
 TRN2 = get_target("trn2")
 CAP = TRN2.sbuf_bytes_per_partition  # 224 KiB (reference/nki.md §1.2)
@@ -47,6 +47,11 @@ def _kernel(plan, width):
     return kernel
 
 
+# the line of the kernel's loads, which the messages name (found, not written, so edits above do not break them)
+LOAD_LINE = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                 if "tiles[ev[1]] = nl.load(" in text)
+
+
 def _traced(plan):
     """The kernel running ``plan`` and its argument's spec."""
     width = max(ev[2] for ev in _flat(plan) if ev[0] == "def")
@@ -56,21 +61,7 @@ def _traced(plan):
 def _outcome(plan):
     """(the verifier's diagnostics, all of rule sbuf-capacity; whether the allocator placed the lowered kernel)."""
     kernel, arg = _traced(plan)
-    refused = []
-    try:
-        nki.trace(kernel, arg, target="trn2")
-    except NkiVerificationError as e:
-        refused = e.diagnostics
-        assert {d.rule for d in refused} == {"sbuf-capacity"}, str(e)
-    (entry,) = next(iter(kernel._traced.values()))  # the traced IR, verified or not
-    low = LOWER_LANGUAGE(entry.kernel, TRN2)  # what the pipeline runs the allocator on, verified or not
-    try:
-        alloc = allocate(low, TRN2)
-    except NkiVerificationError as e:
-        assert e.diagnostics[0].rule == "allocate"
-        return refused, False
-    _no_overlap(low, alloc)
-    return refused, True
+    return outcome(kernel, (arg,), "sbuf-capacity", _no_overlap)
 
 
 def _flat(plan):
@@ -83,14 +74,7 @@ def _flat(plan):
 
 def _no_overlap(low, alloc):
     """The placement is valid: inside the partition, and tensors live at once do not share bytes."""
-    lives = {lv.tensor.name: lv for lv in live_ranges(low)}
-    placed = [p for p in alloc.placements.values() if p.buffer == "sbuf"]
-    assert all(p.byte_offset + p.footprint <= CAP for p in placed)
-    for i, a in enumerate(placed):
-        for b in placed[i + 1:]:
-            la, lb = lives[a.tensor].interval(a.buffers), lives[b.tensor].interval(b.buffers)
-            if not (la[1] < lb[0] or lb[1] < la[0]):
-                assert a.byte_offset + a.footprint <= b.byte_offset or b.byte_offset + b.footprint <= a.byte_offset
+    disjoint_while_live(low, alloc, "sbuf", CAP, lambda p: (p.byte_offset, p.byte_offset + p.footprint))
 
 
 def _two(w1, w2):
@@ -114,8 +98,9 @@ def test_one_byte_over_names_the_op_the_tensors_and_the_sizes(rejected):
     assert (diag.rule, diag.op) == ("sbuf-capacity", "nl.load")
     assert diag.message == (
         "SBUF use reaches 224.0 KiB (229380 bytes, 4 over) per partition here, more than the 224 KiB a trn2 partition "
-        "holds; largest live tensors: %2 u8[128, 114689] in 'sbuf' (112.0 KiB, line 36), %1 u8[128, 114688] in "
-        "'sbuf' (112 KiB, line 36); use smaller tiles or end a tensor's use sooner")  # (114689 B take 114692)
+        f"holds; largest live tensors: %2 u8[128, 114689] in 'sbuf' (112.0 KiB, line {LOAD_LINE}), "
+        f"%1 u8[128, 114688] in 'sbuf' (112 KiB, line {LOAD_LINE}); use smaller tiles or end a tensor's use sooner"
+    )  # (114689 B take 114692)
 
 
 # Four tiles whose live bytes never pass a partition (at most B + C + D = 224 KiB), but A's hole, when it dies, is
@@ -132,11 +117,13 @@ def test_live_bytes_that_fit_but_leave_no_hole_are_refused_with_the_gaps(rejecte
     error = rejected(*_traced(FRAGMENTED), target="trn2")
     assert [d.rule for d in error.diagnostics] == ["sbuf-capacity"]
     assert str(error) == (
-        "test_sbuf_exact.py:36: nl.load: SBUF has no room for %4 u8[128, 68812] in 'sbuf' (67.2 KiB per partition): "
+        f"test_sbuf_exact.py:{LOAD_LINE}: nl.load: SBUF has no room for %4 u8[128, 68812] in 'sbuf' "
+        "(67.2 KiB per partition): "
         "the tensors live with it take 156.8 KiB of the 224 KiB a trn2 partition holds, but the free space is split "
         "into gaps of at most 44.8 KiB (placed first fit in program order, then largest first, as the allocator "
-        "does); live with it: %3 u8[128, 68812] in 'sbuf' (67.2 KiB at byte 0, line 36), %2 u8[128, 91752] in "
-        "'sbuf' (89.6 KiB at byte 114688, line 36); use smaller tiles or end a tensor's use sooner")
+        f"does); live with it: %3 u8[128, 68812] in 'sbuf' (67.2 KiB at byte 0, line {LOAD_LINE}), "
+        f"%2 u8[128, 91752] in 'sbuf' (89.6 KiB at byte 114688, line {LOAD_LINE}); use smaller tiles or end a tensor's "
+        "use sooner")
 
 
 def test_a_hole_program_order_misses_is_found_largest_first():
