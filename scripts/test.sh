@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,jax]'
+.venv/bin/python -m pip install -q -e '.[test,jax,mutation]'  # mutation: tests/test_mutation_report.py reads mutmut's own config fingerprint
 .venv/bin/python -m ruff check .
 # Two worker processes (NKI_TEST_WORKERS=0 runs in this process): the suite is CPU-bound and CI has two cores. Each
 # test file stays in one worker (--dist loadfile), so module-scoped fixtures and a file's test order are as in a
