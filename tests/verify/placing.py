@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from hypothesis import strategies as st
+
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.passes.allocate import allocate, live_ranges
 from nki_dsl.passes.lower_language import LOWER_LANGUAGE
@@ -45,3 +47,27 @@ def disjoint_while_live(low, alloc, buffer: str, capacity: int, span) -> None:
             if not (la[1] < lb[0] or lb[1] < la[0]):
                 (a0, a1), (b0, b1) = span(a), span(b)
                 assert a1 <= b0 or b1 <= a0, (a, b)
+
+
+@st.composite
+def plans(draw, sizes, most: int):
+    """Events for the tests' kernel builders: up to ``most`` tensors of a size drawn from ``sizes``, made and ended
+    in any order, some in a two-iteration loop (made and ended there, or made outside and used there)."""
+    n = draw(st.integers(2, most))
+    events, live, made = [], [], 0
+    while made < n or live:
+        choices = (["def"] if made < n else []) + (["end"] if live else []) + (["loop"] if made < n else [])
+        kind = draw(st.sampled_from(choices))
+        if kind == "def":
+            events.append(("def", made, draw(sizes)))
+            live.append(made)
+            made += 1
+        elif kind == "end":
+            events.append(("end", live.pop(draw(st.integers(0, len(live) - 1)))))
+        else:
+            body = [("use", k) for k in draw(st.lists(st.sampled_from(live), max_size=2, unique=True))] if live else []
+            body.insert(draw(st.integers(0, len(body))), ("def", made, draw(sizes)))
+            body.append(("end", made))
+            events.append(("loop", body))
+            made += 1
+    return events

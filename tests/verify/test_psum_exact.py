@@ -25,7 +25,7 @@ import nki_dsl.compiler as ncc
 import nki_dsl.language as nl
 from nki_dsl.passes.allocate import live_ranges
 from nki_dsl.targets import get_target
-from tests.verify.placing import disjoint_while_live, outcome
+from tests.verify.placing import disjoint_while_live, outcome, plans
 
 TRN2 = get_target("trn2")
 BANK = TRN2.psum_bank_bytes  # 2 KiB per partition, 8 of them (reference/nki.md §1.1)
@@ -192,33 +192,8 @@ def test_the_psum_tile_lowering_adds_is_counted(rejected):
 # -- generated kernels -----------------------------------------------------------------------------------------
 
 
-@st.composite
-def plans(draw):
-    """Up to seven PSUM tensors of 1 to 3 banks made and ended in any order, some in a two-iteration loop (made
-    and ended there, or made outside and used there)."""
-    n = draw(st.integers(2, 7))
-    events, live, made = [], [], 0
-    banks = st.sampled_from([1, 1, 2, 3])
-    while made < n or live:
-        choices = (["def"] if made < n else []) + (["end"] if live else []) + (["loop"] if made < n else [])
-        kind = draw(st.sampled_from(choices))
-        if kind == "def":
-            events.append(("def", made, draw(banks)))
-            live.append(made)
-            made += 1
-        elif kind == "end":
-            events.append(("end", live.pop(draw(st.integers(0, len(live) - 1)))))
-        else:
-            body = [("use", k) for k in draw(st.lists(st.sampled_from(live), max_size=2, unique=True))] if live else []
-            body.insert(draw(st.integers(0, len(body))), ("def", made, draw(banks)))
-            body.append(("end", made))
-            events.append(("loop", body))
-            made += 1
-    return events
-
-
 @settings(max_examples=30, deadline=None)
-@given(plans())
+@given(plans(st.sampled_from([1, 1, 2, 3]), 7))  # up to seven PSUM tensors of 1 to 3 banks
 def test_the_verifier_accepts_exactly_what_the_allocator_places(plan):
     refused, placed = _outcome(_kernel(plan))
     assert (not refused) is placed, (plan, [d.message for d in refused])

@@ -13,7 +13,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
-from tests.verify.placing import disjoint_while_live, outcome
+from tests.verify.placing import disjoint_while_live, outcome, plans
 
 TRN2 = get_target("trn2")
 CAP = TRN2.sbuf_bytes_per_partition  # 224 KiB (reference/nki.md §1.2)
@@ -148,32 +148,8 @@ def test_the_simulator_runs_what_the_verifier_accepts_at_exactly_full():
 SIZES = [CAP // 8 * k + delta for k in (1, 2, 3, 4) for delta in (-3, 0, 1)]  # eighths, aligned or not
 
 
-@st.composite
-def plans(draw):
-    """Up to six tiles made and ended in any order, some in a two-iteration loop (made and ended there, or made
-    outside and used there)."""
-    n = draw(st.integers(2, 6))
-    events, live, made = [], [], 0
-    while made < n or live:
-        choices = (["def"] if made < n else []) + (["end"] if live else []) + (["loop"] if made < n else [])
-        kind = draw(st.sampled_from(choices))
-        if kind == "def":
-            events.append(("def", made, draw(st.sampled_from(SIZES))))
-            live.append(made)
-            made += 1
-        elif kind == "end":
-            events.append(("end", live.pop(draw(st.integers(0, len(live) - 1)))))
-        else:
-            body = [("use", k) for k in draw(st.lists(st.sampled_from(live), max_size=2, unique=True))] if live else []
-            body.insert(draw(st.integers(0, len(body))), ("def", made, draw(st.sampled_from(SIZES))))
-            body.append(("end", made))
-            events.append(("loop", body))
-            made += 1
-    return events
-
-
 @settings(max_examples=40, deadline=None)
-@given(plans())
+@given(plans(st.sampled_from(SIZES), 6))  # up to six tiles
 def test_the_verifier_accepts_exactly_what_the_allocator_places(plan):
     refused, placed = _outcome(plan)
     assert (not refused) is placed, (plan, [d.message for d in refused])
