@@ -38,7 +38,8 @@ class SpecRecord:
     ir: str
     test_vectors: str | None
     dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a family's (lo, hi, step); {} for one shape
-    # runtime scalars, in the kernel's parameter order after the arrays: keyword -> (dtype, default value)
+    # runtime scalars, passed after the arrays: keyword -> (dtype, default value). In the manifest's (sorted) key
+    # order, not necessarily the kernel's: the loader and the vector check bind them to the IR's parameters by name
     scalars: dict[str, tuple[str, float | int]] = field(default_factory=dict)
 
     @property

@@ -51,9 +51,9 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
     for i, (a, s) in enumerate(zip(args, spec.args)):
         if not spec.is_family and tuple(a.shape) != s.shape or np.dtype(a.dtype).name != s.dtype:
             return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, the specialisation says {s}"
-    for i, (a, (name, (dtype, _))) in enumerate(zip(args[len(spec.args):], spec.scalars.items()), len(spec.args)):
-        if tuple(a.shape) != (1,) or np.dtype(a.dtype).name != dtype:
-            return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, runtime scalar {name} is 1:{dtype}"
+    for i, a in enumerate(args[len(spec.args):], len(spec.args)):
+        if tuple(a.shape) != (1,):
+            return "invalid", f"arg{i} is {'x'.join(map(str, a.shape))}:{a.dtype}, a runtime scalar is one element"
     try:
         if spec.is_family:
             ir = execute.parse_family(read(spec.ir).decode()).instantiate(*args, target=target)
@@ -61,6 +61,11 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
             ir = execute.parse_verified(read(spec.ir).decode(), target)
     except Exception as e:  # nki_dsl's parse and verification errors carry the verifier's message
         return "invalid", f"{spec.ir} was refused: {e}"
+    # the scalars' vectors follow the IR's parameters (the builder's order); the manifest's JSON keeps them sorted
+    for i, (name, a) in enumerate(zip(execute.param_names(ir)[len(spec.args):], args[len(spec.args):]), len(spec.args)):
+        dtype = spec.scalars.get(name, ("a runtime scalar of the manifest",))[0]
+        if np.dtype(a.dtype).name != dtype:
+            return "invalid", f"arg{i} is 1:{a.dtype}, runtime scalar {name} is 1:{dtype}"
     actual = execute.compile_ir(ir, backend, target).run(dict(zip(execute.param_names(ir), args)))
     if actual.shape != expected.shape:
         return "mismatch", f"output shape {actual.shape}, expected {expected.shape}"

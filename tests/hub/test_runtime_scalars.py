@@ -141,3 +141,22 @@ def test_the_manifest_refuses_malformed_parameters(tmp_path, parameters):
     with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.parameters must be a list of at most 64") as e:
         parse(dump(raw))
     assert len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("scalar, detail", [(np.ones(2, np.float32), "a runtime scalar is one element"),
+                                            (np.ones(1, np.float64), "runtime scalar epsilon is 1:float32")])
+def test_test_vectors_with_a_malformed_scalar_are_invalid(tmp_path, scalar, detail):
+    """The shipped vectors' scalar must be what the IR's parameter of that name takes (found by name: the manifest
+    keeps its scalars in sorted order, the vectors in the kernel's)."""
+    from hub_client.npz import load_npz, npz_bytes
+    from hub_client.vectors import run_vectors
+
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    (spec,) = bundle.manifest.entry_points["rmsnorm"].specialisations
+    assert [r.status for r in run_vectors(bundle.manifest, bundle.files.__getitem__)] == ["ok"]
+    v = load_npz(bundle.files[spec.test_vectors])
+    v["arg2"] = scalar
+    files = dict(bundle.files, **{spec.test_vectors: npz_bytes(v)})
+    (result,) = run_vectors(bundle.manifest, files.__getitem__)
+    assert (result.status, result.detail) == ("invalid", f"arg2 is {'x'.join(map(str, scalar.shape))}:"
+                                                         f"{scalar.dtype}, {detail}")  # fmt: skip
