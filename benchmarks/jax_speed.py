@@ -42,6 +42,10 @@ included, XLA's compile not) cost with batching off and on, on its body and on a
 static mask computed on its box only, ``nki_dsl/backends/jax/trim.py``): first call, steady state, and each one's
 ratio to plain jax.jit in the same rounds.
 
+``--opt-level A,B`` instead times every kernel compiled at LLVM optimisation levels A and B
+(``NKI_JAX_XLA_OPT_LEVEL``, ``nki_dsl/backends/jax/executables.py``; ``xla`` for XLA's own default): first call
+and steady-state ratio to plain jax.jit (compiled at XLA's defaults) of each, in the same rounds.
+
 ``--cpu`` measures this process's CPU time (all its threads) instead of wall-clock time: on a machine shared with
 other work, wall-clock time partly measures the other work, CPU time what the calls cost.
 """
@@ -257,6 +261,31 @@ def switch_table(switch: str, repeat: int, cpu: bool, first: int, sample_s: floa
                   f"({statistics.median(s_jit) * 1e3:.2f} ms)")  # fmt: skip
 
 
+def opt_level_table(levels: list[str], repeat: int, cpu: bool, first: int, sample_s: float) -> None:
+    """Every benchmark kernel compiled at each LLVM optimisation level of ``levels`` (``NKI_JAX_XLA_OPT_LEVEL``):
+    first call and steady state, each level's ratio to plain jax.jit measured in the same rounds."""
+    print(f"{'kernel':26} " + " ".join(f"{'level ' + lv + ': first (ms)':>20} {'vs jit':>12}" for lv in levels))
+    for (name, kernel, _, kargs), plain in zip(cases(np.random.default_rng(0)), PLAIN):
+        dev_args = tuple(jnp.asarray(a) if isinstance(a, np.ndarray) else a for a in kargs)
+        arrays = tuple(a for a in dev_args if isinstance(a, jax.Array))
+        consts = tuple(a for a in dev_args if not isinstance(a, jax.Array))
+        plain_jit = jax.jit(lambda *arr, _f=plain, _c=consts: _f(*arr, *_c))
+        firsts, fns = [], []
+        with _environment_restored("NKI_JAX_XLA_OPT_LEVEL"):
+            for lv in levels:
+                os.environ["NKI_JAX_XLA_OPT_LEVEL"] = lv  # read at each compilation
+                firsts.append(first_call_time(kernel, dev_args, cpu, first))
+                fresh = nki.jit(kernel.fn)
+                jax.block_until_ready(fresh(*dev_args, backend="jax"))  # compiled at this level, then kept
+                fns.append(ready(partial(fresh, *dev_args, backend="jax")))
+        *samples, s_jit = sample_rounds([*fns, ready(partial(plain_jit, *arrays))], repeat, cpu, sample_s)
+        cells = []
+        for f, s in zip(firsts, samples):
+            ratio, spread = paired_ratio(s, s_jit)
+            cells.append(f"{f * 1e3:20.0f} {ratio:6.2f} +-{spread:4.2f}")
+        print(f"{name:26} " + " ".join(cells))
+
+
 def batch_table(repeat: int, cpu: bool, first: int, sample_s: float) -> None:
     """The ViT attention kernel with batching (``nki_dsl/backends/jax/batching.py``) off and on: first call and
     steady state; then what trace + verify + lowering cost off and on (the difference: batching's planning), on
@@ -306,7 +335,11 @@ def main() -> int:
     parser.add_argument("--reroll", metavar="N[,N...]", help="unrolled-tile kernels timed with re-rolling off/on")
     parser.add_argument("--batch", action="store_true", help="ViT attention with batching off/on, and its cost")
     parser.add_argument("--trim", action="store_true", help="ViT attention with trimming to mask boxes off/on")
+    parser.add_argument("--opt-level", metavar="A,B", help="every kernel at these LLVM optimisation levels")
     args = parser.parse_args()
+    if args.opt_level:
+        opt_level_table(args.opt_level.split(","), args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
+        return 0
     if args.trim:
         switch_table("NKI_JAX_TRIM", args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
         return 0

@@ -17,8 +17,34 @@ from collections import OrderedDict
 
 import jax
 
+from nki_dsl.errors import NkiError
+
 # Enough for every specialisation a kernel session uses in turn; the environment variable overrides it.
 MAX_EXECUTABLES = int(os.environ.get("NKI_JAX_MAX_EXECUTABLES", "64"))
+
+
+# LLVM's optimisation level for the machine code of the programs compiled here (``xla_backend_optimization_level``).
+# 1 rather than XLA's default: on CPU most of a first call is LLVM compiling the program's fusions, and level 1
+# cut the ViT attention kernel's XLA compile by ~30% (0.53-0.67 s -> 0.38-0.42 s CPU, load 5-9) while every
+# benchmark kernel ran as fast as at the default (`python benchmarks/jax_speed.py --opt-level`): their dots and
+# reductions go to library kernels (YNNPACK, Eigen), the loop fusions around them are memory-bound. Level 0 halved
+# the compile again but ran the kernels 1.1-8x slower. Floating point is the same at every level (no fast-math:
+# LLVM may not reorder a sum), so results do not change. ``NKI_JAX_XLA_OPT_LEVEL`` overrides it (an integer, or
+# ``xla`` for XLA's own default), read at each compilation.
+OPT_LEVEL = 1
+
+
+def compiler_options() -> dict | None:
+    """XLA options of the programs compiled here (None: XLA's defaults)."""
+    level = os.environ.get("NKI_JAX_XLA_OPT_LEVEL", str(OPT_LEVEL))
+    if level == "xla":
+        return None
+    try:
+        return {"xla_backend_optimization_level": int(level)}
+    except ValueError:
+        raise NkiError(f"NKI_JAX_XLA_OPT_LEVEL={level!r}: expected an integer (LLVM's optimisation level) or "
+                       f"'xla'") from None  # fmt: skip
+
 
 _table: OrderedDict = OrderedDict()
 _tokens = itertools.count()
@@ -45,7 +71,7 @@ def get(owner: int, make, arrays):
     if compiled is not None:
         _table.move_to_end(key)
         return compiled
-    compiled = jax.jit(make()).lower(*arrays).compile()
+    compiled = jax.jit(make()).lower(*arrays).compile(compiler_options())
     compilations += 1
     _table[key] = compiled
     while len(_table) > max(MAX_EXECUTABLES, 1):
