@@ -25,12 +25,12 @@ MAX_EXECUTABLES = int(os.environ.get("NKI_JAX_MAX_EXECUTABLES", "64"))
 
 # LLVM's optimisation level for the machine code of the programs compiled here (``xla_backend_optimization_level``).
 # 1 rather than XLA's default: on CPU most of a first call is LLVM compiling the program's fusions, and level 1
-# cut the ViT attention kernel's XLA compile by ~30% (0.53-0.67 s -> 0.38-0.42 s CPU, load 5-9) while every
-# benchmark kernel ran as fast as at the default (`python benchmarks/jax_speed.py --opt-level`): their dots and
-# reductions go to library kernels (YNNPACK, Eigen), the loop fusions around them are memory-bound. Level 0 halved
-# the compile again but ran the kernels 1.1-8x slower. Floating point is the same at every level (no fast-math:
-# LLVM may not reorder a sum), so results do not change. ``NKI_JAX_XLA_OPT_LEVEL`` overrides it (an integer, or
-# ``xla`` for XLA's own default), read at each compilation.
+# cut the ViT attention kernel's XLA compile by 25-35% (0.53-0.71 s -> 0.38-0.48 s CPU, load 5-11; its first
+# call 920 -> 732 ms) while every benchmark kernel ran as fast as at the default (`python benchmarks/jax_speed.py
+# --opt-level xla,1 --cpu`): their dots and reductions go to library kernels (YNNPACK, Eigen), the loop fusions
+# around them are memory-bound. Level 0 compiled in half the default's time but ran the kernels 1.1-8x slower.
+# Floating point is the same at every level (no fast-math: LLVM may not reorder a sum), so results do not change.
+# ``NKI_JAX_XLA_OPT_LEVEL`` overrides it (an integer, or ``xla`` for XLA's own default), read at each compilation.
 OPT_LEVEL = 1
 
 
