@@ -31,12 +31,13 @@ MAX_EXECUTABLES = int(os.environ.get("NKI_JAX_MAX_EXECUTABLES", "64"))
 # around them are memory-bound. Level 0 compiled in half the default's time but ran the kernels 1.1-8x slower.
 # Floating point is the same at every level (no fast-math: LLVM may not reorder a sum), so results do not change.
 # ``NKI_JAX_XLA_OPT_LEVEL`` overrides it (an integer, or ``xla`` for XLA's own default), read at each compilation.
+# Only CPU programs get the level by default: it was measured there, and GPU/TPU compiles are not LLVM-bound alike.
 OPT_LEVEL = 1
 
 
-def compiler_options() -> dict | None:
-    """XLA options of the programs compiled here (None: XLA's defaults)."""
-    level = os.environ.get("NKI_JAX_XLA_OPT_LEVEL", str(OPT_LEVEL))
+def compiler_options(platform: str = "cpu") -> dict | None:
+    """XLA options of the programs compiled here for ``platform`` (None: XLA's defaults)."""
+    level = os.environ.get("NKI_JAX_XLA_OPT_LEVEL", str(OPT_LEVEL) if platform == "cpu" else "xla")
     if level == "xla":
         return None
     try:
@@ -60,6 +61,14 @@ def signature(arrays) -> tuple:
     return tuple((a.shape, a.dtype, getattr(a, "sharding", None)) for a in arrays)
 
 
+def _platform(arrays) -> str:
+    """Where the program will run: the device of the first JAX array given, else JAX's default backend."""
+    for a in arrays:
+        if isinstance(a, jax.Array):
+            return next(iter(a.devices())).platform
+    return jax.default_backend()
+
+
 def get(owner: int, make, arrays):
     """The compiled program for arguments like ``arrays`` of the function ``make()`` returns, compiled on first
     use. The function is made afresh for the compilation and dropped after it: JAX's tracing and lowering caches
@@ -71,7 +80,7 @@ def get(owner: int, make, arrays):
     if compiled is not None:
         _table.move_to_end(key)
         return compiled
-    compiled = jax.jit(make()).lower(*arrays).compile(compiler_options())
+    compiled = jax.jit(make()).lower(*arrays).compile(compiler_options(_platform(arrays)))
     compilations += 1
     _table[key] = compiled
     while len(_table) > max(MAX_EXECUTABLES, 1):

@@ -21,6 +21,13 @@ def test_level_1_by_default_and_the_environment_overrides_it(monkeypatch):
     assert executables.compiler_options() is None  # XLA's own defaults
 
 
+def test_other_platforms_keep_xlas_default_unless_the_environment_asks(monkeypatch):
+    monkeypatch.delenv("NKI_JAX_XLA_OPT_LEVEL", raising=False)
+    assert executables.compiler_options("gpu") is None  # the level was measured on CPU only
+    monkeypatch.setenv("NKI_JAX_XLA_OPT_LEVEL", "2")
+    assert executables.compiler_options("tpu") == {"xla_backend_optimization_level": 2}
+
+
 def test_a_level_that_is_not_an_integer_is_refused_naming_the_variable(monkeypatch):
     monkeypatch.setenv("NKI_JAX_XLA_OPT_LEVEL", "fast")
     with pytest.raises(NkiError, match="NKI_JAX_XLA_OPT_LEVEL='fast'"):
