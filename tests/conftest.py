@@ -12,6 +12,7 @@ from hypothesis import settings  # noqa: E402
 
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
+from nki_dsl.passes import pipeline
 from nki_dsl.passes.verifier import check
 from nki_dsl.trace.jit import TRACE_HOOKS
 from tests.examples import DEEP
@@ -33,6 +34,15 @@ def round_trip_every_traced_kernel():
     TRACE_HOOKS.append(_round_trip)
     yield
     TRACE_HOOKS.remove(_round_trip)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def check_each_pass():
+    """Every pass's output verified in full (translation validation, off by default: passes/pipeline.py), so a
+    pass that leaves invalid IR for any kernel the suite compiles fails the test that compiled it."""
+    pipeline.CHECK_EACH_PASS = True
+    yield
+    pipeline.CHECK_EACH_PASS = False
 
 
 @pytest.fixture(autouse=True)

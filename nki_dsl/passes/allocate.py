@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nki_dsl.errors import Diagnostic, NkiVerificationError
@@ -83,30 +84,38 @@ class _Live:
         return self.loop_span[:2] if buffers > 1 and self.loop_span else (self.start, self.end)
 
 
-def allocate(kernel, t: Target) -> Allocation:
+def allocate(kernel, t: Target, fit: Callable[[str], OneCopyFit] | None = None) -> Allocation:
     """Place every materialised on-chip tensor of lowered ``kernel``. Raises ``NkiVerificationError`` (rule
     ``allocate``) naming the tensors live at the peak when SBUF or PSUM cannot hold them, or the tensor that found
     no hole. Each fits exactly when ``fit_one_copy`` says so (the verifier's ``sbuf-capacity`` and ``psum-banks``
-    rules ask it too, ``misfit_of``); rotating copies are then added where they still fit."""
-    lives = live_ranges(kernel)
+    rules ask it too, ``one_copy_fit``); rotating copies are then added where they still fit.
+
+    ``fit(buffer)``, when given, is ``one_copy_fit`` of this very kernel object's live ranges on ``t``, already
+    computed: the verifier's placing rules asked it about the lowering the compiler now allocates
+    (``passes/verifier.AllocatorView``), so the walk and the one-copy fits are not done twice. Both are
+    deterministic functions of the kernel, which is not changed once verified, so the placements are the same."""
+    if fit is None:
+        lives = live_ranges(kernel)
+
+        def fit(buffer: str) -> OneCopyFit:
+            return one_copy_fit(lives, t, buffer)
+
     out = Allocation(t)
     for buffer in ("sbuf", "psum"):
-        capacity, unit = memory(t, buffer)
-        group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
+        one = fit(buffer)
+        group, capacity, unit, fixed = one.group, one.capacity, one.unit, one.fixed
         # Rotating copies per tensor: MAX_BUFFERS each first; while that does not fit, take one copy from the
         # tensor with the most copies, the largest among those (so every tensor keeps double buffering before any
         # loses it). One large tensor that cannot be tripled then no longer costs every small tile its double
         # buffering (which would stall the engine consuming it at every iteration).
         copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
-        fixed = _fixed(group, buffer, capacity, unit, t)
-        # the one-copy placement that decides whether the kernel fits
-        single, why = fit_one_copy(group, capacity, unit, fixed, buffer)
-        if single is None:
-            raise _does_not_fit(group, buffer, capacity, unit, t.name, why)
+        # the one-copy placement decides whether the kernel fits
+        if one.placed is None:
+            raise _does_not_fit(group, buffer, capacity, unit, t.name, one.misfit)
         while (placed := _place(group, buffer, capacity, unit, copies, fixed)) is None:
             shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
             if not shrinkable:
-                placed = single  # first fit in program order left no hole; largest first did
+                placed = one.placed  # first fit in program order left no hole; largest first did
                 break
             big = max(shrinkable, key=lambda lv: (min(copies[lv.tensor.name], lv.loop_span[2]), _size(lv, unit),
                                                   -lv.start))  # fmt: skip
@@ -187,11 +196,11 @@ def fit_one_copy(group, capacity: int, unit: int, fixed=(),
     fit in program order (the order the rotating placements use), then, when that leaves some tensor no hole
     although its bytes are free in total (fragmentation), first fit largest first. The allocator refuses exactly
     when this does, and the verifier's ``sbuf-capacity`` and ``psum-banks`` rules run it on the lowered kernel
-    (``misfit_of``), so the two agree on every kernel. In PSUM every size is whole banks and a tensor the kernel placed
-    holds every bank it touches (as ``verify/psum_buffers`` counts them), so each tensor starts on a bank. It reads
-    program positions only, not trip counts, so a shape family's instances all get the same answer. ``(None, misfit)``
-    names the tensor program order found no hole for (its ``size`` is -1 when the placement gave up past
-    ``MAX_FIT_WORK``)."""
+    (``one_copy_fit``), so the two agree on every kernel. In PSUM every size is whole banks and a tensor the kernel
+    placed holds every bank it touches (as ``verify/psum_buffers`` counts them), so each tensor starts on a bank. It
+    reads program positions only, not trip counts, so a shape family's instances all get the same answer.
+    ``(None, misfit)`` names the tensor program order found no hole for (its ``size`` is -1 when the placement gave
+    up past ``MAX_FIT_WORK``)."""
     first = None
     for order in (_in_program_order, _largest_first):
         placed, misfit = _fit(group, capacity, unit, fixed, order, buffer)
@@ -258,13 +267,29 @@ def memory(t: Target, buffer: str) -> tuple[int, int]:
     return t.psum_bytes_per_partition, t.psum_bank_bytes
 
 
-def misfit_of(lives: list[_Live], t: Target, buffer: str):
-    """``fit_one_copy`` for the ``buffer`` tensors among ``lives`` (``live_ranges`` of a lowered kernel) on ``t``:
-    the misfit (None when they fit), the live ranges it placed and the bytes it gives each (rounded up)."""
+@dataclass(frozen=True)
+class OneCopyFit:
+    """``fit_one_copy`` of one memory's tensors: what the placing rules judge and the allocator starts from."""
+
+    group: list  # the ``_Live`` ranges of the memory's tensors
+    capacity: int  # bytes per partition
+    unit: int  # the size every tensor rounds up to (``memory``)
+    fixed: list  # the placements the kernel chose (``_fixed``)
+    placed: dict | None  # one copy of each placed, or None when they do not fit
+    misfit: Misfit | None  # why not (``fit_one_copy``)
+
+    def size(self, lv: _Live) -> int:
+        """The aligned bytes per partition ``lv`` takes."""
+        return _size(lv, self.unit)
+
+
+def one_copy_fit(lives: list[_Live], t: Target, buffer: str) -> OneCopyFit:
+    """``fit_one_copy`` for the ``buffer`` tensors among ``lives`` (``live_ranges`` of a lowered kernel) on ``t``."""
     capacity, unit = memory(t, buffer)
     group = [lv for lv in lives if lv.tensor.type.buffer.value == buffer]
     fixed = _fixed(group, buffer, capacity, unit, t)
-    return fit_one_copy(group, capacity, unit, fixed, buffer)[1], group, lambda lv: _size(lv, unit)
+    placed, misfit = fit_one_copy(group, capacity, unit, fixed, buffer)
+    return OneCopyFit(group, capacity, unit, fixed, placed, misfit)
 
 
 def _address(lv: _Live) -> tuple[int, ...]:

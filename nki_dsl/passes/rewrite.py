@@ -4,6 +4,11 @@ kernel, inside loops too, and returns a new kernel (the input, which the jit cac
 A rule ``rule(op, ctx) -> list[Stmt]`` returns the statements that replace ``op`` (``[op]`` keeps it). Ops without a
 rule are kept as they are. ``RewriteContext`` gives rules fresh tensor names, op construction with attribute
 defaults from the op table, and what they need to know about the program around the op.
+
+A rule that cannot rewrite its op (a form it does not handle, such as a masked ``nl.var``) raises; the engine
+turns that into ``NkiRewriteError``, a diagnostic naming the op, its source line, the pass (as the rule id) and
+the reason, so neither the verifier (which lowers a kernel to judge its placement, ``passes/verifier.py``) nor a
+compile lets a bare ``KeyError`` or ``NotImplementedError`` reach the user.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from nki_dsl.errors import Diagnostic, NkiError, NkiVerificationError
 from nki_dsl.ir.affine import Affine
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op, Stmt, Tensor
 from nki_dsl.ir.ops import OPS
@@ -20,6 +26,15 @@ from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.targets import Target
 
 Rule = Callable[[Op, "RewriteContext"], list[Stmt]]
+
+
+class NkiRewriteError(NkiVerificationError):
+    """A rule of pass ``pass_name`` could not rewrite an op; the one diagnostic says which and why."""
+
+    def __init__(self, pass_name: str, op: Op, cause: Exception):
+        self.pass_name = pass_name
+        reason = str(cause) if isinstance(cause, NotImplementedError) else f"{type(cause).__name__}: {cause}"
+        super().__init__([Diagnostic(op.loc, op.name, pass_name, f"pass '{pass_name}' cannot rewrite it: {reason}")])
 
 
 @dataclass(frozen=True)
@@ -79,7 +94,7 @@ def rewrite(kernel: Kernel, rules_pass: Pass, target: Target) -> Kernel:
     # Rules may retype tensors (a load's tile becomes an explicit allocation): work on a private copy.
     kernel = private_copy(kernel)
     ctx = RewriteContext(kernel, target, uses=_uses(kernel), _names=_names(kernel))
-    body = _rewrite_body(kernel.body, rules_pass.rules, ctx)
+    body = _rewrite_body(kernel.body, rules_pass, ctx)
     return Kernel(kernel.name, kernel.params, body, kernel.outputs, kernel.grid, kernel.source_file,
                   dict(kernel.constants), lnc=kernel.lnc)  # fmt: skip
 
@@ -119,17 +134,25 @@ def private_copy(kernel: Kernel) -> Kernel:
                   copy.deepcopy(kernel.constants), lnc=kernel.lnc)  # fmt: skip
 
 
-def _rewrite_body(body: list[Stmt], rules: dict[str, Rule], ctx: RewriteContext) -> list[Stmt]:
+def _rewrite_body(body: list[Stmt], rules_pass: Pass, ctx: RewriteContext) -> list[Stmt]:
     out: list[Stmt] = []
     outer, ctx.emitted = ctx.emitted, out
     for stmt in body:
         if isinstance(stmt, Loop):
-            inner = _rewrite_body(stmt.body, rules, ctx)
+            inner = _rewrite_body(stmt.body, rules_pass, ctx)
             ctx.emitted = out
             out.append(Loop(stmt.kind, stmt.var, stmt.start, stmt.stop, stmt.step, inner, stmt.loc, stmt.reads))
             continue
-        rule = rules.get(stmt.name)
-        out.extend(rule(stmt, ctx) if rule is not None else [stmt])
+        rule = rules_pass.rules.get(stmt.name)
+        if rule is None:
+            out.append(stmt)
+            continue
+        try:
+            out.extend(rule(stmt, ctx))
+        except NkiError:
+            raise  # already a diagnostic
+        except Exception as e:  # a form the rule does not handle, or a bug in it: named at the op either way
+            raise NkiRewriteError(rules_pass.name, stmt, e) from e
     ctx.emitted = outer
     return out
 
@@ -163,4 +186,4 @@ def broadcast_access(x: Access, shape) -> Access:
     return Access(x.tensor, tuple(e.substitute(env) for e in x.index), tuple(shape))
 
 
-__all__ = ["Pass", "Rule", "RewriteContext", "rewrite", "full", "broadcast_access", "Imm"]
+__all__ = ["NkiRewriteError", "Pass", "Rule", "RewriteContext", "rewrite", "full", "broadcast_access", "Imm"]

@@ -61,6 +61,8 @@ def _verify(kernel: Kernel, target: Target, budget: IRBudget | None, times: dict
             if rule not in WELL_FORMED:
                 found.extend(_timed(times, RULE_OF[rule], rule, kernel, target))
         view = _timed(times, LOWERING_STEP, lowering, kernel, target)
+        if not found:  # an op the lowering cannot lower, in a kernel no other rule refuses
+            found.extend(view.refusals)
         for rule in PLACING:
             found.extend(_timed(times, RULE_OF[rule], rule, kernel, target, view))
     return _ordered(found)

@@ -1,9 +1,12 @@
 """A kernel is lowered once per (kernel, target) on the way from tracing (or parsing) through verification to a
 compiled program: the verifier's placing rules read the ``lower-language`` result (``passes/verifier.py``) and
-the pipeline compiles from it. Counted by wrapping the rewrite engine, not timed. Every way in (a jit call, the
-Hub's parse of untrusted text, a family's instance, the CLI) gives one answer, from one verifier."""
+the pipeline compiles from it. By default compiling verifies nothing more (``passes/pipeline.CHECK_EACH_PASS``,
+on in the suite) and the allocator takes the live ranges and one-copy fits the placing rules computed. Counted by
+wrapping the rewrite engine, the verifier and the live-range walk, not timed. Every way in (a jit call, the Hub's
+parse of untrusted text, a family's instance, the CLI) gives one answer, from one verifier."""
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
@@ -11,6 +14,9 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from nki_dsl import cli
+from nki_dsl import verify as verify_module
+from nki_dsl.passes import allocate as allocate_module
+from nki_dsl.passes import pipeline
 from nki_dsl.passes import rewrite as rewrite_module
 from nki_dsl.passes.lower_language import LOWER_LANGUAGE
 from nki_dsl.passes.pipeline import compile_for_target
@@ -33,21 +39,44 @@ def _exp_rows(x):
     return out
 
 
+@dataclass
+class Counts:
+    lowerings: list = field(default_factory=list)  # (kernel name, target name) of each lower-language rewrite
+    verifications: int = 0  # runs of the verifier's rules (a check, after a trace, a parse or a pass)
+    live_walks: int = 0  # live-range computations (the placing rules' and the allocator's)
+
+
 @pytest.fixture
-def lowerings(monkeypatch):
-    """The ``lower-language`` rewrites run, as (kernel name, target name) pairs. (Without the suite's round trip
-    of every traced kernel, tests/conftest.py, which verifies a parsed copy: another kernel.)"""
+def counts(monkeypatch):
+    """What a test's calls cost, counted (without the suite's round trip of every traced kernel, tests/conftest.py,
+    which verifies a parsed copy: another kernel). The suite's check of each pass's output stays on."""
     monkeypatch.setattr(jit, "TRACE_HOOKS", [])
-    runs = []
-    real = rewrite_module.rewrite
+    c = Counts()
+    real_rewrite, real_verify, real_lives = rewrite_module.rewrite, verify_module._verify, allocate_module.live_ranges
 
-    def counted(kernel, rules_pass, target):
+    def rewrite(kernel, rules_pass, target):
         if rules_pass is LOWER_LANGUAGE:
-            runs.append((kernel.name, target.name))
-        return real(kernel, rules_pass, target)
+            c.lowerings.append((kernel.name, target.name))
+        return real_rewrite(kernel, rules_pass, target)
 
-    monkeypatch.setattr(rewrite_module, "rewrite", counted)
-    return runs
+    def verified(*args):
+        c.verifications += 1
+        return real_verify(*args)
+
+    def lives(kernel):
+        c.live_walks += 1
+        return real_lives(kernel)
+
+    monkeypatch.setattr(rewrite_module, "rewrite", rewrite)
+    monkeypatch.setattr(verify_module, "_verify", verified)
+    monkeypatch.setattr(allocate_module, "live_ranges", lives)
+    return c
+
+
+@pytest.fixture
+def lowerings(counts):
+    """The ``lower-language`` rewrites run, as (kernel name, target name) pairs."""
+    return counts.lowerings
 
 
 def _x(rows=300):
@@ -69,14 +98,35 @@ def test_a_jit_call_on_the_simulator_lowers_once(lowerings):
     assert lowerings == [("_exp_rows", "trn2"), ("_exp_rows", "trn1")]
 
 
-def test_the_hub_path_parse_verify_compile_lowers_once(lowerings):
+@pytest.mark.parametrize("each_pass", [False, True], ids=["default", "check-each-pass"])
+def test_a_first_simulator_call_costs_one_lowering_one_live_walk_and_one_verification(counts, monkeypatch,
+                                                                                     each_pass):  # fmt: skip
+    """By default compiling adds no verification to the trace's, and the allocator takes the placing rules' live
+    ranges; checking each pass's output verifies the lowered kernel once more, with those same answers."""
+    monkeypatch.setattr(pipeline, "CHECK_EACH_PASS", each_pass)
+    kernel, x = _fresh_jit(), _x()
+    np.testing.assert_allclose(kernel(x, backend="simulator", target="trn2"), np.exp(x), rtol=1e-5)
+    assert (len(counts.lowerings), counts.live_walks, counts.verifications) == (1, 1, 2 if each_pass else 1)
+
+
+def test_compiling_a_kernel_whose_lowering_was_not_kept_walks_it_again(counts, monkeypatch):
+    monkeypatch.setattr(pipeline, "CHECK_EACH_PASS", False)
+    ir = nki.trace(_fresh_jit(), nki.spec((300, 64), "float32")).ir
+    compile_for_target(ir, TRN2)
+    assert (len(counts.lowerings), counts.live_walks, counts.verifications) == (1, 1, 1)
+    compile_for_target(ir, TRN2)  # taken by the first compile: lowered and walked again, not verified
+    assert (len(counts.lowerings), counts.live_walks, counts.verifications) == (2, 2, 1)
+
+
+def test_the_hub_path_parse_verify_compile_lowers_once(counts, monkeypatch):
+    monkeypatch.setattr(pipeline, "CHECK_EACH_PASS", False)
     text = nki.trace(_fresh_jit(), nki.spec((300, 64), "float32")).text
-    del lowerings[:]
+    counts.__init__()
     traced = nki.parse_ir(text, target="trn2")  # untrusted text: parsed and verified
     exe = traced.compile(backend="simulator", target="trn2")
     x = _x()
     np.testing.assert_allclose(exe.run({traced.param_names[0]: x}), np.exp(x), rtol=1e-5)
-    assert len(lowerings) == 1
+    assert (len(counts.lowerings), counts.live_walks, counts.verifications) == (1, 1, 1)
 
 
 def test_a_family_instance_is_lowered_once(lowerings):

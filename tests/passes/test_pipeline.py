@@ -1,4 +1,5 @@
-"""The pipeline verifies after every pass and names the pass that broke the IR; rules reach ops inside loops."""
+"""The pipeline verifies after every pass when asked (the suite asks) and names the pass that broke the IR; rules
+reach ops inside loops."""
 
 import numpy as np
 import pytest
@@ -30,6 +31,22 @@ def test_a_pass_that_breaks_the_ir_is_named():
     with pytest.raises(NkiPassError, match="after pass 'break-exp'") as e:
         run_pipeline(ir, nki.get_target("trn2"), passes=[Pass("break-exp", {"nl.exp": _wrong_shape})])
     assert e.value.pass_name == "break-exp"
+
+
+def test_by_default_a_passs_output_is_not_verified_again(monkeypatch):
+    """Translation validation is the suite's (``CHECK_EACH_PASS``, on in tests/conftest.py): a call's compile
+    trusts the passes and verifies only where IR enters; ``check_each_pass`` asks for it per call."""
+    from nki_dsl.passes import pipeline
+
+    monkeypatch.setattr(pipeline, "CHECK_EACH_PASS", False)
+    ir, _ = traced(_exp_in_loop, np.zeros((256, 64), np.float32))
+    broken = [Pass("break-exp", {"nl.exp": _wrong_shape})]
+    times = {}
+    out = run_pipeline(ir, nki.get_target("trn2"), passes=broken, times=times)
+    assert any(getattr(s, "result", None) is not None and s.result.type.shape == (3, 3) for s, _ in out.walk())
+    assert list(times) == ["pass break-exp"]
+    with pytest.raises(NkiPassError, match="after pass 'break-exp'"):
+        run_pipeline(ir, nki.get_target("trn2"), passes=broken, check_each_pass=True)
 
 
 def test_pipeline_is_a_flat_list_of_named_passes_and_leaves_the_input_alone():

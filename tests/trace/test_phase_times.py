@@ -9,17 +9,19 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.softmax import softmax_rows
-from nki_dsl.passes.pipeline import PIPELINE
+from nki_dsl.passes import pipeline
 from nki_dsl.verify.rules import PLACING, RULE_IDS
 
 
-def test_every_phase_is_timed_in_the_order_it_runs():
+@pytest.mark.parametrize("each_pass", [False, True], ids=["default", "check-each-pass"])
+def test_every_phase_is_timed_in_the_order_it_runs(each_pass, monkeypatch):
+    monkeypatch.setattr(pipeline, "CHECK_EACH_PASS", each_pass)
     times = nki.phase_times(softmax_rows, nki.spec((256, 64), "float32"), target="trn1")
     placing = RULE_IDS[len(RULE_IDS) - len(PLACING):]  # they run last, after the lowering they read
     expected = ["trace", "verify program facts", *(f"verify {r}" for r in RULE_IDS if r not in placing),
                 "verify lower-language", *(f"verify {r}" for r in placing)]  # fmt: skip
-    for p in PIPELINE:
-        expected += [f"pass {p.name}", f"verify after {p.name}"]
+    for p in pipeline.PIPELINE:
+        expected += [f"pass {p.name}", f"verify after {p.name}"] if each_pass else [f"pass {p.name}"]
     assert list(times) == expected + ["allocate"]
     assert all(t >= 0 for t in times.values()) and sum(times.values()) > 0
 
