@@ -1,13 +1,15 @@
 """Verify + compile time of one kernel for the simulator, on the two paths that reach it (issue 14: the kernel is
-lowered once per (kernel, target), by the verifier, and compiling reuses that lowering).
+lowered once per (kernel, target), by the verifier, and compiling reuses that lowering, the placing rules' live
+ranges and fits, and verifies nothing more unless asked to).
 
     python benchmarks/verify_compile.py [--seq 197] [--repeat 5] [--target trn2]
 
 The library's ViT attention (kernels/vit_attn, 12 heads of 64, bf16):
 
 * ``trace``: traced from shapes as a first call does (``nki.phase_times``, wall seconds): ``verify`` is the
-  verifier (its rules and the lowering its placing rules read), ``compile`` the pass pipeline (with the
-  verification after each pass) and allocation;
+  verifier (its rules and the lowering its placing rules read), ``compile`` the pass pipeline and allocation
+  (a call's: the test suite also verifies each pass's output, ``passes/pipeline.CHECK_EACH_PASS``, which costs
+  about one more verification);
 * ``hub load``: its IR text parsed and verified as untrusted input (``nki.parse_ir``, what the Hub loader runs:
   ``verify``), then a first simulator profile (``compile`` = that profile's CPU seconds minus a second one's, which
   reuses the compiled program and only simulates).

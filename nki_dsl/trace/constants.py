@@ -34,7 +34,24 @@ class Constant:
 
 def constant(param: str, value) -> Constant:
     """Normalise the non-array argument ``value`` of parameter ``param``, or raise NkiApiError naming it."""
-    return _normalise(param, value, param)
+    plain = _plain(value)
+    return plain if plain is not None else _normalise(param, value, param)
+
+
+_PLAIN_TYPES = (type(None), bool, int, str)
+
+
+def _plain(value) -> Constant | None:
+    """``_normalise`` of a value of exactly a builtin scalar type, or a tuple of them, by its type alone (every
+    launch normalises its constant arguments; the general path's checks cost microseconds each); None otherwise."""
+    t = type(value)
+    if t in _PLAIN_TYPES:
+        return Constant(value, (t.__name__, value), value)
+    if t is float:
+        return Constant(value, ("float", value.hex()), value)
+    if t is tuple and all(type(v) in _PLAIN_TYPES for v in value):
+        return Constant(value, (tuple, tuple((type(v).__name__, v) for v in value)), value)
+    return None
 
 
 def _normalise(param: str, value, where: str) -> Constant:

@@ -22,17 +22,25 @@ library types (a NumPy array held in a global) are keyed by type only: their con
 
 The walk is bounded (``_MAX_NODES`` values, ``_MAX_ITEMS`` per container or object: a kernel reaching more is
 keyed on the first ones) and cycle-safe (a value seen before is recorded as a back reference).
+
+A launch needs the fingerprint every time, and walking ViT attention's body costs a few hundred microseconds, more
+than the rest of a launch's Python. ``HelperFingerprint`` (one per ``@nki.jit`` kernel) records what its walk read
+(``trace/reads.py``) and reuses the fingerprint while every read still finds the same object, which takes a few
+microseconds; any change walks again.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import operator
 import sys
 import sysconfig
 import types
 
 import numpy as np
+
+from nki_dsl.trace.reads import MISSING, Reads, cell_value
 
 _MAX_NODES = 2000  # values visited in one fingerprint: bounds the per-launch cost of an object graph
 _MAX_ITEMS = 200  # items read from one container or one object's attributes
@@ -41,11 +49,39 @@ _MAX_ITEMS = 200  # items read from one container or one object's attributes
 def helper_fingerprint(fn, *roots) -> int:
     """A hash of what ``fn``'s code (and each of ``roots``, e.g. function-valued kernel arguments) can reach (see
     the module docstring); 0 when it reaches nothing."""
-    walk = _Walk()
+    return _fingerprint(_Walk(), fn, roots)
+
+
+def _fingerprint(walk: _Walk, fn, roots) -> int:
     walk.code_of(fn, fn.__name__)
     for k, root in enumerate(roots):
         walk.visit(f"<arg {k}>", root, ())
     return hash(tuple(walk.out)) if walk.out else 0
+
+
+class HelperFingerprint:
+    """``helper_fingerprint(fn, *roots)``, remembered with the reads its walk made: while each finds the object it
+    found (and ``roots`` are the same objects), the same walk would give the same fingerprint, so it is not walked
+    again (``trace/reads.py``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._roots: tuple = ()
+        self._reads: Reads | None = None
+        self._value = 0
+        self.walks = 0  # walks done (tests check that an unchanged kernel is not walked again)
+
+    def __call__(self, *roots) -> int:
+        reads = self._reads
+        if (reads is not None and len(roots) == len(self._roots) and all(map(operator.is_, roots, self._roots))
+                and reads.same()):  # fmt: skip
+            return self._value
+        self.walks += 1
+        walk = _Walk(Reads())
+        self._value = _fingerprint(walk, self.fn, roots)
+        walk.reads.freeze()
+        self._reads, self._roots = walk.reads, roots
+        return self._value
 
 
 # Library code is part of the installed version, not of the kernel: its functions are not walked (nl.load's own
@@ -118,9 +154,10 @@ def _leaf(value):
 
 
 class _Walk:
-    def __init__(self):
+    def __init__(self, reads: Reads | None = None):
         self.out: list[tuple] = []
         self.seen: dict[int, int] = {}  # id -> index of its first record (the values stay alive during the walk)
+        self.reads = reads  # what the walk reads of mutable objects, recorded for HelperFingerprint
 
     def visit(self, path: str, value, names: tuple[str, ...]) -> None:
         """Record ``value`` (reached at ``path``) and walk what it holds; ``names`` are the names the code that
@@ -135,11 +172,20 @@ class _Walk:
             self.out.append((path, ("same", self.seen[id(value)])))
             return
         self.seen[id(value)] = len(self.out)
+        reads = self.reads
         if _is_jit(value):
+            if reads is not None:
+                reads.label(value, "source_hash", value.source_hash)
+                reads.attr(value, "fn", value.fn)
             self.out.append((path, ("kernel", value.source_hash)))
             self.code_of(value.fn, path)
         elif isinstance(value, types.FunctionType):
+            if reads is not None:  # what decides whether it is library code
+                reads.label(value, "__module__", value.__module__)
             if _library_function(value):
+                if reads is not None:  # (a user function's code_of reads its __code__)
+                    reads.attr(value, "__code__", value.__code__)
+                    reads.label(value, "__qualname__", value.__qualname__)
                 self.out.append((path, ("lib", value.__module__, value.__qualname__)))
                 return
             self.out.append((path, ("fn", _code_key(value.__code__))))
@@ -162,17 +208,22 @@ class _Walk:
                 self.visit(f"{path}.{part}", getattr(value, part), names)
         elif isinstance(value, dict | types.MappingProxyType | list | tuple | set | frozenset):
             self.out.append((path, (type(value).__name__, len(value))))
-            self.items(path, value, names)
+            self.items(path, value, names)  # (it records the reads of a mutable one)
         elif isinstance(value, type):
             self.cls(path, value, names)
         elif _library_module_name(type(value).__module__):
             # builtins, ufuncs, NumPy arrays, this package's objects: by what they are, not by their contents
+            if reads is not None:
+                reads.attr(value, "__class__", type(value))
             self.out.append((path, ("lib", type(value).__module__, type(value).__qualname__,
                                     getattr(value, "__qualname__", getattr(value, "__name__", None)))))  # fmt: skip
         else:  # an object of a user class: its class (the methods a call reaches) and its attributes
             self.out.append((path, ("obj",)))
-            self.visit(f"{path}.__class__", type(value), names)
             attrs = getattr(value, "__dict__", None)
+            if reads is not None:
+                reads.attr(value, "__class__", type(value))
+                reads.attr(value, "__dict__", MISSING if attrs is None else attrs)
+            self.visit(f"{path}.__class__", type(value), names)
             if isinstance(attrs, dict):
                 self.items(path, attrs, names, attributes=True)
 
@@ -182,16 +233,24 @@ class _Walk:
         names = _names(code)
         cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
         g = fn.__globals__
+        reads = self.reads
+        if reads is not None:  # (__closure__ and __globals__ cannot be rebound; their cells and entries can)
+            reads.attr(fn, "__code__", code)
+            reads.attr(fn, "__defaults__", fn.__defaults__)
+            reads.attr(fn, "__kwdefaults__", fn.__kwdefaults__)
         for name in names:
             if name in cells:
-                try:
-                    value = cells[name].cell_contents
-                except ValueError:  # a cell not yet filled
+                value = cell_value(cells[name])
+                if reads is not None:
+                    reads.cell(cells[name], value)
+                if value is MISSING:  # a cell not yet filled
                     continue
-            elif name in g:
-                value = g[name]
             else:
-                continue
+                value = g.get(name, MISSING)
+                if reads is not None:
+                    reads.name(g, name, value)  # absent too: defining it later changes what the body reads
+                if value is MISSING:
+                    continue
             self.visit(f"{path}:{name}", value, names)
         if fn.__defaults__:
             self.items(f"{path}.__defaults__", fn.__defaults__, names)
@@ -199,33 +258,62 @@ class _Walk:
             self.items(f"{path}.__kwdefaults__", fn.__kwdefaults__, names)
 
     def module(self, path: str, module: types.ModuleType, names: tuple[str, ...]) -> None:
+        if self.reads is not None:
+            self.reads.label(module, "__name__", module.__name__)
         if _library_module_name(module.__name__):  # its members are the installed version's
             self.out.append((path, ("lib", module.__name__)))
             return
         self.out.append((path, ("module", module.__name__)))
+        members = module.__dict__
         for attr in names:  # only what the naming code can read of it (helpers.rms_scale)
-            if attr in module.__dict__:
-                self.visit(f"{path}.{attr}", module.__dict__[attr], names)
+            value = members.get(attr, MISSING)
+            if self.reads is not None:
+                self.reads.name(members, attr, value)
+            if value is not MISSING:
+                self.visit(f"{path}.{attr}", value, names)
 
     def cls(self, path: str, cls: type, names: tuple[str, ...]) -> None:
+        reads = self.reads
+        if reads is not None:
+            reads.label(cls, "__module__", cls.__module__)
+            reads.label(cls, "__qualname__", cls.__qualname__)
         if _library_module_name(cls.__module__):
             self.out.append((path, ("lib", cls.__module__, cls.__qualname__)))
             return
         self.out.append((path, ("class", cls.__module__, cls.__qualname__)))
+        if reads is not None:
+            reads.attr(cls, "__bases__", cls.__bases__)
         for k, base in enumerate(cls.__bases__):
             self.visit(f"{path}.__bases__[{k}]", base, names)
-        entries = {k: v for k, v in vars(cls).items() if k not in _SKIPPED_CLASS_ENTRIES}
-        self.items(path, entries, names, attributes=True)
+        members = vars(cls)
+        if reads is not None:  # every entry, the skipped ones too (a few more identity checks)
+            reads.length(members)
+            for k, v in members.items():
+                reads.name(members, k, v)
+        entries = {k: v for k, v in members.items() if k not in _SKIPPED_CLASS_ENTRIES}
+        self.items(path, entries, names, attributes=True, recorded=True)
 
-    def items(self, path: str, container, names, attributes: bool = False) -> None:
+    def items(self, path: str, container, names, attributes: bool = False, recorded: bool = False) -> None:
+        """Walk ``container``'s items; a mutable one's reads are recorded (unless the caller ``recorded`` them)."""
+        reads = None if recorded else self.reads
         if isinstance(container, dict | types.MappingProxyType):
             pairs = container.items()
+            if reads is not None:
+                reads.length(container)
         elif isinstance(container, set | frozenset):  # unordered: sorted by key where the items allow it
             pairs = sorted(((_leaf(v) or ("id", id(v)), v) for v in container), key=lambda p: repr(p[0]))
+            if reads is not None and isinstance(container, set):
+                reads.length(container)
+                reads.set_members(container)
         else:
             pairs = enumerate(container)
+            if reads is not None and isinstance(container, list):
+                reads.length(container)
+                reads.list_items(container, tuple(container[:_MAX_ITEMS]))
         for k, (key, item) in enumerate(pairs):
             if k >= _MAX_ITEMS or len(self.out) >= _MAX_NODES:
                 self.out.append((path, ("truncated",)))
                 return
+            if reads is not None and isinstance(container, dict | types.MappingProxyType):
+                reads.name(container, key, item)
             self.visit(f"{path}.{key}" if attributes else f"{path}[{key!r}]", item, names)

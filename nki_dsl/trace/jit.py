@@ -25,7 +25,7 @@ from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 from nki_dsl.trace.builder import caller_loc, is_tracing
 from nki_dsl.trace.call_errors import api_call_error
-from nki_dsl.trace.dependencies import helper_fingerprint
+from nki_dsl.trace.dependencies import HelperFingerprint
 from nki_dsl.trace.specs import bind
 from nki_dsl.trace.tracer import trace_kernel
 
@@ -81,6 +81,7 @@ class JitKernel:
         self.fn = fn
         self.options = options
         self.source_hash = _source_hash(fn)
+        self.helpers = HelperFingerprint(fn)  # what the body reaches, walked again only when it changed
         self._traced: dict[tuple, list[_Trace]] = {}  # (source hash, helpers, argument key, grid) -> traces
         self.trace_count = 0  # bodies run so far (tests check that targets share traces)
         self._compiled: dict[tuple, object] = {}
@@ -118,7 +119,9 @@ class JitKernel:
         # what the body (and a function passed as an argument) can reach is part of the key: rebinding or editing a
         # helper, or a global it reads, retraces (trace/dependencies.py)
         roots = [v for v in (*args, *kwargs.values()) if callable(v) and not isinstance(v, type)]  # not np.float32
-        key = (self.source_hash, helper_fingerprint(self.fn, *roots), bound.key, grid)
+        if self.helpers.fn is not self.fn:
+            self.helpers = HelperFingerprint(self.fn)
+        key = (self.source_hash, self.helpers(*roots), bound.key, grid)
         traces = self._traced.setdefault(key, [])
         entry = next((t for t in traces if t.fits(target)), None)
         if entry is None:

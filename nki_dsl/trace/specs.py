@@ -120,8 +120,49 @@ def _signature(fn) -> inspect.Signature:
     return inspect.signature(fn)
 
 
+_NO_DEFAULT = inspect.Parameter.empty
+
+
+@functools.lru_cache(maxsize=256)
+def _plain_parameters(fn) -> tuple[tuple[str, ...], tuple[tuple[str, object], ...]] | None:
+    """``(the names that take positional arguments, (name, default) of every parameter in order)`` when ``fn``
+    takes only plain parameters (positional-or-keyword, then keyword-only), else None."""
+    params = _signature(fn).parameters.values()
+    if any(p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params):
+        return None
+    positional = tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)
+    return positional, tuple((p.name, p.default) for p in params)
+
+
+def _bind_plain(fn, args, kwargs) -> list | None:
+    """``(name, value)`` in signature order, defaults applied, as ``Signature.bind`` + ``apply_defaults`` give them
+    (a launch binds every time; ``inspect``'s binder is most of a small kernel's launch); None for anything but a
+    plain call of a plain signature (the general path then binds, or says what is wrong)."""
+    plain = _plain_parameters(fn)
+    if plain is None:
+        return None
+    positional, params = plain
+    if len(args) > len(positional):
+        return None
+    given = dict(zip(positional, args))
+    for name, value in kwargs.items():
+        if name in given:
+            return None
+        given[name] = value
+    out = []
+    for name, default in params:
+        value = given.pop(name, default)
+        if value is _NO_DEFAULT:
+            return None  # a missing argument
+        out.append((name, value))
+    return None if given else out  # an unknown keyword left over
+
+
 def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
     """Match call arguments to the kernel signature; returns the specs and the actual arrays by name."""
+    plain = _bind_plain(fn, args, kwargs)
+    if plain is not None:
+        return _specs(fn, plain, _signature(fn))
     sig = _signature(fn)
     named = [n for n, p in sig.parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     open_ended = any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values())
@@ -134,11 +175,16 @@ def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
     except TypeError as e:
         raise NkiApiError(f"kernel {fn.__name__}: {e}") from None
     bound.apply_defaults()
-    items, arrays = [], {}
-    for name, value in bound.arguments.items():
+    for name in bound.arguments:
         param = sig.parameters[name]
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise NkiApiError(f"kernel {fn.__name__}: *args / **kwargs parameters are not supported")
+    return _specs(fn, bound.arguments.items(), sig)
+
+
+def _specs(fn, arguments, sig: inspect.Signature) -> tuple[BoundArgs, dict[str, object]]:
+    items, arrays = [], {}
+    for name, value in arguments:
         if isinstance(value, ArgSpec):
             items.append((name, value))
         elif is_array(value):
@@ -159,8 +205,9 @@ def bind(fn, args, kwargs) -> tuple[BoundArgs, dict[str, object]]:
 def _array_spec(name: str, value, arrays: dict) -> ArgSpec:
     dtype = dtypes.normalize(value.dtype, name)
     # An array of a packed MX type reaches the backends as its raw bits (a view: in-place writes land).
-    arrays[name] = value.view(dtypes.get(dtype).np_dtype) if dtypes.get(dtype).is_packed else value
-    return ArgSpec(tuple(int(s) for s in value.shape), dtype)
+    packed = dtypes.get(dtype)
+    arrays[name] = value.view(packed.np_dtype) if packed.is_packed else value
+    return ArgSpec(tuple(map(int, value.shape)), dtype)
 
 
 def _is_tensor_tuple(value) -> bool:

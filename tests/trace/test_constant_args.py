@@ -215,3 +215,24 @@ def sizes_kernel(x, sizes):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nl.store(out, value=nl.multiply(nl.load(x), float(len(sizes))))
     return out
+
+
+class _Int(int):
+    pass
+
+
+PLAIN = [None, True, False, 0, -3, 2**70, "", "resident", 0.5, -0.0, float("nan"), float("inf"), (),
+         ("scalar", "vector", None, True, 1)]  # fmt: skip
+OTHER = [((1, 2), 3), (1, 2.0), _Int(2), [1, 2], Act.relu, np.float32(2.0)]  # left to the general path
+
+
+@pytest.mark.parametrize("value", PLAIN + OTHER, ids=repr)
+def test_the_launch_path_for_plain_constants_normalises_as_the_general_one(value):
+    """``constants._plain`` (builtin scalars, and tuples of the non-float ones, by type alone) gives what
+    ``_normalise`` gives, or leaves the value to it."""
+    from nki_dsl.trace import constants
+
+    fast, general = constants.constant("p", value), constants._normalise("p", value, "p")
+    assert (fast.key, repr(fast.record), repr(fast.value), type(fast.value)) == \
+        (general.key, repr(general.record), repr(general.value), type(general.value))  # fmt: skip
+    assert (constants._plain(value) is not None) == any(value is v for v in PLAIN)

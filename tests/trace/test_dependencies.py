@@ -7,6 +7,7 @@ import functools
 import types
 
 import numpy as np
+import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
@@ -198,3 +199,143 @@ def _records(fn):
     walk = dependencies._Walk()
     walk.code_of(fn, "fn")
     return walk.out
+
+
+# -- the fingerprint a launch reuses (HelperFingerprint, trace/reads.py) -------------------------------------------
+
+
+class _Config:
+    scale = 2.0
+
+    def factor(self):
+        return self.scale
+
+
+def _scenarios():
+    """(name, fn, roots, change): ``change()`` edits something ``fn`` (or a root) reaches, as a user might between
+    two launches; each is one way the reused fingerprint could go stale."""
+    out = []
+
+    # a helper redefined in a notebook cell (the body and the helper share the notebook's globals)
+    cell = {"__name__": "__main__", "nl": nl}
+    exec("def helper(t):\n    return nl.multiply(t, 2.0)\n\ndef body(t):\n    return helper(t)\n", cell)
+    out.append(("notebook cell", cell["body"], (),
+                lambda: exec("def helper(t):\n    return nl.multiply(t, 3.0)\n", cell)))  # fmt: skip
+
+    helper = _twice
+
+    def closure(t):
+        return helper(t)
+
+    def rebind_cell():
+        nonlocal helper
+        helper = _thrice
+
+    out.append(("closure cell", closure, (), rebind_cell))
+
+    module = types.ModuleType("once_user_helpers")  # a user module (not installed, not imported by name)
+    module.scale = _twice
+    out.append(("module attribute", lambda t: module.scale(t), (), lambda: setattr(module, "scale", _thrice)))
+
+    def edited(t):
+        return nl.multiply(t, 2.0)
+
+    def other(t):
+        return nl.multiply(t, 5.0)
+
+    out.append(("__code__ replaced", lambda t: edited(t), (), lambda: setattr(edited, "__code__", other.__code__)))
+
+    def relabelled(t):
+        return nl.multiply(t, 2.0)
+
+    out.append(("__module__ changed (library code now)", lambda t: relabelled(t), (),
+                lambda: setattr(relabelled, "__module__", "numpy")))  # fmt: skip
+
+    def keyword(t, *, k=2.0):
+        return nl.multiply(t, k)
+
+    out.append(("kwdefaults edited in place", lambda t: keyword(t), (),
+                lambda: keyword.__kwdefaults__.__setitem__("k", 4.0)))  # fmt: skip
+
+    table = {"a": 1.0}
+    out.append(("dict gains a key", lambda t: table, (), lambda: table.__setitem__("b", 2.0)))
+
+    members, grown = {1.0}, {1.0}
+    out.append(("set gains a member", lambda t: grown, (), lambda: grown.add(2.0)))
+    out.append(("set member replaced", lambda t: members, (), lambda: (members.clear(), members.add(2.0))))
+
+    chain = [_twice]
+    out.append(("list item replaced", lambda t: chain, (), lambda: chain.__setitem__(0, _thrice)))
+
+    cfg = _Config()
+    out.append(("object gains an attribute", lambda t: cfg.factor(), (), lambda: setattr(cfg, "scale", 3.0)))
+
+    class Other(_Config):
+        scale = 7.0
+
+    cfg2 = _Config()
+    out.append(("object changes class", lambda t: cfg2.factor(), (), lambda: setattr(cfg2, "__class__", Other)))
+
+    class Local:
+        scale = 2.0
+
+    obj = Local()
+    out.append(("class attribute rebound", lambda t: obj.scale, (), lambda: setattr(Local, "scale", 9.0)))
+
+    space = {"__name__": "__main__"}
+    exec("def body(t):\n    return abs(t)\n", space)  # a builtin: not in the globals when first walked
+    out.append(("an absent global defined", space["body"], (), lambda: space.__setitem__("abs", _thrice)))
+
+    box = {"act": _twice}
+
+    def act(t):
+        return box["act"](t)
+
+    out.append(("what an argument reaches", lambda t: t, (act,), lambda: box.__setitem__("act", _thrice)))
+    return out
+
+
+SCENARIOS = _scenarios()
+
+
+@pytest.mark.parametrize("name,fn,roots,change", SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_a_reused_fingerprint_is_the_walks_until_a_change_and_after_it(name, fn, roots, change):
+    reused = dependencies.HelperFingerprint(fn)
+    first = reused(*roots)
+    assert first == helper_fingerprint(fn, *roots) and reused.walks == 1
+    for _ in range(3):
+        assert reused(*roots) == first
+    assert reused.walks == 1  # unchanged: not walked again
+    change()
+    assert reused(*roots) == helper_fingerprint(fn, *roots) != first
+    assert reused.walks == 2
+    assert reused(*roots) == helper_fingerprint(fn, *roots) and reused.walks == 2
+
+
+def test_another_argument_is_walked():
+    reused = dependencies.HelperFingerprint(lambda t: t)
+    a, b = (lambda t: _twice(t)), (lambda t: _thrice(t))
+    assert reused(a) == helper_fingerprint(lambda t: t, a)
+    assert reused(b) == helper_fingerprint(lambda t: t, b) != reused(a)
+    assert reused.walks == 3
+
+
+def test_a_launch_without_a_change_does_not_walk_and_a_notebook_redefinition_retraces():
+    cell = {"__name__": "__main__", "nl": nl, "nki": nki}
+    exec("def helper(t):\n    return nl.multiply(t, 2.0)\n", cell)
+    exec("@nki.jit\ndef kernel(x):\n    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)\n"
+         "    nl.store(out, value=helper(nl.load(x)))\n    return out\n", cell)  # fmt: skip
+    kernel, x = cell["kernel"], rand((128, 16), F32, -1, 1, seed=9)
+    for _ in range(3):
+        np.testing.assert_allclose(kernel(x), 2 * x, rtol=1e-6)
+    assert (kernel.trace_count, kernel.helpers.walks) == (1, 1)
+    exec("def helper(t):\n    return nl.multiply(t, 3.0)\n", cell)  # the cell run again, edited
+    np.testing.assert_allclose(kernel(x), 3 * x, rtol=1e-6)
+    assert (kernel.trace_count, kernel.helpers.walks) == (2, 2)
+
+
+def test_a_module_attribute_rebound_retraces():
+    module = types.ModuleType("once_user_config")
+    module.ACT = nl.exp
+    k = _kernel(lambda t: module.ACT(t))
+    _check_retraces(k, lambda: setattr(module, "ACT", nl.tanh), np.exp, np.tanh)
