@@ -66,22 +66,21 @@ class HelperFingerprint:
 
     def __init__(self, fn):
         self.fn = fn
-        self._roots: tuple = ()
-        self._reads: Reads | None = None
-        self._value = 0
+        self._last: tuple | None = None  # (reads, roots, fingerprint), replaced whole: launches from two threads
         self.walks = 0  # walks done (tests check that an unchanged kernel is not walked again)
 
     def __call__(self, *roots) -> int:
-        reads = self._reads
-        if (reads is not None and len(roots) == len(self._roots) and all(map(operator.is_, roots, self._roots))
-                and reads.same()):  # fmt: skip
-            return self._value
+        last = self._last
+        if last is not None:
+            reads, seen, value = last
+            if len(roots) == len(seen) and all(map(operator.is_, roots, seen)) and reads.same():
+                return value
         self.walks += 1
         walk = _Walk(Reads())
-        self._value = _fingerprint(walk, self.fn, roots)
+        value = _fingerprint(walk, self.fn, roots)
         walk.reads.freeze()
-        self._reads, self._roots = walk.reads, roots
-        return self._value
+        self._last = (walk.reads, roots, value)
+        return value
 
 
 # Library code is part of the installed version, not of the kernel: its functions are not walked (nl.load's own
