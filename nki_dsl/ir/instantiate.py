@@ -72,7 +72,7 @@ class _Instance:
                 operands = {k: self.value(v) for k, v in s.operands.items()}
                 attrs = {k: self.value(v) for k, v in s.attrs.items()}
                 result = None if s.result is None else self.tensor(s.result)
-                out.append(Op(s.name, operands, attrs, result, s.loc, self.mask(s.mask)))
+                out.append(Op(s.name, operands, attrs, result, s.loc, self.mask(s.mask), s.mask_shape))
         return out
 
     def kernel(self, k: Kernel) -> Kernel:

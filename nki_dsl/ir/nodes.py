@@ -11,6 +11,9 @@
   one integer element on chip): ``dynamic`` loops stop at its value read at entry, ``while`` loops run while it is
   non-zero, re-read before each iteration, a ``scalar_offset`` loop runs its body once with its index equal to the
   value. Their ``start``/``stop`` then declare the range every analysis works over.
+* An op's ``mask_shape`` (``MaskShape``) is what the IR's mask cannot say: the extents of the index the kernel
+  built the mask from. The tracer sets it; the text form does not keep it (the mask's meaning is its constraints
+  over the axes, which the text holds exactly), so parsed IR has none. The ``mask-shape`` rule reads it.
 * A shape family's kernel also has ``symbols`` (``ir/symbols.py``): its HBM tensor dimensions and loop stops may
   then be symbol names (``"$N"``) and its masks may use them. Only the printer, the parser, the family checks and
   ``ir/instantiate.py`` see such IR; everything else runs on the concrete kernels instantiated from it.
@@ -68,6 +71,20 @@ class Imm:
 Operand = Access | Imm
 
 
+@dataclass(frozen=True)
+class MaskShape:
+    """The shape of the index an op's mask was built from, aligned as the tracer aligned it (NumPy's broadcasting:
+    leading 1s for missing axes): ``extents[k]`` is the mask's extent on axis ``d<k>`` of the space it ranges over,
+    1 where it broadcasts. ``over`` names the operand whose axes that space is (a reduction's input, when the mask
+    was written over it), or is None for the op's iteration space. ``d1 <= 0`` built from ``nl.arange(2)`` on the
+    axis of extent 2 and from ``nl.arange(128)[:, None]`` right-aligned onto it read the same in the IR; only this
+    tells them apart."""
+
+    extents: tuple[int, ...]
+    over: str | None = None
+    built: tuple[int, ...] = ()  # the shape as the kernel built it, before alignment (for messages)
+
+
 @dataclass(eq=False)
 class Op:
     name: str
@@ -76,6 +93,7 @@ class Op:
     result: Tensor | None
     loc: SourceLoc
     mask: Mask | None = None
+    mask_shape: MaskShape | None = None  # set by the tracer only (see MaskShape)
 
 
 @dataclass(eq=False)

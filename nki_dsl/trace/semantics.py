@@ -14,7 +14,7 @@ import numpy as np
 from nki_dsl import dtypes
 from nki_dsl.errors import NkiApiError, NkiTraceError
 from nki_dsl.ir.affine import Mask, var_kind, var_number
-from nki_dsl.ir.nodes import Access, Imm, Op
+from nki_dsl.ir.nodes import Access, Imm, MaskShape, Op
 from nki_dsl.ir.ops import DECLARED, OPS, REDUCE_MASK, DtypeRule, Family, Role, reduce_mask_operand
 from nki_dsl.ir.ops import shapes as shape_rules
 from nki_dsl.ir.ops.shapes import ShapeError
@@ -60,8 +60,9 @@ def emit_op(
         declared = spec.result is DECLARED
         rtype = result_type if declared else _infer_type(name, spec, ir_operands, attrs, dtype, loc)
         result = builder.new_tensor(rtype, "alloc" if declared else "tile", hint)
-    mask = _mask(name, mask, spec, ir_operands, result, loc, attrs)  # may add the reduction's reduce_mask to attrs
-    op = Op(name, ir_operands, attrs, result, loc, mask)
+    # may add the reduction's reduce_mask to attrs
+    mask, mask_shape = _mask(name, mask, spec, ir_operands, result, loc, attrs)
+    op = Op(name, ir_operands, attrs, result, loc, mask, mask_shape)
     builder.emit(op)
     return op
 
@@ -248,9 +249,11 @@ def _reduction_mask(op_name, spec, mask: MaskValue, red, out_rank: int, attrs: d
     return moved
 
 
-def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
+def _mask(op_name, mask, spec, operands, result, loc, attrs=None) -> tuple[Mask | None, MaskShape | None]:
+    """The op's mask over its axes, and the shape of the index it was built from over the same axes (the
+    ``mask-shape`` rule checks that it broadcasts onto them; the Mask alone cannot say)."""
     if mask is None or isinstance(mask, Mask):
-        return mask  # None, or already over the op's axes (inherited from the op that computed the value)
+        return mask, None  # None, or already over the op's axes (inherited from the op that computed the value)
     if not isinstance(mask, MaskValue):
         raise NkiApiError(
             f"mask must be a comparison of indices (e.g. i_p < n), got {type(mask).__name__}", loc, op_name
@@ -264,12 +267,19 @@ def _mask(op_name, mask, spec, operands, result, loc, attrs=None):
     # A reduction's mask ranges over its input (NKI's iteration space of the instruction) when written at the
     # input's rank; bn_stats's result axes (the statistics) cannot be masked, so its mask always does.
     if red is not None and (len(mask.shape) == len(red[0].shape) or "axis" not in attrs):
-        return _reduction_mask(op_name, spec, mask, red, ndim, attrs, loc)
+        over = MaskShape(_padded(mask.shape, len(red[0].shape)), reduce_mask_operand(spec), tuple(mask.shape))
+        return _reduction_mask(op_name, spec, mask, red, ndim, attrs, loc), over
     if len(mask.shape) > ndim:
         raise NkiTraceError(f"mask of rank {len(mask.shape)} is applied to an op of rank {ndim}", loc, op_name)
-    aligned = mask.aligned(ndim)
+    aligned, extents = mask.aligned(ndim), _padded(mask.shape, ndim)
     if spec.permutes is not None and spec.permutes.mask_in_source_axes:
         # The kernel writes the mask with the indices of the source it transposes; the IR keeps every mask over
         # the result's axes.
         aligned = aligned.rename({"d0": "d1", "d1": "d0"})
-    return aligned
+        extents = (extents[1], extents[0], *extents[2:]) if len(extents) >= 2 else extents
+    return aligned, MaskShape(extents, None, tuple(mask.shape))
+
+
+def _padded(shape: tuple[int, ...], ndim: int) -> tuple[int, ...]:
+    """A mask's shape aligned to ``ndim`` axes as ``MaskValue.aligned`` aligns its axes (leading 1s)."""
+    return (1,) * (ndim - len(shape)) + tuple(shape)

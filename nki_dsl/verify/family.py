@@ -31,7 +31,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   dtypes, kernel-chosen placements (on-chip types, index expressions and program order; its replay of a block tensor's
   accesses, which counts iterations, does not run over loops with a symbolic stop while the lowest instance is checked,
   ``verify/block_schedule.SYMBOLIC_LOOPS``: each instance gets it when instantiated), an indirect DMA's
-  form (its index tile's type, which axes its mask names), the sync ops' form (the launch, whether a mask is
+  form (its index tile's type, which axes its mask names), the extents a traced mask was built from (``mask-shape``:
+  the tracer's ints, against an op's view or result shape, which ``check_form`` keeps concrete), the sync ops'
+  form (the launch, whether a mask is
   present, ranks in ``pid0``, on-chip shapes), bit-cast views (on-chip dtypes and index expressions, program order);
   an HBM dtype view's shapes (``check_form`` keeps symbols out of both: the view of a symbolic tensor would scale
   a symbol); ``core-race`` checks only LNC=2 kernels and kernels with sync ops, both of which ``check_form`` keeps
@@ -94,7 +96,7 @@ PLACING_RULES = ("sbuf-capacity", "psum-banks")  # they read the lowered kernel:
 INTEGER_NODES = 300
 BLIND, MONOTONE, PROVEN = "blind", "monotone", "proven"
 RULE_ARGUMENTS = {
-    "structure": BLIND, "mask-vars": BLIND, "operand-buffer": BLIND, "partition-limit": BLIND,
+    "structure": BLIND, "mask-vars": BLIND, "mask-shape": BLIND, "operand-buffer": BLIND, "partition-limit": BLIND,
     "psum-tile-size": BLIND, "psum-banks": BLIND, "matmul-shape": BLIND, "partition-mismatch": BLIND,
     "shape": BLIND, "rank": BLIND, "dtype": BLIND, "scope": BLIND, "output-written": BLIND, "sbuf-capacity": BLIND,
     "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,

@@ -21,6 +21,7 @@ from nki_dsl.verify.rules import (
     dtype,
     hbm_view,
     indirect_dma,
+    mask_shape,
     mask_vars,
     matmul_shape,
     operand_buffer,
@@ -43,6 +44,7 @@ from nki_dsl.verify.rules import (
 _MODULES = [
     structure,
     mask_vars,
+    mask_shape,
     operand_buffer,
     partition_limit,
     psum_tile_size,
