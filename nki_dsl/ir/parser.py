@@ -154,6 +154,7 @@ class _Builder:
         self.statements = 0
         self.depth = 0
         self.symbols: dict[str, SymbolDef] = {}
+        self._intervals: dict[str, tuple[int, int]] = {}  # each symbol's (symbols.check_symbol)
 
     @contextmanager
     def _at(self, node, op: str | None = None):
@@ -213,7 +214,7 @@ class _Builder:
                 expr = _affine(self._expr(parts[0]))
                 s = SymbolDef(str(name), expr=expr, divisor=_int(parts[1]) if len(parts) > 1 else 1)
             try:
-                check_symbol(s, self.symbols)
+                check_symbol(s, self.symbols, self._intervals)
             except SymbolError as e:
                 raise _MeaningError(str(e)) from None
             self.symbols[s.name] = s

@@ -23,6 +23,11 @@ from dataclasses import dataclass
 from nki_dsl.ir.affine import SYMBOL_RE, Affine, format_affine, var_kind
 
 MAX_SYMBOL_VALUE = 1 << 40  # a bound on declared ranges, far above any size a budget lets run (ir/budget.py)
+# A bound on every value a derived symbol (and the expression it divides) takes over the family: a chain of
+# products would otherwise grow without limit (200 symbols of 10**18 * the previous one make numbers of 3,600
+# digits, past what Python prints, and a proof that never ends). Far above any size a budget lets run, and inside
+# int64, so every backend holds it exactly.
+MAX_DERIVED_VALUE = 1 << 62
 
 
 class SymbolError(ValueError):
@@ -70,18 +75,42 @@ def is_symbol(value) -> bool:
 
 def check_table(symbols: dict[str, SymbolDef]) -> None:
     """Every entry well formed against the ones before it (``check_symbol``)."""
-    seen: set[str] = set()
+    intervals: dict[str, tuple[int, int]] = {}
     for name, s in symbols.items():
         if name != s.name:
             raise SymbolError(f"{name!r} is not a symbol name ($ and an identifier)")
-        check_symbol(s, seen)
-        seen.add(name)
+        check_symbol(s, intervals, intervals)
 
 
-def check_symbol(s: SymbolDef, earlier) -> None:
+def check_symbol(s: SymbolDef, earlier, intervals: dict[str, tuple[int, int]] | None = None) -> None:
     """Name well formed, a base range inside ``0..MAX_SYMBOL_VALUE``, a derived symbol defined over ``earlier``
     symbol names with a positive divisor. One entry at a time, so a reader checking each line as it comes does
-    linear work in the table's length."""
+    linear work in the table's length. With ``intervals`` (every earlier symbol's, as ``ranges`` gives them), a
+    derived symbol's definition must stay within ``MAX_DERIVED_VALUE`` in magnitude, and its interval is added."""
+    _check_symbol(s, earlier)
+    if intervals is None:
+        return
+    if s.is_base:
+        intervals[s.name] = (s.lo, s.hi)
+        return
+    lo, hi = s.expr.bounds(intervals)  # (the plain bounds: affine_bounds only narrows them)
+    if not -MAX_DERIVED_VALUE <= lo <= hi <= MAX_DERIVED_VALUE:
+        raise SymbolError(f"symbol {s.label}: its definition {format_definition(s).replace('$', '')} may reach "
+                          f"{_short(lo if -lo > hi else hi)} over the family's ranges, past the bound "
+                          f"{MAX_DERIVED_VALUE} (2**62) on a dimension's value")  # fmt: skip
+    intervals[s.name] = (lo // s.divisor, hi // s.divisor)
+
+
+def _short(n: int) -> str:
+    """An integer for a message: whole up to 30 digits, else its sign, leading digits and length (a huge one
+    must not be printed whole, and Python refuses to print past 4,300 digits)."""
+    if abs(n) < 10**30:
+        return str(n)
+    digits = n.bit_length() * 30103 // 100000 + 1  # log10(2) ~ 0.30103: the digit count within one
+    return f"{'-' if n < 0 else ''}~10**{digits - 1}"
+
+
+def _check_symbol(s: SymbolDef, earlier) -> None:
     if not SYMBOL_RE.fullmatch(s.name):
         raise SymbolError(f"{s.name!r} is not a symbol name ($ and an identifier)")
     if s.is_base:

@@ -115,12 +115,12 @@ def test_a_long_chain_of_derived_symbols_is_checked_once_per_line(monkeypatch):
     from nki_dsl.ir import parser, symbols
 
     calls = []
-    def counted(s, earlier):
+    def counted(s, earlier, intervals=None):
         calls.append(s.name)
-        symbols.check_symbol(s, earlier)
+        symbols.check_symbol(s, earlier, intervals)
 
     monkeypatch.setattr(parser, "check_symbol", counted)
-    chain = "\n  ".join(f"symbol $M{i} = 2*${'N' if i == 0 else f'M{i - 1}'}" for i in range(300))
+    chain = "\n  ".join(f"symbol $M{i} = ${'N' if i == 0 else f'M{i - 1}'} + 1" for i in range(300))
     text = ("kernel k(%x: f32[$N, 512] hbm) -> (%0) {\n  symbol $N in [1, 10]\n  " + chain + "\n  grid ()\n"
             '  source "k.py"\n  %0 = alloc() : f32[$N, 512] shared_hbm loc(1)\n}\n')
     nki.parse_family(text)
@@ -261,3 +261,27 @@ def test_hostile_symbolic_indices_are_decided_quickly(text, index, proved):
     else:
         with pytest.raises(nki.NkiVerificationError, match="out-of-bound"):
             nki.prove_family(family, "trn2")
+
+
+BIG = "999999999999999999"  # the largest IR integer (18 digits)
+
+
+@pytest.mark.parametrize("length", [1, 5000])
+def test_a_derived_symbol_past_2_to_the_62_is_refused_when_read(text, length):
+    # A chain of products once grew without limit: 200 links made a loop stop of 3,600 digits in a 3,730-character
+    # message, 5000 made Python refuse to print the number (ValueError out of the verifier) and the proof never end.
+    chain = "\n".join(f"  symbol $c{k} = {BIG}*${'N' if k == 0 else f'c{k - 1}'}" for k in range(length))
+    grown = _edit(text, "  symbol $_0", chain + "\n  symbol $_0")
+    grown = grown.replace("range(0, $_0, 1)", f"range(0, $c{length - 1}, 1)")
+    with pytest.raises(nki.NkiParseError) as e:
+        nki.parse_family(grown)
+    assert str(e.value) == (f"<nkir>:3: symbol c0: its definition {BIG}*N may reach 65535999999999999934464 over "
+                            f"the family's ranges, past the bound 4611686018427387904 (2**62) on a dimension's value")
+
+
+def test_derived_symbols_up_to_2_to_the_62_are_read(text):
+    wide = _edit(text, "symbol $N in [1, 65536]", "symbol $N in [1, 1099511627776]")
+    ok = _edit(wide, "  symbol $_0", "  symbol $W = 4194303*$N\n  symbol $_0")  # up to 2**62 - 2**40
+    assert nki.parse_family(ok).instantiate((256, 512)).text
+    with pytest.raises(nki.NkiParseError, match="symbol W: its definition 4194305\\*N may reach 4611687117939015680"):
+        nki.parse_family(_edit(wide, "  symbol $_0", "  symbol $W = 4194305*$N\n  symbol $_0"))
