@@ -53,8 +53,16 @@ class NkiVerificationError(NkiError):
         more = f" (and {len(diagnostics) - 1} more)" if len(diagnostics) > 1 else ""
         super().__init__(first.message + more, first.loc, first.op)
 
+    # How many diagnostics the message lists: hostile IR can break a rule thousands of times (3,000 unbindable
+    # symbols made a 329 KB message, passed on whole by the Hub's refusal); ``diagnostics`` keeps every one.
+    MAX_LISTED = 50
+
     def __str__(self) -> str:
-        return "\n".join(str(d) for d in self.diagnostics)
+        shown = [str(d) for d in self.diagnostics[: self.MAX_LISTED]]
+        rest = len(self.diagnostics) - len(shown)
+        if rest > 0:
+            shown.append(f"... and {rest} more diagnostics (NkiVerificationError.diagnostics holds every one)")
+        return "\n".join(shown)
 
 
 class NkiShapeFamilyError(NkiError):

@@ -285,3 +285,16 @@ def test_derived_symbols_up_to_2_to_the_62_are_read(text):
     assert nki.parse_family(ok).instantiate((256, 512)).text
     with pytest.raises(nki.NkiParseError, match="symbol W: its definition 4194305\\*N may reach 4611687117939015680"):
         nki.parse_family(_edit(wide, "  symbol $_0", "  symbol $W = 4194305*$N\n  symbol $_0"))
+
+
+def test_a_refusal_lists_at_most_fifty_diagnostics_and_keeps_them_all(text):
+    # 3,000 symbols no parameter binds once made a 329 KB message, which the Hub passes on whole in its refusal
+    unbound = "\n".join(f"  symbol $b{k} in [1, 2]" for k in range(300))
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.parse_family(_edit(text, "  symbol $_0", unbound + "\n  symbol $_0"))
+    assert len(e.value.diagnostics) == 300
+    lines = str(e.value).splitlines()
+    assert lines[:2] == [f"kernel.py:0: kernel: dimension b{k} is no dimension of a parameter, so a call cannot bind "
+                         f"it from its arrays" for k in (0, 1)]  # fmt: skip
+    assert len(lines) == 51 and lines[-1] == ("... and 250 more diagnostics (NkiVerificationError.diagnostics holds "
+                                              "every one)")  # fmt: skip
