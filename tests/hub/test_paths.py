@@ -91,3 +91,15 @@ def test_each_refusal_says_why(path, why):
     with pytest.raises(UnsafePathError) as e:
         check_bundle_path(path)
     assert str(e.value) == f"bundle path {path!r}: {why}"
+
+
+@pytest.mark.parametrize("path, why", [
+    ("x" * 256, "component 'xxxx"),  # one name past what file systems hold: was OSError ENAMETOOLONG at open
+    ("a/" * 600 + "b", "is longer than 1024 characters"),
+    ("../" + "x" * 100_000, "is longer than 1024 characters"),
+])  # fmt: skip
+def test_paths_past_what_a_file_system_holds_are_refused_with_a_short_message(path, why):
+    with pytest.raises(UnsafePathError) as e:
+        check_bundle_path(path)
+    assert why in str(e.value) and len(str(e.value)) < 400
+    assert check_bundle_path("x" * 255) == "x" * 255
