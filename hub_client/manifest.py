@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from hub_client.errors import BundleError
-from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims
+from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims, shown
 from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
@@ -86,7 +86,7 @@ def _need(obj: dict, key: str, kind, where: str):
 def _listed(path: object, files: dict, where: str) -> str:
     path = check_bundle_path(path)
     if path not in files:
-        raise BundleError(f"manifest: {where} names {path!r}, which has no digest in 'files'")
+        raise BundleError(f"manifest: {where} names {shown(path)}, which has no digest in 'files'")
     return path
 
 
@@ -113,8 +113,8 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
         ok = ok and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", name) is not None
         default = s.get("default") if ok else None
         if not ok or not _holds(s["dtype"], default):
-            shown = name if len(name) <= 64 else name[:64] + "..."  # a hostile name is not echoed whole
-            raise BundleError(f"manifest: {where}scalars.{shown} must be {{\"dtype\": one of "
+            label = name if len(name) <= 64 else name[:64] + "..."  # a hostile name is not echoed whole
+            raise BundleError(f"manifest: {where}scalars.{label} must be {{\"dtype\": one of "
                               f"{', '.join(SCALAR_DTYPES)}, \"default\": a finite number it holds}}")  # fmt: skip
         out[name] = (s["dtype"], default)
     return out
@@ -139,13 +139,13 @@ def parse(data: bytes) -> Manifest:
         raise BundleError(f"manifest: not valid JSON ({e})") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise BundleError(
-            f"manifest: format must be {FORMAT!r}, got {raw.get('format') if isinstance(raw, dict) else raw!r}"
+            f"manifest: format must be {FORMAT!r}, got {shown(raw.get('format') if isinstance(raw, dict) else raw)}"
         )
     files = _need(raw, "files", dict, "")
     for path, digest in files.items():
         check_bundle_path(path)
         if path == MANIFEST or not isinstance(digest, str) or not _HEX64.match(digest):
-            raise BundleError(f"manifest: files[{path!r}] must be a sha256 hex digest of a file other than itself")
+            raise BundleError(f"manifest: files[{shown(path)}] must be a sha256 hex digest of a file other than itself")
     python = _need(raw, "python", dict, "")
     package_dir = check_bundle_path(_need(python, "package", str, "python."))
     py_files = tuple(_listed(p, files, "python.files") for p in _need(python, "files", list, "python."))
@@ -154,18 +154,19 @@ def parse(data: bytes) -> Manifest:
     entries = {}
     for name, ep in _need(raw, "entry_points", dict, "").items():
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", name) or name.startswith("_"):
-            raise BundleError(f"manifest: entry point name {name!r} is not a public identifier")
+            raise BundleError(f"manifest: entry point name {shown(name)} is not a public identifier")
         specs = []
         for s in _need(ep, "specialisations", list, f"entry_points.{name}."):
             where = f"entry_points.{name}.specialisations[]."
             args = tuple(ArgSpec.parse(a) for a in _need(s, "args", list, where) if isinstance(a, str))
             tv = s.get("test_vectors")
             dims = {n: tuple(rest) for n, *rest in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
+            spec_id, constants = _need(s, "id", str, where), _need(s, "constants", dict, where)
+            scalars = _scalars(s.get("scalars", {}), where)
             specs.append(SpecRecord(
-                _need(s, "id", str, where), args, _need(s, "constants", dict, where),
+                spec_id, args, constants,
                 _listed(_need(s, "ir", str, where), files, where + "ir"),
-                None if tv is None else _listed(tv, files, where + "test_vectors"), dims,
-                _scalars(s.get("scalars", {}), where),
+                None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars,
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs),
                                     _parameters(ep.get("parameters", []), f"entry_points.{name}."))  # fmt: skip

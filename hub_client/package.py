@@ -24,6 +24,18 @@ SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z")  # a shape family's dimen
 MAX_DIM = 1 << 40  # nki_dsl's bound on declared ranges (ir/symbols.py MAX_SYMBOL_VALUE)
 
 
+def shown(value: object, limit: int = 100) -> str:
+    """``repr(value)`` for a message, cut at ``limit`` characters: a hostile manifest's values are not echoed whole."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _cut(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class ArgSpec:
     shape: tuple[int | str, ...]  # a str is a shape family's symbolic dimension ("N")
@@ -40,10 +52,10 @@ class ArgSpec:
             shape = tuple(p if SYMBOL.match(p) else int(p) for p in parts)
             dtype = np.dtype(dtype).name if dtype != "bfloat16" else dtype
         except (TypeError, ValueError):
-            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE such as 128x512:float32 or "
+            raise BundleError(f"argument spec {shown(text)}: expected SHAPE:DTYPE such as 128x512:float32 or "
                               f"N x 512:float32") from None  # fmt: skip
         if not sep or any(isinstance(s, int) and s <= 0 for s in shape):
-            raise BundleError(f"argument spec {text!r}: expected SHAPE:DTYPE with positive sizes")
+            raise BundleError(f"argument spec {shown(text)}: expected SHAPE:DTYPE with positive sizes")
         return cls(shape, dtype)
 
     @property
@@ -73,8 +85,8 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
     if set(raw) != used:
         missing, extra = sorted(used - set(raw)), sorted(set(raw) - used)
         raise BundleError(f"{where}: dims must give a range to exactly the symbolic dimensions of args"
-                          + (f"; missing {', '.join(missing)}" if missing else "")
-                          + (f"; {', '.join(extra)} not in args" if extra else ""))  # fmt: skip
+                          + (f"; missing {_cut(', '.join(missing))}" if missing else "")
+                          + (f"; {_cut(', '.join(map(str, extra)))} not in args" if extra else ""))  # fmt: skip
     out = []
     for name, value in sorted(raw.items()):
         m = (re.fullmatch(r"\s*([0-9]{1,13})\s*\.\.\s*([0-9]{1,13})\s*(?:step\s+([0-9]{1,13})\s*)?", value)
@@ -85,7 +97,7 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
             lo, hi, step = (*value, 1)[:3]
         else:
             raise BundleError(f"{where}: dims.{name} must be \"LO..HI\", \"LO..HI step S\", [LO, HI] or [LO, HI, S], "
-                              f"got {value!r}")  # fmt: skip
+                              f"got {shown(value)}")  # fmt: skip
         if not 1 <= lo <= hi <= MAX_DIM:
             raise BundleError(f"{where}: dims.{name} = {lo}..{hi} must satisfy 1 <= LO <= HI <= {MAX_DIM}")
         if not 1 <= step <= MAX_DIM or lo % step or hi % step:
@@ -170,7 +182,7 @@ class KernelPackage:
 
 def check_version(text: str) -> str:
     if not isinstance(text, str) or not VERSION.match(text):
-        raise BundleError(f"version {text!r}: expected MAJOR.MINOR.PATCH, e.g. 1.0.0")
+        raise BundleError(f"version {shown(text)}: expected MAJOR.MINOR.PATCH, e.g. 1.0.0")
     return text
 
 

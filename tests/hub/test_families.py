@@ -147,3 +147,24 @@ def test_the_manifest_and_the_family_ir_must_both_admit_a_call(tmp_path, softmax
     k.softmax(np.ones((100, 512), np.float32))
     with pytest.raises(kernels.IRRejectedError, match=r"dimension N = 300 is outside the family's range 1\.\.100"):
         k.softmax(np.ones((300, 512), np.float32))
+
+
+def _family_record_edited(softmax_bundle, **changes) -> bytes:
+    """The bundle's manifest bytes with these keys of its first family record set."""
+    manifest = json.loads(softmax_bundle.files[MANIFEST])
+    record = next(s for s in manifest["entry_points"]["softmax"]["specialisations"] if s.get("dims"))
+    record.update(changes)
+    return dump(manifest)
+
+
+@pytest.mark.parametrize("changes, message", [
+    # a 10,000-character argument spec was echoed whole (a 10,089-character message)
+    (dict(args=["N x 512:" + "f" * 10_000]), "... (10008 characters): expected SHAPE:DTYPE"),
+    (dict(dims={"N": "1..2 " + "x" * 10_000}), "got '1..2 xxx"),
+])  # fmt: skip
+def test_a_hostile_family_record_is_refused_at_parse_with_a_short_message(softmax_bundle, changes, message):
+    from hub_client.manifest import parse
+
+    with pytest.raises(BundleError) as e:
+        parse(_family_record_edited(softmax_bundle, **changes))
+    assert message in str(e.value) and len(str(e.value)) < 300, str(e.value)[:500]
