@@ -120,6 +120,21 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
     return out
 
 
+# A specialisation's id: what ``Specialisation.id`` makes (the library's longest is 152 characters). It names the
+# specialisation in every refusal and cache key, so it is bounded.
+_SPEC_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,255}\Z")
+
+
+def _distinct_names(dims: dict, constants: dict, scalars: dict, where: str) -> None:
+    """A dimension, a constant and a runtime scalar never share a name: a call's keyword ``N=5`` would otherwise
+    match a constant ``N`` while the family binds ``N`` from the arrays' shapes to another value."""
+    for a, b, what in ((dims, constants, "dimension and a constant"), (dims, scalars, "dimension and a runtime scalar"),
+                       (constants, scalars, "constant and a runtime scalar")):  # fmt: skip
+        both = sorted(set(a) & set(b))
+        if both:
+            raise BundleError(f"manifest: {where}: {shown(both[0])} is both a {what}")
+
+
 MAX_PARAMETERS = 64
 
 
@@ -162,7 +177,11 @@ def parse(data: bytes) -> Manifest:
             tv = s.get("test_vectors")
             dims = {n: tuple(rest) for n, *rest in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
             spec_id, constants = _need(s, "id", str, where), _need(s, "constants", dict, where)
+            if not _SPEC_ID.match(spec_id):
+                raise BundleError(f"manifest: {where}id {shown(spec_id)} must be 1 to 255 of [A-Za-z0-9_.-] (what "
+                                  f"publishing makes of a specialisation)")  # fmt: skip
             scalars = _scalars(s.get("scalars", {}), where)
+            _distinct_names(dims, constants, scalars, f"{where}(id {spec_id})")
             specs.append(SpecRecord(
                 spec_id, args, constants,
                 _listed(_need(s, "ir", str, where), files, where + "ir"),

@@ -158,6 +158,11 @@ def _family_record_edited(softmax_bundle, **changes) -> bytes:
 
 
 @pytest.mark.parametrize("changes, message", [
+    # a hostile id names the specialisation in every refusal and cache key: it was accepted at any length
+    (dict(id="a" * 1_000_000), "id 'aaaa"), (dict(id="../../x"), "must be 1 to 255 of [A-Za-z0-9_.-]"),
+    # a keyword N=5 matched a constant N while the family bound N from the shapes: both were accepted
+    (dict(constants={"N": 5}), "'N' is both a dimension and a constant"),
+    (dict(scalars={"N": {"dtype": "int32", "default": 3}}), "'N' is both a dimension and a runtime scalar"),
     # a 10,000-character argument spec was echoed whole (a 10,089-character message)
     (dict(args=["N x 512:" + "f" * 10_000]), "... (10008 characters): expected SHAPE:DTYPE"),
     (dict(dims={"N": "1..2 " + "x" * 10_000}), "got '1..2 xxx"),
