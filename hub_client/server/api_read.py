@@ -114,8 +114,8 @@ def list_commits(registry: Registry, request: Request) -> Response:
     repo = open_readable(registry, request)
     commit = revisions.resolve(repo, request.params["revision"])
     page = request.query.get("p", "0")
-    if not page.isdigit() or len(page) > 6:
-        raise bad_request(f"Invalid page {page!r}")
+    if not re.fullmatch(r"[0-9]{1,6}", page):  # ASCII digits: str.isdigit also takes '²', which int() refuses (a 500)
+        raise bad_request(f"Invalid page {page[:20]!r}")
     page = int(page)
     items = repo.git.log(commit, page * COMMITS_PER_PAGE, COMMITS_PER_PAGE + 1)
     body = [{"id": c["id"], "title": c["title"], "message": c["message"], "date": c["date"],

@@ -70,3 +70,10 @@ def test_full_ref_names_resolve_to_that_ref_only(api, kernel_repo):
     for wrong in ("refs/tags/v1", "refs/heads/v1.0.0", "refs/heads/", "refs/heads/../v1", "refs/remotes/v1"):
         with pytest.raises((RevisionNotFoundError, huggingface_hub.errors.HfHubHTTPError)):
             api.repo_info(kernel_repo, repo_type="kernel", revision=wrong)
+
+
+@pytest.mark.parametrize("page", ["%C2%B2", "%D9%A1", "-1", "1234567", "", "1.0", "%201"])
+def test_a_page_that_is_not_ascii_digits_is_a_400(registry, kernel_repo, page):
+    # '²' passed str.isdigit and then int() raised: a 500 from the commit listing
+    got = raw_request(registry, "GET", f"/api/kernels/{kernel_repo}/commits/v1?p={page}")
+    assert got.status == 400 and b"Invalid page" in got.body
