@@ -90,6 +90,8 @@ def _load_json(path: Path, missing: str):
         raise LockError(f"{path}: no lock file (run `nki-kernels lock {path.parent}`)") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise LockError(f"{path}: not valid JSON ({e})") from None
+    except RecursionError:  # json's decoder recurses per nesting level: [[[[...]]]] a few thousand deep
+        raise LockError(f"{path}: not valid JSON (nested deeper than the JSON reader goes)") from None
 
 
 def _entry(path: Path, item) -> Locked:

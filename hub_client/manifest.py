@@ -152,6 +152,8 @@ def parse(data: bytes) -> Manifest:
         raw = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BundleError(f"manifest: not valid JSON ({e})") from None
+    except RecursionError:  # json's decoder recurses per nesting level: [[[[...]]]] a few thousand deep
+        raise BundleError("manifest: not valid JSON (nested deeper than the JSON reader goes)") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise BundleError(
             f"manifest: format must be {FORMAT!r}, got {shown(raw.get('format') if isinstance(raw, dict) else raw)}"

@@ -93,3 +93,12 @@ def test_a_package_without_a_version_is_refused_naming_the_form(tmp_path):
     toml.write_text(toml.read_text().replace('version = "1.0.0"\n', "", 1))
     with pytest.raises(BundleError, match=r"^version '': expected MAJOR.MINOR.PATCH, e.g. 1.0.0$"):
         read_package(pkg)
+
+
+def test_a_manifest_nested_past_the_json_reader_is_a_bundle_error():
+    # json's decoder recurses per level: a deep [[[[...]]]] manifest from the network was a RecursionError
+    from hub_client.errors import BundleError
+    from hub_client.manifest import parse
+
+    with pytest.raises(BundleError, match="nested deeper than the JSON reader goes"):
+        parse(b"[" * 100_000 + b"]" * 100_000)

@@ -85,3 +85,13 @@ def test_a_digests_file_without_a_tag_keeps_the_tag_the_lock_names(tmp_path):
     digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1",
                                               "locks": {"acme/a": {"commit": A, "manifest-sha256": DA}}}))
     assert read_lock(path) == {"acme/a": Locked("acme/a", 1, A, "v1.0.0", DA)}
+
+
+@pytest.mark.parametrize("which", ["lock", "digests"])
+def test_json_nested_past_the_reader_is_a_lock_error(tmp_path, which):
+    # json's decoder recurses per level: a deep [[[[...]]]] was a RecursionError out of read_lock
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1})
+    target = path if which == "lock" else digests_path(path)
+    target.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LockError, match="nested deeper than the JSON reader goes"):
+        read_lock(path)
