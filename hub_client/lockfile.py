@@ -32,12 +32,27 @@ from pathlib import Path
 
 from hub_client.atomic import write_text
 from hub_client.errors import LockError
+from hub_client.package import shown
 from hub_client.resolve import COMMIT
 
 LOCK_NAME = "kernels.lock"
 DIGESTS_SUFFIX = ".digests"  # kernels.lock.digests: the sidecar
 DIGESTS_FORMAT = "nki-kernels-lock-digests/1"
 _HEX64 = re.compile(r"^[0-9a-f]{64}\Z")
+# Hugging Face's repo id rule: org/name of letters, digits, '.', '_' and '-', each at most 96, starting and ending
+# with a letter or digit, no '--' or '..'. A lock from elsewhere names repos; they become cache folders and labels.
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+_REPO_ID = re.compile(rf"^{_NAME}/{_NAME}\Z")
+_TAG = re.compile(r"^v(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\Z")  # a release tag, v1.0.0
+MAX_MAJOR = (1 << 31) - 1
+
+
+def _is_repo_id(value: object) -> bool:
+    return isinstance(value, str) and _REPO_ID.match(value) is not None and "--" not in value and ".." not in value
+
+
+def _is_major(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= MAX_MAJOR
 
 
 @dataclass(frozen=True)
@@ -64,8 +79,9 @@ def dependencies(project_dir: str | Path) -> dict[str, int]:
     if not isinstance(deps, dict) or not deps:
         raise LockError(f'{path}: no [tool.kernels.dependencies] (e.g. "acme/softmax" = 1)')
     for repo_id, major in deps.items():
-        if isinstance(major, bool) or not isinstance(major, int) or major < 0 or repo_id.count("/") != 1:
-            raise LockError(f'{path}: dependency {repo_id!r} = {major!r}: expected "org/name" = <major version>')
+        if not _is_major(major) or not _is_repo_id(repo_id):
+            raise LockError(f'{path}: dependency {shown(repo_id)} = {shown(major)}: expected "org/name" = <major '
+                            f'version>')  # fmt: skip
     return dict(sorted(deps.items()))
 
 
@@ -102,17 +118,28 @@ def _entry(path: Path, item) -> Locked:
         tag, digest = lock.get("tag"), lock.get("digest")  # this project's older single-file form
     except (TypeError, KeyError, AttributeError):
         raise LockError(f"{path}: each entry needs dependency.repo-id and lock.commit") from None
-    if not isinstance(repo_id, str) or repo_id.count("/") != 1:
-        raise LockError(f"{path}: repo-id {repo_id!r} is not 'org/name'")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
-        raise LockError(f"{path}: {repo_id}: version must be a major version number, got {version!r}")
+    if not _is_repo_id(repo_id):
+        raise LockError(f"{path}: repo-id {shown(repo_id)} is not 'org/name'")
+    if version is not None and not _is_major(version):
+        raise LockError(f"{path}: {repo_id}: version must be a major version number, got {shown(version)}")
     if not isinstance(commit, str) or not COMMIT.match(commit):
-        raise LockError(f"{path}: {repo_id}: commit must be 40 hex digits, lowercase, got {commit!r}")
+        raise LockError(f"{path}: {repo_id}: commit must be 40 hex digits, lowercase, got {shown(commit)}")
     if digest is not None:
         if not isinstance(digest, str) or not digest.startswith("sha256:") or not _HEX64.match(digest[7:]):
             raise LockError(f"{path}: {repo_id}: digest must be sha256:<64 hex>")
         digest = digest[7:]
-    return Locked(repo_id, version, commit, tag if isinstance(tag, str) else None, digest)
+    return Locked(repo_id, version, commit, _tag(tag), digest)
+
+
+def _cut(value: object) -> str:
+    """A value for a message as ``str`` gives it, at most 64 characters (a hostile sidecar's are not echoed whole)."""
+    text = str(value)
+    return text if len(text) <= 64 else text[:64] + "..."
+
+
+def _tag(tag: object) -> str | None:
+    """A release tag (``v1.0.0``) names the release in messages only: anything else is read as no tag."""
+    return tag if isinstance(tag, str) and _TAG.match(tag) else None
 
 
 def _pin(sidecar_path: Path, sidecar: dict, entry: Locked) -> Locked:
@@ -124,11 +151,11 @@ def _pin(sidecar_path: Path, sidecar: dict, entry: Locked) -> Locked:
         raise LockError(f"{sidecar_path}: {entry.repo_id}: manifest-sha256 must be 64 hex digits")
     if record.get("commit") != entry.commit:
         raise LockError(
-            f"{sidecar_path} pins {entry.repo_id} at commit {record.get('commit')}, but {LOCK_NAME} at "
+            f"{sidecar_path} pins {entry.repo_id} at commit {_cut(record.get('commit'))}, but {LOCK_NAME} at "
             f"{entry.commit}: one of them is stale (the lock was rewritten without its digests); run `nki-kernels lock`"
         )
-    tag = record.get("tag")
-    return Locked(entry.repo_id, entry.version, entry.commit, tag if isinstance(tag, str) else entry.tag,
+    tag = _tag(record.get("tag"))
+    return Locked(entry.repo_id, entry.version, entry.commit, tag or entry.tag,
                   record["manifest-sha256"])  # fmt: skip
 
 
@@ -146,5 +173,7 @@ def read_lock(path: str | Path) -> dict[str, Locked]:
     out = {}
     for item in data:
         entry = _entry(path, item)
+        if entry.repo_id in out:  # which of the two would be used is nobody's choice
+            raise LockError(f"{path}: {entry.repo_id} is locked twice")
         out[entry.repo_id] = _pin(sidecar_path, sidecar, entry) if entry.digest is None else entry
     return out

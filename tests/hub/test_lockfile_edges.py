@@ -95,3 +95,33 @@ def test_json_nested_past_the_reader_is_a_lock_error(tmp_path, which):
     target.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(LockError, match="nested deeper than the JSON reader goes"):
         read_lock(path)
+
+
+@pytest.mark.parametrize("repo_id", ["../..", "a--b/c", "acme/.x", "acme/x\x00", "a" * 97 + "/b", "ac me/x"])
+def test_a_locked_repo_id_follows_hugging_face_s_rule(tmp_path, repo_id):
+    # they were accepted (only one '/' was asked for); a repo id becomes a cache folder and a label
+    path = _lock(tmp_path, {"repo-id": repo_id, "version": 1})
+    with pytest.raises(LockError, match="is not 'org/name'"):
+        read_lock(path)
+
+
+@pytest.mark.parametrize("dependency, lock, message", [
+    ({"repo-id": "a" * 100_000 + "/b", "version": 1}, None, "repo-id 'aaaa"),
+    ({"repo-id": "acme/a", "version": "x" * 100_000}, None, "version must be a major version number"),
+    ({"repo-id": "acme/a", "version": 10**400}, None, "version must be a major version number"),
+    ({"repo-id": "acme/a", "version": 1}, {"commit": "z" * 100_000}, "commit must be 40 hex digits"),
+])  # fmt: skip
+def test_a_hostile_lock_entry_is_refused_with_a_short_message(tmp_path, dependency, lock, message):
+    # each was echoed whole (a 1 MB value, a 1 MB message); a 400-digit version was accepted
+    with pytest.raises(LockError) as e:
+        read_lock(_lock(tmp_path, dependency, lock))
+    assert message in str(e.value) and len(str(e.value)) < 400
+
+
+def test_a_tag_that_is_no_release_tag_is_read_as_no_tag_and_a_repo_locked_twice_is_refused(tmp_path):
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1}, {"commit": A, "tag": "../" * 100_000})
+    assert read_lock(path)["acme/a"].tag is None  # a label only: it was kept whole
+    path.write_text(json.dumps([{"dependency": {"repo-id": "acme/a", "version": v}, "lock": {"commit": c}}
+                                for v, c in ((1, A), (2, B))]))  # fmt: skip
+    with pytest.raises(LockError, match="acme/a is locked twice"):  # the last one silently won
+        read_lock(path)
