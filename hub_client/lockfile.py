@@ -104,8 +104,8 @@ def _load_json(path: Path, missing: str):
         if missing == "none":
             return None
         raise LockError(f"{path}: no lock file (run `nki-kernels lock {path.parent}`)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise LockError(f"{path}: not valid JSON ({e})") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, and an integer past 4,300 digits (plain ValueError)
+        raise LockError(f"{path}: not valid JSON ({str(e)[:200]})") from None
     except RecursionError:  # json's decoder recurses per nesting level: [[[[...]]]] a few thousand deep
         raise LockError(f"{path}: not valid JSON (nested deeper than the JSON reader goes)") from None
 

@@ -150,8 +150,8 @@ def _parameters(raw: object, where: str) -> tuple[str, ...]:
 def parse(data: bytes) -> Manifest:
     try:
         raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BundleError(f"manifest: not valid JSON ({e})") from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, and an integer past 4,300 digits (plain ValueError)
+        raise BundleError(f"manifest: not valid JSON ({str(e)[:200]})") from None
     except RecursionError:  # json's decoder recurses per nesting level: [[[[...]]]] a few thousand deep
         raise BundleError("manifest: not valid JSON (nested deeper than the JSON reader goes)") from None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:

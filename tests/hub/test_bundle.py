@@ -102,3 +102,12 @@ def test_a_manifest_nested_past_the_json_reader_is_a_bundle_error():
 
     with pytest.raises(BundleError, match="nested deeper than the JSON reader goes"):
         parse(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_a_manifest_with_an_integer_past_python_s_digit_limit_is_a_bundle_error():
+    # json.loads raises a plain ValueError (not JSONDecodeError) for an integer of more than 4,300 digits
+    from hub_client.errors import BundleError
+    from hub_client.manifest import parse
+
+    with pytest.raises(BundleError, match="not valid JSON .*Exceeds the limit"):
+        parse(b'{"format": ' + b"1" * 5000 + b"}")

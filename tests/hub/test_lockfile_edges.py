@@ -125,3 +125,12 @@ def test_a_tag_that_is_no_release_tag_is_read_as_no_tag_and_a_repo_locked_twice_
                                 for v, c in ((1, A), (2, B))]))  # fmt: skip
     with pytest.raises(LockError, match="acme/a is locked twice"):  # the last one silently won
         read_lock(path)
+
+
+def test_an_integer_past_python_s_digit_limit_is_a_lock_error(tmp_path):
+    # json.loads raises a plain ValueError (not JSONDecodeError) for an integer of more than 4,300 digits
+    path = tmp_path / "kernels.lock"
+    path.write_text('[{"dependency": {"repo-id": "acme/a", "version": ' + "1" * 5000 + '}, "lock": {"commit": "'
+                    + A + '"}}]')  # fmt: skip
+    with pytest.raises(LockError, match="not valid JSON .*Exceeds the limit"):
+        read_lock(path)
