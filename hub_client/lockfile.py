@@ -75,7 +75,11 @@ def dependencies(project_dir: str | Path) -> dict[str, int]:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         raise LockError(f"{path}: not found (kernels lock reads [tool.kernels.dependencies] from it)") from None
-    deps = data.get("tool", {}).get("kernels", {}).get("dependencies")
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise LockError(f"{path}: not valid TOML ({str(e)[:200]})") from None
+    deps = data
+    for key in ("tool", "kernels", "dependencies"):
+        deps = deps.get(key) if isinstance(deps, dict) else None
     if not isinstance(deps, dict) or not deps:
         raise LockError(f'{path}: no [tool.kernels.dependencies] (e.g. "acme/softmax" = 1)')
     for repo_id, major in deps.items():

@@ -31,11 +31,21 @@ def test_a_missing_pyproject_says_where_it_looked(tmp_path):
 
 @pytest.mark.parametrize("body", ["[project]\nname = 'x'\n", "[tool.kernels.dependencies]\n",
                                   "[tool.kernels]\ndependencies = ['acme/a']\n",
-                                  "[tool.kernels]\ndependencies = 1\n"], ids=["absent", "empty", "a-list", "a-number"])
+                                  "[tool.kernels]\ndependencies = 1\n", "tool = 5\n", "[tool]\nkernels = 'x'\n"],
+                         ids=["absent", "empty", "a-list", "a-number", "tool-a-number", "kernels-a-string"])
 def test_no_usable_dependency_table_is_refused(tmp_path, body):
     with pytest.raises(LockError) as e:
         dependencies(_project(tmp_path, body))
     assert str(e.value) == f'{tmp_path / "pyproject.toml"}: no [tool.kernels.dependencies] (e.g. "acme/softmax" = 1)'
+
+
+@pytest.mark.parametrize("body", ["[tool.kernels\n", b"\xff\xfe"], ids=["unclosed-table", "not-utf8"])
+def test_a_pyproject_that_is_not_toml_is_a_lock_error(tmp_path, body):
+    # tomllib's TOMLDecodeError and the UnicodeDecodeError of reading it escaped dependencies()
+    path = tmp_path / "pyproject.toml"
+    path.write_bytes(body if isinstance(body, bytes) else body.encode())
+    with pytest.raises(LockError, match="not valid TOML"):
+        dependencies(tmp_path)
 
 
 @pytest.mark.parametrize("entry", ['"acme" = 1', '"a/b/c" = 1', '"acme/a" = -1', '"acme/a" = true', '"acme/a" = "1"',
