@@ -17,6 +17,7 @@ import numpy as np
 
 import nki_dsl as nki
 from hub_client import execute, families
+from hub_client.errors import BundleError
 from hub_client.manifest import Manifest
 from hub_client.npz import load_npz
 from hub_client.package import describe_dim
@@ -39,6 +40,8 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
         v = load_npz(read(spec.test_vectors))
         args = [v[f"arg{i}"] for i in range(len(spec.args) + len(spec.scalars))]  # the arrays, then the scalars
         expected, (rtol, atol) = v["expected"], (float(t) for t in v["tolerance"])
+    except BundleError as e:  # load_npz's refusal names what is wrong
+        return "invalid", f"unreadable test vectors ({e})"
     except (KeyError, ValueError, OSError, TypeError) as e:
         return "invalid", f"unreadable test vectors ({type(e).__name__}: {e})"
     if spec.is_family:  # one instance of the family: its vectors' shapes must fit it

@@ -85,3 +85,45 @@ def test_the_builder_rechecks_the_vectors_it_ships(monkeypatch):
     monkeypatch.setattr(bundle_module, "npz_bytes", corrupting)
     with pytest.raises(BundleError, match="test vectors disagree with its IR"):
         build_bundle(SOFTMAX, benchmarks=False)
+
+
+def _npy_header(shape, descr="<f8") -> bytes:
+    """An .npy version 1.0 header declaring ``shape``, without the data."""
+    import struct
+
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple(shape)!r}, }}"
+    header = text.encode() + b" " * ((64 - (10 + len(text) + 1) % 64) % 64) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("data, message", [
+    # NumPy allocated what a header declares before reading: 7 TiB was a MemoryError, 2 GiB was allocated
+    (_zip({"expected.npy": _npy_header((10**6, 10**6))}), "the arrays declare more than 64 MiB"),
+    (_zip({"expected.npy": _npy_header((2**28,))}), "the arrays declare more than 64 MiB"),
+    # 74 KB of deflate holding 72 MiB were decompressed whole (1 MB made a 1 GiB array)
+    (lambda: _zip({"expected.npy": _npy_header((9 << 20,)) + bytes(72 << 20)}), "more than 64 arrays or 64 MiB"),
+    (_zip({"expected.npy": _npy_header((3,), "|O")}), "an object array"),  # was a plain ValueError
+    (_zip({"expected.npy": b"junk"}), "EOF: reading magic string"),  # was loaded as the bytes b'junk'
+    (_zip({"expected.txt": b"1"}), "is not an .npy array"),
+    (b"PK\x03\x04junk", "BadZipFile"),  # zipfile.BadZipFile escaped the vector check
+])  # fmt: skip
+def test_hostile_vector_files_are_refused_before_anything_is_allocated(softmax_bundle, data, message):
+    data = data() if callable(data) else data  # (the large one is made only when its case runs)
+    with pytest.raises(BundleError, match=message):
+        load_npz(data)
+    files = dict(softmax_bundle.files)
+    spec = next(s for e in softmax_bundle.manifest.entry_points.values() for s in e.specialisations if s.test_vectors)
+    files[spec.test_vectors] = data
+    result = {r.spec: r for r in run_vectors(softmax_bundle.manifest, files.__getitem__)}[spec.id]
+    assert result.status == "invalid" and message in result.detail
