@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -22,7 +23,7 @@ from filelock import FileLock
 from hub_client.atomic import write_json
 from hub_client.errors import BundleError, DigestMismatchError, DownloadError, NotFoundError, OfflineError
 from hub_client.hub_errors import translate, transport_errors
-from hub_client.manifest import MANIFEST, Manifest, parse, sha256_hex
+from hub_client.manifest import MANIFEST, MAX_MANIFEST_BYTES, Manifest, parse, sha256_hex
 from hub_client.paths import check_bundle_path
 from hub_client.settings import HubSettings
 
@@ -82,7 +83,8 @@ def _download(settings, repo_id, commit, rel, local_only) -> Path:
 
 
 def _check(path: Path, rel: str, expected: str, where: str) -> None:
-    actual = sha256_hex(path.read_bytes())
+    with path.open("rb") as f:  # streamed: a file the server sent is hashed without holding it whole in memory
+        actual = hashlib.file_digest(f, "sha256").hexdigest()
     if actual != expected:
         purge(path)
         raise DigestMismatchError(rel, expected, actual, where)
@@ -119,6 +121,11 @@ def fetch(
     lock_dir.mkdir(parents=True, exist_ok=True)
     with FileLock(str(lock_dir / f"kernel-{commit}.lock")):
         manifest_path = _download(settings, repo_id, commit, MANIFEST, local_only)
+        size = manifest_path.stat().st_size
+        if size > MAX_MANIFEST_BYTES:  # refused before it is read into memory
+            purge(manifest_path)
+            raise BundleError(f"{where}: manifest.json is {size:,} bytes, more than the "
+                              f"{MAX_MANIFEST_BYTES:,} a manifest may have")  # fmt: skip
         data = manifest_path.read_bytes()
         if manifest_digest is not None and sha256_hex(data) != manifest_digest:
             purge(manifest_path)

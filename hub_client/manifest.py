@@ -147,7 +147,15 @@ def _parameters(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
+# The largest manifest.json read: a manifest lists its files' digests and specialisations, ~100 bytes each (the
+# whole kernel library's biggest, vit-attn's, is well under 1 MiB), so 16 MiB is generous and still bounds what a
+# hostile server's file costs in memory before JSON parsing starts.
+MAX_MANIFEST_BYTES = 16 << 20
+
+
 def parse(data: bytes) -> Manifest:
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BundleError(f"manifest: {len(data):,} bytes, more than the {MAX_MANIFEST_BYTES:,} a manifest may have")
     try:
         raw = json.loads(data.decode("utf-8"))
     except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, and an integer past 4,300 digits (plain ValueError)

@@ -265,3 +265,21 @@ def test_a_warm_fetch_of_verified_files_writes_nothing(loaded):
     fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
     after = receipt.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_manifest_past_the_size_limit_is_refused_unread_and_removed(loaded, monkeypatch):
+    from hub_client import fetch as fetch_module
+    from hub_client.errors import BundleError
+    from hub_client.manifest import parse
+
+    p, _ = loaded
+    cached = settings().snapshot_dir("acme/softmax", p.commit) / MANIFEST
+    size = cached.stat().st_size
+    monkeypatch.setattr(fetch_module, "MAX_MANIFEST_BYTES", size - 1)  # the real file is one byte too big
+    monkeypatch.setattr(type(cached), "read_bytes", lambda self: pytest.fail(f"{self} read whole"))
+    with pytest.raises(BundleError, match=f"manifest.json is {size:,} bytes, more than the {size - 1:,}"):
+        fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
+    assert not cached.exists()  # a later fetch downloads it afresh
+    monkeypatch.undo()
+    with pytest.raises(BundleError, match="more than the 16,777,216 a manifest may have"):
+        parse(b" " * (16 << 20) + b"{}")  # checked before any JSON parsing
