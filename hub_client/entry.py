@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import nki_dsl as nki
-from hub_client import execute, families
+from hub_client import chunks, execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
 from hub_client.manifest import INT32_RANGE, SpecRecord
 from hub_client.package import describe_dim
@@ -106,16 +106,20 @@ class EntryPoint:
             self._parsed[key] = _Compiled(ir, {})
         return self._parsed[key]
 
+    def _family(self, spec: SpecRecord):
+        """The family's parsed IR (its form checked), parsed once."""
+        family = self._families.get(spec.id)
+        if family is None:
+            family = self._families[spec.id] = execute.parse_family((self._snapshot / spec.ir).read_text())
+        return family
+
     def _instance(self, spec: SpecRecord, values: dict, args: tuple, target: nki.Target) -> _Compiled:
         """A family's concrete kernel for this call's shape: bound, range-checked, instantiated and verified (within
         the untrusted-IR budget) once per concrete shape and target."""
         key = (spec.id, tuple(sorted(values.items())), target)
         if key not in self._parsed:
             try:
-                family = self._families.get(spec.id)
-                if family is None:
-                    family = self._families[spec.id] = execute.parse_family((self._snapshot / spec.ir).read_text())
-                ir = family.instantiate(*args, target=target)
+                ir = self._family(spec).instantiate(*args, target=target)
             except nki.NkiError as e:  # parse, form, binding and verification errors of nki_dsl
                 where = ", ".join(f"{n} = {v}" for n, v in values.items())
                 raise IRRejectedError(f"{self._label}: {spec.ir} at {where} was refused: {e}") from None
@@ -186,9 +190,45 @@ class EntryPoint:
                 scalars = _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
                 compiled = self._ir(spec, target)
                 return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
+        found, result = self._chunked(args, kwargs, backend, target, near)
+        if found:
+            return result
         if self._plan is None:
             raise self._missing(args, kwargs, near)
         return self._run_python(args, kwargs, backend, target)
+
+    def _chunked(self, args: tuple, kwargs: dict, backend, target, near: list[str]) -> tuple[bool, object]:
+        """``(True, result)`` when a family holds the call but for dimensions above its range that its kernel is
+        provably independent along (``ShapeFamily.independence``, from the IR): the call runs as instances over
+        slices (``chunks.py``). ``(False, None)`` otherwise, with why each such family could not in ``near``."""
+        label = f"{self._label}:{self.name}"
+        for spec in self.specialisations:
+            over = families.above(spec, args) if spec.is_family and _constants_match(spec, kwargs) else None
+            if over is None:
+                continue
+            try:
+                proved, refused = self._family(spec).independence
+            except nki.NkiError as e:
+                raise IRRejectedError(f"{self._label}: {spec.ir} was refused: {e}") from None
+            blocked = next((n for n in over if n not in proved), None)
+            if blocked is not None:
+                lo, hi, _ = spec.dims[blocked]
+                why = refused.get(blocked, "not a dimension of its IR")
+                near.append(f"  {spec.id}: {blocked} = {over[blocked]} is above {lo}..{hi} and cannot run in parts: "
+                            f"the kernel is not independent along {blocked} ({why}); call with {blocked} <= "
+                            f"{hi}")  # fmt: skip
+                continue
+            scalars = _runtime_scalars(spec, kwargs, label)
+
+            def one(part, spec=spec, scalars=scalars):
+                values, why = families.bind(spec, part)
+                if values is None:  # chunks.sizes keeps every part in range: a bug, not a caller's error
+                    raise AssertionError(f"{label}: a part of the call does not fit {spec.id}: {why}")
+                compiled = self._instance(spec, values, part + tuple(scalars.values()), target)
+                return self._run(compiled, _bound(compiled.kernel, part, scalars), backend, target)
+
+            return True, chunks.run(one, args, {n: (v, *spec.dims[n]) for n, v in over.items()}, proved, label)
+        return False, None
 
     def _run_python(self, args, kwargs, backend, target):
         launch, kargs, kkw = self._plan(*args, **kwargs)

@@ -32,6 +32,7 @@ class ShapeFamily:
         self.ir = ir
         self.budget = IRBudget() if budget is None else budget
         self._instances: OrderedDict[tuple, TracedKernel] = OrderedDict()  # least recently used first
+        self._independence = None
 
     @property
     def text(self) -> str:
@@ -54,6 +55,17 @@ class ShapeFamily:
     def param_shapes(self) -> list[tuple]:
         """Each parameter's shape, symbols by name: ``[("N", 512)]``."""
         return [tuple(s[1:] if isinstance(s, str) else s for s in p.type.shape) for p in self.ir.params]
+
+    @property
+    def independence(self):
+        """``(proved, refused)``: the dimensions the kernel is provably independent along (by name: per parameter and
+        output, the axis it sits on) and why each other one is not (``verify/independent.py``); read from the IR, so
+        a loader may run a call above a range as instances over slices of the proved ones."""
+        if self._independence is None:
+            from nki_dsl.verify.independent import independence  # deferred, as the verifier is
+
+            self._independence = independence(self.ir)
+        return self._independence
 
     def bind(self, *shapes) -> dict[str, int]:
         """The value of every declared dimension from the parameters' shapes (arrays or shape tuples, in parameter

@@ -1,0 +1,63 @@
+"""A call above a shape family's range, run as instances of the family over slices of its arrays.
+
+The untrusted-IR budget bounds one instance (``nki.IRBudget``: op executions, tensor and HBM bytes), so a family's
+batch range stops where an instance at its top reaches the budget (``B in 1..256``). A call with ``B = 1000`` is
+still safe to run when the kernel is independent along ``B``: four instances within the range, each over a slice
+of the arrays, their outputs concatenated along ``B``. Whether it is independent is proved from the family's
+verified IR by nki_dsl (``ShapeFamily.independence``, ``verify/independent.py``), never read from the manifest;
+every instance is verified within the budget as any family instance is. What it costs: ``ceil(B / top)`` launches
+instead of one (each with its fixed per-launch cost), one copy of each output into the joined array, and at most
+two instances (the top and the remainder) to verify and cache per shape of the rest.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hub_client.errors import NoSpecialisationError
+
+
+def sizes(n: int, lo: int, hi: int, step: int) -> list[int]:
+    """Chunk sizes summing to ``n`` (a multiple of ``step``), each in ``lo..hi`` and a multiple of ``step``: as many
+    at the top as fit (one instance reused for all of them), then the rest; a rest below ``lo`` takes ``lo`` from
+    the chunk before it (``hi + rest - lo >= lo`` whenever ``hi >= 2 * lo``)."""
+    full, rest = divmod(n, hi)
+    out = [hi] * full
+    if rest and rest < lo:
+        if not out or hi + rest - lo < lo:
+            raise ValueError(f"{n} cannot be cut into parts in {lo}..{hi}")
+        out[-1], rest = hi + rest - lo, lo
+    return out + ([rest] if rest else [])
+
+
+def _part(a, axis: int, start: int, stop: int):
+    return a[(slice(None),) * axis + (slice(start, stop),)]
+
+
+def _join(parts: list, axis: int):
+    """Concatenate outputs along ``axis`` in their own array library (NumPy's or JAX's ``concat``)."""
+    xp = parts[0].__array_namespace__() if hasattr(parts[0], "__array_namespace__") else np
+    return xp.concat(parts, axis=axis)
+
+
+def run(run_one, args: tuple, over: dict[str, tuple[int, int, int, int]], axes: dict, label: str):
+    """``run_one(args)``'s result for arrays whose dimensions ``over`` (name -> (value, lo, hi, step)) are above the
+    family's range: cut along the first of them (``axes[name]``: an ``IndependentDim``, the axis per parameter and
+    output), the rest recursively, and the parts' outputs joined. ``args`` are the call's arrays, in parameter order."""
+    if not over:
+        return run_one(args)
+    (name, (n, lo, hi, step)), rest = next(iter(over.items())), dict(list(over.items())[1:])
+    where = axes[name]
+    try:
+        cuts = sizes(n, lo, hi, step)
+    except ValueError as e:
+        raise NoSpecialisationError(f"{label}: dimension {name} = {n}: {e}, so it cannot run as instances of the "
+                                    f"family {name} in {lo}..{hi} step {step}") from None  # fmt: skip
+    outs, start = [], 0
+    for size in cuts:
+        part = tuple(a if k is None else _part(a, k, start, start + size) for a, k in zip(args, where.params))
+        outs.append(run(run_one, part, rest, axes, label))
+        start += size
+    if isinstance(outs[0], tuple):
+        return tuple(_join([o[i] for o in outs], k) for i, k in enumerate(where.outputs))
+    return _join(outs, where.outputs[0])

@@ -1,0 +1,57 @@
+"""Calls above a family's range, fetched without trust: run as instances over slices of the dimensions the
+family's kernel is proved independent along (``ShapeFamily.independence`` from the verified IR,
+``hub_client/chunks.py``), or refused naming the dimension, the range and why. The packages are vit-attn's own,
+cut down to one family whose batch and head ranges are shrunk so that a call past them stays small."""
+
+import re
+
+import numpy as np
+import pytest
+
+import kernels
+from hub_client import chunks
+from hub_client.bundle import build_bundle
+from hub_client.publish import publish
+from kernels.vit_attn.reference import attention as attention_reference
+from tests.hub.conftest import settings
+from tests.hub.library_packages import families_only
+
+
+def _close(out, expected):
+    np.testing.assert_allclose(np.asarray(out, np.float64), np.asarray(expected, np.float64), rtol=1e-5, atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def attention_bundle(tmp_path_factory):
+    """``attention``'s family over B, H, S and D (S 1..512, fp32) with B in 1..2 and H in 1..3."""
+    root = families_only("vit_attn", tmp_path_factory.mktemp("chunks"), {"attention"},
+                         lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln)  # fmt: skip
+    toml = root / "kernel.toml"
+    text = re.sub(r'B = "1\.\.\d+", H = "1\.\.\d+"', 'B = "1..2", H = "1..3"', toml.read_text())
+    assert 'B = "1..2", H = "1..3"' in text
+    toml.write_text(text)
+    return build_bundle(root, benchmarks=False)
+
+
+def test_a_call_above_the_batch_and_head_ranges_runs_in_parts(registry, attention_bundle):
+    publish(attention_bundle, "acme/vit-attn", settings())
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    assert k.info.trusted is False
+    rng = np.random.default_rng(3)
+    for shape in [(5, 2, 130, 16), (2, 7, 40, 8), (3, 4, 1, 4)]:  # B above 2; H above 3 (axis 1); both
+        q, kk, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+        out = k.attention(q, kk, v, backend="numpy")
+        assert out.shape == shape
+        _close(out, attention_reference(q, kk, v))
+    # the parts are instances within the range: B 2 (the top, reused) and 1, H 3 and 1 for (2, 7, ...)
+    shapes = {tuple(sorted(key[1])) for key in k.attention._parsed if len(key) == 3}
+    assert all(dict(v)["B"] <= 2 and dict(v)["H"] <= 3 for v in shapes)
+
+
+def test_sizes_cut_into_parts_within_the_range():
+    assert chunks.sizes(1000, 1, 256, 1) == [256, 256, 256, 232]
+    assert chunks.sizes(512, 1, 256, 1) == [256, 256]
+    assert chunks.sizes(260, 8, 256, 4) == [252, 8]  # a rest below the range's bottom borrows from the chunk before
+    assert all(8 <= c <= 256 and c % 4 == 0 for c in chunks.sizes(260, 8, 256, 4))
+    with pytest.raises(ValueError, match="cannot be cut"):
+        chunks.sizes(13, 10, 12, 1)
