@@ -217,30 +217,36 @@ def attention_layouts_table(qkv_cases, split_cases) -> None:
 
     print(f"\n{'attention_qkv B x S x H x D':28} {'family S':>10} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
     for b, seq, h, d in qkv_cases:
-        _, s_range, b_top, _ = next(f for f in families.qkv_families()
-                                    if f[0] == "bfloat16" and f[3] == h and f[1][0] <= seq <= f[1][1])  # fmt: skip
-        spec = nki.spec(("B", "S", "W"), "bfloat16", dims={"B": (1, b_top), "S": s_range, "W": (3 * h, 384 * h, 3 * h)})
-        launch, _, kwargs = plan_attention_qkv(_Arg(spec, nki.symbolic_shapes(spec)[0]), h)
-        instance = nki.trace(launch, spec, target="trn2", **kwargs).instantiate((b, seq, 3 * h * d), target="trn2")
+        _, s_range, b_top, h_top = next(f for f in families.families()
+                                        if f[0] == "bfloat16" and f[1][0] <= seq <= f[1][1])  # fmt: skip
+        dims = {"B": (1, b_top), "S": s_range, "H": (1, h_top), "D": (1, 128)}
+        spec = nki.spec(("B", "S", 3, "H", "D"), "bfloat16", dims=dims)  # the per-head view (head_views.py)
+        shape = nki.symbolic_shapes(spec)[0]
+        launch, _, kwargs = plan_attention_qkv(_Arg(spec, shape), shape[3])
+        instance = nki.trace(launch, spec, target="trn2", **kwargs).instantiate((b, seq, 3, h, d), target="trn2")
         launch, args, kwargs = plan_attention_qkv(np.zeros((b, seq, 3 * h * d), nl.bfloat16), h)
         concrete = nki.trace(launch, nki.spec((b, seq, 3 * h * d), "bfloat16"), target="trn2", **kwargs)
         fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
-        shape = f"{b}x{seq}x{h}x{d}"
-        print(f"{shape:28} {f'{s_range[0]}..{s_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+        name = f"{b}x{seq}x{h}x{d}"
+        print(f"{name:28} {f'{s_range[0]}..{s_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
     print(f"\n{'attention_split T x H x D':28} {'family T':>10} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
     for tokens, h, d in split_cases:
-        _, t_range, _, _ = next(f for f in families.split_families() if f[0] == "bfloat16" and f[2:] == (h, d))
-        specs = [nki.spec(s, "bfloat16", dims={"T": t_range}) for s in ((2 * h * d, "T"), ("T", h * d))]
-        launch, _, kwargs = plan_attention_split(*[_Arg(s, sh) for s, sh in zip(specs, nki.symbolic_shapes(*specs))],
-                                                 h, batch=1)  # fmt: skip
-        instance = nki.trace(launch, *specs, target="trn2", **kwargs).instantiate((2 * h * d, tokens),
-                                                                                  (tokens, h * d), target="trn2")
-        shapes = [(2 * h * d, tokens), (tokens, h * d)]
-        launch, args, kwargs = plan_attention_split(*[np.zeros(s, nl.bfloat16) for s in shapes], h, batch=1)
-        concrete = nki.trace(launch, *[nki.spec(s, "bfloat16") for s in shapes], target="trn2", **kwargs)
+        _, s_range, b_top, h_top = next(f for f in families.families()
+                                        if f[0] == "bfloat16" and f[1][0] <= tokens <= f[1][1])  # fmt: skip
+        dims = {"B": (1, b_top), "S": s_range, "H": (1, h_top), "D": (1, 128)}
+        specs = [nki.spec((2, "H", "D", "B", "S"), "bfloat16", dims=dims),
+                 nki.spec(("B", "S", "H", "D"), "bfloat16", dims=dims)]  # fmt: skip
+        shapes = nki.symbolic_shapes(*specs)
+        launch, _, kwargs = plan_attention_split(*[_Arg(s, sh) for s, sh in zip(specs, shapes)], shapes[0][1],
+                                                 seq=shapes[0][4], batch=shapes[0][3])  # fmt: skip
+        instance = nki.trace(launch, *specs, target="trn2", **kwargs).instantiate((2, h, d, 1, tokens),
+                                                                                  (1, tokens, h, d), target="trn2")
+        flat = [(2 * h * d, tokens), (tokens, h * d)]
+        launch, args, kwargs = plan_attention_split(*[np.zeros(s, nl.bfloat16) for s in flat], h, batch=1)
+        concrete = nki.trace(launch, *[nki.spec(s, "bfloat16") for s in flat], target="trn2", **kwargs)
         fam, con = instance.profile("trn2").latency_us, concrete.profile("trn2").latency_us
-        shape = f"{tokens}x{h}x{d}"
-        print(f"{shape:28} {f'{t_range[0]}..{t_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
+        name = f"{tokens}x{h}x{d}"
+        print(f"{name:28} {f'{s_range[0]}..{s_range[1]}':>10} {fam:10.1f} {con:12.1f} {fam / con:6.3f}", flush=True)
 
 
 # (entry, M, K, H, N): ViT-B/16 and ViT-L/16 at batch 1 and 8, ViT-H/14's qkv and MLP (the MLP in a streamed

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from hub_client.errors import BundleError
 from hub_client.hf_variant import variant_files
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
-from hub_client.package import ArgSpec, KernelPackage, Specialisation, check_version, read_package
+from hub_client.package import ArgSpec, KernelPackage, Specialisation, check_version, parse_shape, read_package
 from hub_client.package_import import function_at, import_package_dir
 
 TARGET = "trn2"
@@ -189,14 +190,17 @@ def _trace_family(pkg, ep, spec, plan):
     shapes = nki.symbolic_shapes(*specs)
     stand_ins = [_FamilyArg(s, shape) for s, shape in zip(specs, shapes)]
     defaults = scalar_defaults(pkg, ep, spec, plan)
-    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants), **defaults)
+    # a keyword giving a dimension (keywords = { num_heads = "H" }) reaches the plan as that dimension, symbolic
+    dims = {str(d): d for shape in shapes for d in shape if not isinstance(d, int)}
+    keywords = {k: dims[sym] for k, sym in spec.keywords}
+    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants), **defaults, **keywords)
     def is_arg(a):
         return isinstance(a, _FamilyArg) or (bool(spec.scalars) and _is_array(a))
 
     _check_plan(pkg, ep, spec, stand_ins, args, kwargs, defaults, is_arg)
     if spec.scalars:
-        _check_plan(pkg, ep, spec, stand_ins, *plan(*stand_ins, **dict(spec.constants), **_probe(defaults))[1:],
-                    _probe(defaults), is_arg)  # fmt: skip
+        _check_plan(pkg, ep, spec, stand_ins, *plan(*stand_ins, **dict(spec.constants), **_probe(defaults),
+                                                     **keywords)[1:], _probe(defaults), is_arg)  # fmt: skip
     # the runtime scalars as specs: the family's IR must not depend on their values
     args = [a.spec if isinstance(a, _FamilyArg) else nki.spec(a.shape, str(a.dtype)) if _is_array(a) else a
             for a in args]  # fmt: skip
@@ -226,11 +230,14 @@ def _is_array(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype")
 
 
-def _check_against_reference(pkg, ep, spec, parsed, arrays, reference, scalars: dict):
-    """``arrays`` are the caller's; ``scalars`` the runtime scalars' values (passed after them, as arrays)."""
+def _check_against_reference(pkg, ep, spec, parsed, arrays, reference, scalars: dict, view=None):
+    """``arrays`` are the caller's; ``scalars`` the runtime scalars' values (passed after them, as arrays). With
+    ``view`` (a family whose args group axes): ``(the kernel's arrays, the keywords' values, the outputs as the
+    caller gets them)``, the kernel run on the first and the reference on ``arrays`` with the keywords."""
     exe = execute.compile_ir(parsed, execute.DEFAULT_BACKEND, TARGET)
-    actual = exe.run(dict(zip(execute.param_names(parsed), arrays + scalar_arrays(spec, scalars))))
-    expected = reference(*arrays, **dict(spec.constants), **scalars)
+    kernel_arrays, keywords, to_caller = view or (arrays, {}, lambda out: out)
+    actual = to_caller(exe.run(dict(zip(execute.param_names(parsed), kernel_arrays + scalar_arrays(spec, scalars)))))
+    expected = reference(*arrays, **dict(spec.constants), **scalars, **keywords)
     dtype = spec.args[0].dtype
     rtol, atol = ep.tolerance.get(dtype) or pkg.tolerance.get(dtype, (1e-5, 1e-6))
     # a kernel of several outputs (a tuple, as its reference returns) is checked output by output
@@ -370,31 +377,78 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
     tv_path, samples = None, _samples(spec)
     defaults = scalar_defaults(pkg, ep, spec, plan)
     for values in samples:
-        arrays = _inputs(spec, values)
+        arrays = _inputs(spec, values)  # the kernel's shapes; the caller's merge the groups of args
         runtime = scalar_arrays(spec, defaults)
         instance = family.instantiate(*arrays, *runtime, target=TARGET)
-        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants,
-                                  scalars=spec.scalars)  # fmt: skip
+        concrete = _caller_spec(spec, values)
         if not all(a.dtype in _NATIVE for a in spec.args):
             break
-        expected, tol = _check_against_reference(pkg, ep, concrete, instance, arrays, reference, defaults)
+        shapes = []  # the kernel's output shapes, for the vectors (which hold the kernel's shapes)
+
+        def to_caller(out, values=values, shapes=shapes):
+            shapes.append(None if isinstance(out, tuple) else out.shape)
+            return _merged(spec, out, values)
+
+        view = (arrays, {}, to_caller)  # (the keywords' values are the caller spec's constants)
+        call = [a.reshape(s.shape) for a, s in zip(arrays, concrete.args)]
+        expected, tol = _check_against_reference(pkg, ep, concrete, instance, call, reference, defaults, view)
         if isinstance(expected, tuple):  # checked, but test vectors hold one output: none shipped
             continue
+        expected = expected.reshape(shapes[0])
         tv_path = f"tests/{ep.name}/{spec.id}.npz"
         vectors = {f"arg{i}": a for i, a in enumerate(arrays + runtime)} | {"expected": expected}
         vectors["tolerance"] = np.array(tol, dtype=np.float64)
         files[tv_path] = npz_bytes(vectors)
     if samples and (simulate or baseline is not None):
         values = samples[-1]
-        launch = plan(*_inputs(spec, values), **dict(spec.constants), **defaults)
-        concrete = Specialisation(tuple(ArgSpec(_shape_at(a, values), a.dtype) for a in spec.args), spec.constants)
+        launch = plan(*_inputs(spec, values), **dict(spec.constants), **defaults, **_keyword_values(spec, values))
+        concrete = _caller_spec(spec, values)
         if simulate:
             bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
         if baseline is not None:
             compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, concrete, *launch, baseline)
     dims = {n: [lo, hi] + ([step] if step != 1 else []) for n, lo, hi, step in spec.dims}
+    views = {"keywords": dict(spec.keywords)} if spec.keywords else {}
+    views |= {"returns": list(spec.returns)} if spec.returns else {}  # (only when present: other records keep bytes)
     return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
-            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults)  # fmt: skip
+            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults) | views  # fmt: skip
+
+
+def _keyword_values(spec: Specialisation, values: dict) -> dict:
+    return {k: values[sym] for k, sym in spec.keywords}
+
+
+def _caller_spec(spec: Specialisation, values: dict) -> Specialisation:
+    """One instance as the caller sees it: the groups of args merged, the keywords' values as constants."""
+    args = tuple(ArgSpec(tuple(math.prod(_shape_at(ArgSpec(m, a.dtype), values)) for m in a.call_axes), a.dtype)
+                 for a in spec.args)  # fmt: skip
+    return Specialisation(args, tuple(sorted((*spec.constants, *_keyword_values(spec, values).items()))),
+                          scalars=spec.scalars)  # fmt: skip
+
+
+def _merged(spec: Specialisation, out, values: dict):
+    """The kernel's output as the caller gets it (``returns``: groups merged); checked against its declared shape."""
+    if not spec.returns:
+        return out
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(spec.returns):
+        raise BundleError(f"{spec.describe()}: the kernel returns {len(outs)} outputs, returns names "
+                          f"{len(spec.returns)}")  # fmt: skip
+    merged = []
+    for o, text in zip(outs, spec.returns):
+        shape, groups = parse_shape(text)
+        flat = _shape_at(ArgSpec(shape, "float32"), values)
+        if tuple(o.shape) != flat:
+            raise BundleError(f"{spec.describe()}: an output is {tuple(o.shape)}, returns says {text} = {flat}")
+        merged.append(o.reshape(tuple(math.prod(flat[k:k + g]) for k, g in _offsets(groups))) if groups else o)
+    return tuple(merged) if isinstance(out, tuple) else merged[0]
+
+
+def _offsets(groups):
+    k = 0
+    for g in groups:
+        yield k, g
+        k += g
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:

@@ -43,7 +43,8 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
 
 def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     """Every keyword is a constant of the specialisation with its value, or one of its runtime scalars."""
-    return all(k in spec.scalars or (k in spec.constants and spec.constants[k] == v) for k, v in kwargs.items())
+    return all(k in spec.scalars or k in spec.keywords or (k in spec.constants and spec.constants[k] == v)
+               for k, v in kwargs.items())  # fmt: skip
 
 
 def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
@@ -145,7 +146,8 @@ class EntryPoint:
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
             + "".join(f", {k}={v!r}" for k, v in s.constants.items())
-            + "".join(f", {k}: {t} (any value, default {d!r})" for k, (t, d) in s.scalars.items()) + ")"
+            + "".join(f", {k}: {t} (any value, default {d!r})" for k, (t, d) in s.scalars.items())
+            + "".join(f", {k}={n}" for k, n in s.keywords.items()) + ")"
             + "".join(f" with {describe_dim(n, *d)}" for n, d in s.dims.items())
             for s in self.specialisations
         )  # fmt: skip
@@ -176,34 +178,62 @@ class EntryPoint:
         backend = backend or self._default_backend
         args, kwargs = self._by_name(args, kwargs)
         target = nki.get_target(target)  # resolved once: every cache below is keyed by the Target
+        how, spec, detail = self.route(*args, **kwargs)
+        label = f"{self._label}:{self.name}"
+        if how == "python":
+            return self._run_python(args, kwargs, backend, target)
+        scalars = _runtime_scalars(spec, kwargs, label)
+        if how == "ir":
+            compiled = self._ir(spec, target)
+            return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
+
+        def one(arrays, values):
+            compiled = self._instance(spec, values, arrays + tuple(scalars.values()), target)  # (scalars: all [1])
+            return self._run(compiled, _bound(compiled.kernel, arrays, scalars), backend, target)
+
+        values, over, proved = detail
+        arrays = families.to_kernel(spec, args, values)
+        if how == "family":
+            return families.to_caller(spec, one(arrays, values), values, label)
+
+        def part(arrays):
+            values, why = families.bind_kernel(spec, arrays)
+            if values is None:  # chunks.sizes keeps every part in range: a bug, not a caller's error
+                raise AssertionError(f"{label}: a part of the call does not fit {spec.id}: {why}")
+            return one(arrays, values)
+
+        out = chunks.run(part, arrays, {n: (v, *spec.dims[n]) for n, v in over.items()}, proved, label)
+        return families.to_caller(spec, out, values, label)
+
+    def route(self, *args, **kwargs) -> tuple[str, SpecRecord | None, object]:
+        """How a call runs, without running it: ``("ir", spec, None)`` (a published shape), ``("family", spec,
+        (values, {}, {}))`` (an instance of a family), ``("parts", spec, (values, over, proved))`` (instances over
+        slices of the dimensions ``over`` above the family's ranges, which the kernel is proved independent along),
+        ``("python", None, None)`` (the trusted package's Python); with none of them, ``NoSpecialisationError``
+        listing what exists and why each family near the call does not hold it."""
+        args, kwargs = self._by_name(args, kwargs)
         near = []
         for spec in self.specialisations:
             if spec.is_family:
-                values, why = families.bind(spec, args) if _constants_match(spec, kwargs) else (None, None)
-                if values is None:
-                    near += [f"  {spec.id}: {why}"] if why else []
-                    continue
-                scalars = _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
-                compiled = self._instance(spec, values, args + tuple(scalars.values()), target)  # (all [1])
-                return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
-            if _matches(spec, args, kwargs):
-                scalars = _runtime_scalars(spec, kwargs, f"{self._label}:{self.name}")
-                compiled = self._ir(spec, target)
-                return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
-        found, result = self._chunked(args, kwargs, backend, target, near)
-        if found:
-            return result
+                values, why = families.bind(spec, args, kwargs) if _constants_match(spec, kwargs) else (None, None)
+                if values is not None:
+                    return "family", spec, (values, {}, {})
+                near += [f"  {spec.id}: {why}"] if why else []
+            elif _matches(spec, args, kwargs):
+                return "ir", spec, None
+        parts = self._in_parts(args, kwargs, near)
+        if parts is not None:
+            return parts
         if self._plan is None:
             raise self._missing(args, kwargs, near)
-        return self._run_python(args, kwargs, backend, target)
+        return "python", None, None
 
-    def _chunked(self, args: tuple, kwargs: dict, backend, target, near: list[str]) -> tuple[bool, object]:
-        """``(True, result)`` when a family holds the call but for dimensions above its range that its kernel is
-        provably independent along (``ShapeFamily.independence``, from the IR): the call runs as instances over
-        slices (``chunks.py``). ``(False, None)`` otherwise, with why each such family could not in ``near``."""
-        label = f"{self._label}:{self.name}"
+    def _in_parts(self, args: tuple, kwargs: dict, near: list[str]):
+        """``route``'s ``("parts", ...)`` when a family holds the call but for dimensions above its range that its
+        kernel is provably independent along (``ShapeFamily.independence``, from the IR): the call runs as instances
+        over slices (``chunks.py``). None otherwise, with why each such family could not in ``near``."""
         for spec in self.specialisations:
-            over = families.above(spec, args) if spec.is_family and _constants_match(spec, kwargs) else None
+            over = families.above(spec, args, kwargs) if spec.is_family and _constants_match(spec, kwargs) else None
             if over is None:
                 continue
             try:
@@ -218,17 +248,8 @@ class EntryPoint:
                             f"the kernel is not independent along {blocked} ({why}); call with {blocked} <= "
                             f"{hi}")  # fmt: skip
                 continue
-            scalars = _runtime_scalars(spec, kwargs, label)
-
-            def one(part, spec=spec, scalars=scalars):
-                values, why = families.bind(spec, part)
-                if values is None:  # chunks.sizes keeps every part in range: a bug, not a caller's error
-                    raise AssertionError(f"{label}: a part of the call does not fit {spec.id}: {why}")
-                compiled = self._instance(spec, values, part + tuple(scalars.values()), target)
-                return self._run(compiled, _bound(compiled.kernel, part, scalars), backend, target)
-
-            return True, chunks.run(one, args, {n: (v, *spec.dims[n]) for n, v in over.items()}, proved, label)
-        return False, None
+            return "parts", spec, (families.values_of(spec, args, kwargs)[0], over, proved)
+        return None
 
     def _run_python(self, args, kwargs, backend, target):
         launch, kargs, kkw = self._plan(*args, **kwargs)

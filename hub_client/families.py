@@ -4,26 +4,40 @@ this is the manifest-level match that picks the specialisation and says why a ne
 
 from __future__ import annotations
 
+import math
+import numbers
+from dataclasses import replace
+
 import numpy as np
 
+from hub_client.errors import IRRejectedError
 from hub_client.manifest import SpecRecord
+from hub_client.package import MAX_DIM, ArgSpec
 
 
-def bind(spec: SpecRecord, args: tuple) -> tuple[dict[str, int] | None, str | None]:
-    """``(values, None)`` when the arrays fit the family, ``(None, why)`` when their ranks, fixed dimensions and
-    dtypes fit but a dimension is outside its range (or inconsistent), ``(None, None)`` when they do not fit at all."""
-    values, why = _values(spec, args)
+def bind(spec: SpecRecord, args: tuple, kwargs: dict | None = None) -> tuple[dict[str, int] | None, str | None]:
+    """``(values, None)`` when the arrays (and the keywords giving dimensions) fit the family, ``(None, why)`` when
+    their ranks, fixed dimensions and dtypes fit but a dimension is outside its range (or inconsistent), ``(None,
+    None)`` when they do not fit at all."""
+    values, why = values_of(spec, args, kwargs or {})
     if values is None:
         return None, why
     why = next((w for n, v in values.items() if (w := _outside(spec, n, v))), None)
     return (None, why) if why else (values, None)
 
 
-def above(spec: SpecRecord, args: tuple) -> dict[str, int] | None:
+def bind_kernel(spec: SpecRecord, arrays: tuple) -> tuple[dict[str, int] | None, str | None]:
+    """``bind`` for arrays of the kernel's own shapes (``to_kernel``'s, a part of them, or test vectors): every
+    axis its own, no keyword needed."""
+    flat = replace(spec, args=tuple(ArgSpec(a.shape, a.dtype) for a in spec.args), keywords={})
+    return bind(flat, arrays)
+
+
+def above(spec: SpecRecord, args: tuple, kwargs: dict | None = None) -> dict[str, int] | None:
     """The dimensions above the tops of their ranges (``{"B": 1000}``) when those are the arrays' only misfit (every
     other dimension in its range, each a multiple of its step): a call a loader may run as instances over slices of
     the dimensions the family's kernel is independent along (``hub_client/chunks.py``). None otherwise."""
-    values, _ = _values(spec, args)
+    values, _ = values_of(spec, args, kwargs or {})
     if values is None:
         return None
     over = {n: v for n, v in values.items() if v > spec.dims[n][1] and v % spec.dims[n][2] == 0}
@@ -31,21 +45,98 @@ def above(spec: SpecRecord, args: tuple) -> dict[str, int] | None:
     return over if over and rest_fit else None
 
 
-def _values(spec: SpecRecord, args: tuple) -> tuple[dict[str, int] | None, str | None]:
-    """The symbols' values from the arrays, ranges unchecked; ``(None, why)`` / ``(None, None)`` as ``bind``."""
+def to_kernel(spec: SpecRecord, args: tuple, values: dict[str, int]) -> tuple:
+    """The caller's arrays as the kernel takes them: each reshaped to the kernel's axes (row-major, a view of a
+    contiguous array) where ``args`` group axes."""
+    return tuple(a.reshape(_at(s.shape, values)) if s.groups else a for a, s in zip(args, spec.args))
+
+
+def to_caller(spec: SpecRecord, out, values: dict[str, int], label: str):
+    """The kernel's outputs as the caller gets them: merged per ``returns`` (``"B x S x (H x D)"``); an output of
+    another shape than the manifest says is refused."""
+    if not spec.returns:
+        return out
+    outs = out if isinstance(out, tuple) else (out,)
+    if len(outs) != len(spec.returns):
+        raise IRRejectedError(f"{label}: the kernel returns {len(outs)} outputs, the manifest's returns names "
+                              f"{len(spec.returns)}")  # fmt: skip
+    merged = []
+    for o, (shape, groups) in zip(outs, spec.returns):
+        if tuple(o.shape) != _at(shape, values):
+            raise IRRejectedError(f"{label}: an output of shape {tuple(o.shape)} is not the manifest's returns "
+                                  f"{_at(shape, values)}")  # fmt: skip
+        merged.append(o.reshape(_at(shape, values, groups)) if groups else o)
+    return tuple(merged) if isinstance(out, tuple) else merged[0]
+
+
+def _at(shape: tuple, values: dict[str, int], groups: tuple[int, ...] = ()) -> tuple[int, ...]:
+    sizes = [values[x] if isinstance(x, str) else x for x in shape]
+    if not groups:
+        return tuple(sizes)
+    out, k = [], 0
+    for g in groups:
+        out.append(math.prod(sizes[k:k + g]))
+        k += g
+    return tuple(out)
+
+
+def _keyword_values(spec: SpecRecord, kwargs: dict) -> tuple[dict[str, int] | None, str | None]:
+    out = {}
+    for k, name in spec.keywords.items():
+        if k not in kwargs:
+            continue
+        v = kwargs[k]
+        if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or not 1 <= int(v) <= MAX_DIM:
+            return None, f"{k}={v!r} gives dimension {name}, so it must be an int in 1..{MAX_DIM}"
+        out[name] = int(v)
+    return out, None
+
+
+def values_of(spec: SpecRecord, args: tuple, kwargs: dict) -> tuple[dict[str, int] | None, str | None]:
+    """The symbols' values from the arrays and keywords, ranges unchecked; ``(None, why)`` / ``(None, None)`` as
+    ``bind``. An axis of the caller's array holding several of the kernel's (a group) gives the one dimension of it
+    not known otherwise (from a keyword, or another axis), as its size over the rest's product."""
     if len(args) != len(spec.args):
         return None, None
-    values: dict[str, int] = {}
-    for a, s in zip(args, spec.args):
-        if not hasattr(a, "shape") or len(a.shape) != len(s.shape) or np.dtype(a.dtype).name != s.dtype:
+    pending = []  # (argument, axis, the kernel's axes it holds, its size)
+    for i, (a, s) in enumerate(zip(args, spec.args)):
+        axes = s.call_axes
+        if not hasattr(a, "shape") or len(a.shape) != len(axes) or np.dtype(a.dtype).name != s.dtype:
             return None, None
-        for want, got in zip(s.shape, a.shape):
-            if isinstance(want, int) and want != got:
+        for k, (members, got) in enumerate(zip(axes, a.shape)):
+            if all(isinstance(m, int) for m in members) and math.prod(members) != got:
                 return None, None
-    for a, s in zip(args, spec.args):
-        for want, got in zip(s.shape, a.shape):
-            if isinstance(want, str) and values.setdefault(want, int(got)) != int(got):
-                return None, f"dimension {want} is {values[want]} in one array and {got} in another"
+            pending.append((i, k, members, int(got)))
+    values, why = _keyword_values(spec, kwargs)
+    if values is None:
+        return None, why
+    progress = True
+    while pending and progress:
+        progress, left = False, []
+        for i, k, members, got in pending:
+            unknown = [m for m in members if isinstance(m, str) and m not in values]
+            known = math.prod(values.get(m, 1) if isinstance(m, str) else m for m in members if m not in unknown)
+            if not unknown:
+                if known != got:
+                    shown = " x ".join(map(str, members))
+                    return None, (f"dimension {members[0]} is {values[members[0]]} in one array and {got} in another"
+                                  if len(members) == 1 else f"axis {k} of argument {i} is {got}, not {shown} = "
+                                  f"{known}")  # fmt: skip
+                progress = True
+            elif len(unknown) == 1 and got % known == 0:
+                values[unknown[0]] = got // known
+                progress = True
+            elif len(unknown) == 1:
+                return None, f"axis {k} of argument {i} is {got}, not a multiple of {known} (its other dimensions)"
+            else:
+                left.append((i, k, members, got))
+        pending = left
+    if pending:
+        i, k, members, got = pending[0]
+        names = [m for m in members if isinstance(m, str) and m not in values]
+        give = [kw for kw, n in spec.keywords.items() if n in names]
+        return None, (f"axis {k} of argument {i} ({got}) holds dimensions {', '.join(names)}, which its size alone "
+                      f"cannot tell apart" + (f"; pass {' or '.join(give)}" if give else ""))  # fmt: skip
     return values, None
 
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from hub_client.errors import BundleError
-from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims, shown
+from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims, parse_shape, shown
 from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
@@ -41,6 +41,10 @@ class SpecRecord:
     # runtime scalars, passed after the arrays: keyword -> (dtype, default value). In the manifest's (sorted) key
     # order, not necessarily the kernel's: the loader and the vector check bind them to the IR's parameters by name
     scalars: dict[str, tuple[str, float | int]] = field(default_factory=dict)
+    # a family's keywords that give a dimension (``{"num_heads": "H"}``), and per output how its axes reach the caller
+    # (``(("B", "S", "H", "D"), (1, 1, 2))``: the last two merged) when ``args`` group axes; both empty otherwise
+    keywords: dict[str, str] = field(default_factory=dict)
+    returns: tuple[tuple[tuple, tuple[int, ...]], ...] = ()
 
     @property
     def is_family(self) -> bool:
@@ -136,6 +140,38 @@ def _distinct_names(dims: dict, constants: dict, scalars: dict, where: str) -> N
 
 
 MAX_PARAMETERS = 64
+MAX_VIEWS = 16  # keywords giving dimensions, and outputs with a view, per specialisation
+
+
+def _keywords(raw: object, dims: dict, taken: set, where: str) -> dict[str, str]:
+    """A family's ``"keywords": {"num_heads": "H"}``: at most ``MAX_VIEWS`` identifiers, each naming one of its
+    dimensions and neither a constant nor a runtime scalar."""
+    ok = isinstance(raw, dict) and len(raw) <= MAX_VIEWS
+    ok = ok and all(isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", k) and k not in taken
+                    and isinstance(v, str) and v in dims for k, v in raw.items())  # fmt: skip
+    if not ok:
+        raise BundleError(f"manifest: {where}keywords must map at most {MAX_VIEWS} keywords (not constants or "
+                          f"scalars) to the family's dimensions")  # fmt: skip
+    return dict(raw)
+
+
+def _returns(raw: object, dims: dict, where: str) -> tuple[tuple[tuple, tuple[int, ...]], ...]:
+    """A family's ``"returns": ["B x S x (H x D)"]``: per output, its axes (ints and the family's dimensions) and
+    their groups; at most ``MAX_VIEWS`` of at most 256 characters each."""
+    bad = BundleError(f"manifest: {where}returns must be a list of at most {MAX_VIEWS} shapes over the family's "
+                      f"dimensions, such as \"B x S x (H x D)\"")  # fmt: skip
+    if not isinstance(raw, list) or len(raw) > MAX_VIEWS or not all(isinstance(r, str) and len(r) <= 256 for r in raw):
+        raise bad
+    out = []
+    for r in raw:
+        try:
+            shape, groups = parse_shape(r)
+        except (TypeError, ValueError):
+            raise bad from None
+        if any((isinstance(x, str) and x not in dims) or (isinstance(x, int) and x <= 0) for x in shape):
+            raise bad
+        out.append((shape, groups))
+    return tuple(out)
 
 
 def _parameters(raw: object, where: str) -> tuple[str, ...]:
@@ -192,10 +228,13 @@ def parse(data: bytes) -> Manifest:
                                   f"publishing makes of a specialisation)")  # fmt: skip
             scalars = _scalars(s.get("scalars", {}), where)
             _distinct_names(dims, constants, scalars, f"{where}(id {spec_id})")
+            keywords = _keywords(s.get("keywords", {}), dims, set(constants) | set(scalars), where)
+            returns = _returns(s.get("returns", []), dims, where)
+            if (keywords or returns or any(a.groups for a in args)) and not dims:
+                raise BundleError(f"manifest: {where}keywords, returns and grouped args are for shape families")
             specs.append(SpecRecord(
-                spec_id, args, constants,
-                _listed(_need(s, "ir", str, where), files, where + "ir"),
-                None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars,
+                spec_id, args, constants, _listed(_need(s, "ir", str, where), files, where + "ir"),
+                None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars, keywords, returns,
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs),
                                     _parameters(ep.get("parameters", []), f"entry_points.{name}."))  # fmt: skip

@@ -36,35 +36,85 @@ def _cut(text: str, limit: int = 100) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
+MAX_RANK = 8  # axes of one argument, after its groups are split (nki_dsl's tensors have fewer)
+
+
+def parse_shape(text: str) -> tuple[tuple[int | str, ...], tuple[int, ...]]:
+    """``"B x S x (3 x H x D)"`` -> ``(("B", "S", 3, "H", "D"), (1, 1, 3))``: the kernel's axes, and how many of them
+    each of the caller's axes holds (a parenthesised group is one axis of the caller's array, the product of its
+    members, row-major: the kernel sees the array reshaped). ``()`` groups when there are no parentheses."""
+    spaced = re.search(r"\sx\s", text)
+    parts = re.split(r"\s+x\s+", text.strip()) if spaced else text.split("x")
+    shape, groups, open_at = [], [], None
+    for p in parts:
+        opens, closes = p.startswith("("), p.endswith(")")
+        p = p[1 if opens else 0:len(p) - (1 if closes else 0)]
+        if (opens and open_at is not None) or (closes and open_at is None and not opens) or "(" in p or ")" in p:
+            raise ValueError("unbalanced parentheses")
+        if opens:
+            open_at = len(shape)
+        shape.append(p if SYMBOL.match(p) else int(p))
+        if closes:
+            groups.append(len(shape) - open_at)
+            open_at = None
+        elif open_at is None:
+            groups.append(1)
+    if open_at is not None or len(shape) > MAX_RANK:
+        raise ValueError("unbalanced parentheses or too many axes")
+    return tuple(shape), tuple(groups) if any(g != 1 for g in groups) else ()
+
+
+def format_shape(shape: tuple, groups: tuple[int, ...]) -> str:
+    sep = " x " if any(isinstance(s, str) for s in shape) or groups else "x"
+    if not groups:
+        return sep.join(map(str, shape))
+    out, k = [], 0
+    for g in groups:
+        members = " x ".join(map(str, shape[k:k + g]))
+        out.append(f"({members})" if g > 1 else members)
+        k += g
+    return " x ".join(out)
+
+
 @dataclass(frozen=True)
 class ArgSpec:
-    shape: tuple[int | str, ...]  # a str is a shape family's symbolic dimension ("N")
+    shape: tuple[int | str, ...]  # the kernel's axes; a str is a shape family's symbolic dimension ("N")
     dtype: str  # a NumPy dtype name: float32, float16, bfloat16, ...
+    # per axis of the caller's array, how many of the kernel's axes it holds ("B x S x (3 x H x D)": (1, 1, 3)); ()
+    # when each is one
+    groups: tuple[int, ...] = ()
 
     @classmethod
     def parse(cls, text: str) -> ArgSpec:
         """``"128x512:float32"``; a scalar-free 1-D shape is ``"512:float32"``; a shape family names its symbolic
-        dimensions, ``"N x 512:float32"`` (``"Nx512:float32"`` too, when no name contains an ``x``)."""
-        shape_text, sep, dtype = text.partition(":")
+        dimensions, ``"N x 512:float32"`` (``"Nx512:float32"`` too, when no name contains an ``x``), and may group
+        the kernel's axes the caller's array merges: ``"B x S x (3 x H x D):bfloat16"``."""
+        shape_text, sep, dtype = text.partition(":") if isinstance(text, str) else ("", "", "")
         try:
-            spaced = re.search(r"\sx\s", shape_text)
-            parts = re.split(r"\s+x\s+", shape_text.strip()) if spaced else shape_text.split("x")
-            shape = tuple(p if SYMBOL.match(p) else int(p) for p in parts)
+            shape, groups = parse_shape(shape_text)
             dtype = np.dtype(dtype).name if dtype != "bfloat16" else dtype
         except (TypeError, ValueError):
-            raise BundleError(f"argument spec {shown(text)}: expected SHAPE:DTYPE such as 128x512:float32 or "
-                              f"N x 512:float32") from None  # fmt: skip
+            raise BundleError(f"argument spec {shown(text)}: expected SHAPE:DTYPE such as 128x512:float32, "
+                              f"N x 512:float32 or B x (H x D):float32") from None  # fmt: skip
         if not sep or any(isinstance(s, int) and s <= 0 for s in shape):
             raise BundleError(f"argument spec {shown(text)}: expected SHAPE:DTYPE with positive sizes")
-        return cls(shape, dtype)
+        return cls(shape, dtype, groups)
 
     @property
     def symbols(self) -> tuple[str, ...]:
         return tuple(s for s in self.shape if isinstance(s, str))
 
+    @property
+    def call_axes(self) -> tuple[tuple[int | str, ...], ...]:
+        """The kernel's axes each axis of the caller's array holds."""
+        out, k = [], 0
+        for g in self.groups or (1,) * len(self.shape):
+            out.append(self.shape[k:k + g])
+            k += g
+        return tuple(out)
+
     def __str__(self) -> str:
-        sep = " x " if self.symbols else "x"
-        return f"{sep.join(map(str, self.shape))}:{self.dtype}"
+        return f"{format_shape(self.shape, self.groups)}:{self.dtype}"
 
 
 def describe_dim(name: str, lo: int, hi: int, step: int = 1) -> str:
@@ -124,26 +174,47 @@ def parse_scalars(raw: object, where: str) -> tuple[tuple[str, str], ...]:
     return tuple(raw.items())
 
 
+def parse_keywords(raw: object, dims, constants, scalars, where: str) -> tuple[tuple[str, str], ...]:
+    """A family's ``keywords = { num_heads = "H" }``: keywords whose value is one of its dimensions (a call's
+    ``num_heads=12`` binds ``H``), identifiers naming declared dimensions, neither a constant nor a runtime scalar."""
+    if raw is None:
+        return ()
+    names = {d[0] for d in dims}
+    taken = set(dict(constants)) | set(dict(scalars))
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and SYMBOL.match(k) and k not in taken
+                                            and v in names for k, v in raw.items()):  # fmt: skip
+        raise BundleError(f"{where}: keywords must map keywords (not constants or runtime scalars) to the family's "
+                          f"dimensions, such as {{ num_heads = \"H\" }}")  # fmt: skip
+    return tuple(sorted(raw.items()))
+
+
 @dataclass(frozen=True)
 class Specialisation:
     args: tuple[ArgSpec, ...]
     constants: tuple[tuple[str, object], ...] = ()
     dims: tuple[tuple[str, int, int, int], ...] = ()  # a shape family's (name, lo, hi, step) per symbolic dimension
     scalars: tuple[tuple[str, str], ...] = ()  # runtime scalars: (keyword, dtype), passed after the arrays
+    # a family's dimensions a keyword gives (``num_heads = "H"``): the call's value, checked against the arrays
+    keywords: tuple[tuple[str, str], ...] = ()
+    # how the kernel's outputs reach the caller when args group axes (``"B x S x (H x D)"``: merged), per output
+    returns: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
         """A file-name-safe id, stable across runs: ``128x512-float32`` (+ ``__epsilon-1e-06``); a family's says its
         ranges: ``Nx512-float32__N-1-65536``."""
-        parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" for a in self.args)]
+        parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" + (f"-g{''.join(map(str, a.groups))}" if a.groups
+                          else "") for a in self.args)]  # fmt: skip
         parts += [f"{n}-{lo}-{hi}" + (f"-step-{step}" if step != 1 else "") for n, lo, hi, step in self.dims]
         parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
         parts += [f"{k}-{dtype}" for k, dtype in self.scalars]
+        parts += [f"{k}-is-{sym}" for k, sym in self.keywords]
         return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
 
     def describe(self) -> str:
         consts = ", ".join([f"{k}={v!r}" for k, v in self.constants] + [f"{k}: {t}" for k, t in self.scalars])
         dims = "".join(f", {describe_dim(*d)}" for d in self.dims)
+        consts += "".join(f", {k}={sym}" for k, sym in self.keywords)
         return f"({', '.join(map(str, self.args))}{dims}{', ' + consts if consts else ''})"
 
 
@@ -231,7 +302,18 @@ def read_package(root: str | Path) -> KernelPackage:
             if set(dict(constants)) & set(dict(scalars)):
                 raise BundleError(f"{where}: {', '.join(sorted(set(dict(constants)) & set(dict(scalars))))} is both "
                                   f"a constant and a runtime scalar")  # fmt: skip
-            specs.append(Specialisation(args, constants, parse_dims(s.get("dims"), args, where), scalars))
+            dims = parse_dims(s.get("dims"), args, where)
+            keywords, returns = parse_keywords(s.get("keywords"), dims, constants, scalars, where), s.get("returns", [])
+            try:
+                named = {x for r in returns for x in parse_shape(r)[0] if isinstance(x, str)}
+            except (TypeError, ValueError):
+                named = None
+            if not isinstance(returns, list) or named is None or not named <= {d[0] for d in dims}:
+                raise BundleError(f"{where}: returns must be a list of shapes over the family's dimensions such as "
+                                  f"\"B x S x (H x D)\"")  # fmt: skip
+            if (keywords or returns or any(a.groups for a in args)) and not dims:
+                raise BundleError(f"{where}: keywords, returns and grouped args are for shape families (dims)")
+            specs.append(Specialisation(args, constants, dims, scalars, keywords, tuple(returns)))
         specs = tuple(specs)
         entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs, _tolerance(ep, where)))
     if not entries:

@@ -45,7 +45,7 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
     except (KeyError, ValueError, OSError, TypeError) as e:
         return "invalid", f"unreadable test vectors ({type(e).__name__}: {e})"
     if spec.is_family:  # one instance of the family: its vectors' shapes must fit it
-        values, why = families.bind(spec, tuple(args[:len(spec.args)]))
+        values, why = families.bind_kernel(spec, tuple(args[:len(spec.args)]))  # (vectors hold the kernel's shapes)
         if values is None:
             shapes = ", ".join(f"{'x'.join(map(str, a.shape))}:{a.dtype}" for a in args)
             return "invalid", (f"the vectors ({shapes}) do not fit the family{': ' + why if why else ''}; the "

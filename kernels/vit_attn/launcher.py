@@ -64,7 +64,24 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     return attention_kernel, (q, k, v), consts
 
 
+def _heads_view(kind: str, shapes: list, want: list, num_heads) -> None:
+    """The per-head views (``head_views.py``) a Hub family traces: shapes that agree with each other and num_heads."""
+    if any(len(s) != len(w) or any(a != b for a, b in zip(s, w)) for s, w in zip(shapes, want)) or (
+        num_heads is not None and num_heads != want[-1][2]
+    ):
+        raise VitAttnShapeError(f"vit-attn: {kind} viewed per head takes {' and '.join(map(str, want))} with "
+                                f"num_heads = H, got {', '.join(map(str, shapes))}, num_heads {num_heads}")  # fmt: skip
+
+
 def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"):
+    if len(qkv.shape) == 5:  # (B, S, 3, H, D): the fused projection viewed per head, as the Hub's families take it
+        from .head_views import attention_qkv_heads_kernel
+
+        b, seq, _, h, d = qkv.shape
+        _heads_view("attention_qkv", [tuple(qkv.shape), (b, seq, h, d)], [(b, seq, 3, h, d), (b, seq, h, d)],
+                    num_heads)  # fmt: skip
+        _check(seq, d, qkv.dtype)
+        return attention_qkv_heads_kernel, (qkv,), {"scale": None if scale is None else float(scale)}
     if len(qkv.shape) != 3:
         raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
                                 f"got shape {tuple(qkv.shape)}")  # fmt: skip
@@ -90,6 +107,17 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
     seq_family.py), or both."""
     from .split_layout import attention_split_kernel
 
+    if len(qkT.shape) == 5:  # (2, H, D, B, S) and (B, S, H, D): the split layout viewed per head (the Hub's families)
+        from .head_views import attention_split_heads_kernel
+
+        _, h, d, b, s = qkT.shape
+        _heads_view("attention_split", [tuple(qkT.shape), tuple(v.shape)], [(2, h, d, b, s), (b, s, h, d)],
+                    num_heads)  # fmt: skip
+        for name, given, have in (("seq", seq, s), ("batch", batch, b)):
+            if given is not None and given != have:
+                raise VitAttnShapeError(f"vit-attn: {name} = {given}, but the arrays hold {have}")
+        _check(s, d, v.dtype)
+        return attention_split_heads_kernel, (qkT, v), {}
     if len(qkT.shape) != 2 or len(v.shape) != 2:
         raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
                                 f"{tuple(qkT.shape)} and {tuple(v.shape)}")  # fmt: skip
