@@ -8,8 +8,12 @@ order) and its constants (keywords); a specialisation's runtime scalars (``epsil
 default when left out) are passed to its IR after the arrays, as one-element arrays. The match's IR is parsed and
 verified on first use and compiled once per (backend, target). A shape family (``N x 512:float32`` with
 ``N in 1..65536``) matches any call whose arrays fit it: the family's IR is parsed once, and instantiated and
-verified once per concrete shape (``_instance``), with no trust needed. With trust, a call that matches no
-specialisation traces the published Python instead; without trust it is refused with the list of what exists.
+verified once per concrete shape (``_instance``), with no trust needed. A family may view the caller's arrays
+(``B x S x (3 x H x D)``: a reshape, with ``keywords`` giving dimensions and ``returns`` merging the outputs back,
+``families.py``). A call above a family's range along dimensions its kernel is proved independent along (from the
+IR, ``ShapeFamily.independence``) runs as instances over slices (``chunks.py``). ``route`` says which of these a
+call takes without running it. With trust, a call that matches none traces the published Python instead; without
+trust it is refused with the list of what exists and why each family near the call does not hold it.
 """
 
 from __future__ import annotations

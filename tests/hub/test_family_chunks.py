@@ -55,3 +55,28 @@ def test_sizes_cut_into_parts_within_the_range():
     assert all(8 <= c <= 256 and c % 4 == 0 for c in chunks.sizes(260, 8, 256, 4))
     with pytest.raises(ValueError, match="cannot be cut"):
         chunks.sizes(13, 10, 12, 1)
+
+
+@pytest.fixture(scope="module")
+def fixed_seq_bundle(tmp_path_factory):
+    """``attention_qkv``'s DeiT-S/16 family (``B x 197 x 1152``, fp32: the tuned concrete schedule over B) with B in
+    1..2."""
+    root = families_only("vit_attn", tmp_path_factory.mktemp("fixed"), {"attention_qkv"},
+                         lambda ln: '"B x 197 x 1152:float32"' in ln)  # fmt: skip
+    toml = root / "kernel.toml"
+    toml.write_text(toml.read_text().replace('B = "1..256"', 'B = "1..2"'))
+    return build_bundle(root, benchmarks=False)
+
+
+def test_a_models_batch_above_its_family_runs_in_parts_of_the_tuned_schedule(registry, fixed_seq_bundle):
+    from kernels.vit_attn.reference import attention_qkv
+
+    publish(fixed_seq_bundle, "acme/vit-attn", settings())
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    qkv = np.random.default_rng(5).standard_normal((5, 197, 1152)).astype(np.float32)
+    how, spec, (_, over, _) = k.attention_qkv.route(qkv, num_heads=6)
+    assert how == "parts" and spec.args[0].shape == ("B", 197, 1152) and over == {"B": 5}
+    out = k.attention_qkv(qkv, num_heads=6, backend="numpy")
+    np.testing.assert_allclose(out, attention_qkv(qkv, 6), rtol=2e-5, atol=2e-5)
+    with pytest.raises(kernels.NoSpecialisationError, match=re.escape("(B x 197 x 1152:float32, num_heads=6) with B")):
+        k.attention_qkv(qkv[:, :100], num_heads=6)  # no family holds S = 100 here: refused, listing what exists
