@@ -55,7 +55,7 @@ def test_calls_outside_the_family_say_why(published):
     msg = str(e.value)
     assert "dimension N = 70000 is outside the published range 1..65536" in msg
     # above the range, and softmax's row tiles are not one element of N each: not run in parts, and why
-    assert "N = 70000 is above 1..65536 and cannot run in parts: the kernel is not independent along N" in msg
+    assert "N = 70000 is above 1..65536 and cannot run in parts: the kernel is not independent along N" in msg, msg
     assert "softmax(N x 512:float32) with N in 1..65536" in msg and "trust_remote_code=True" in msg
     with pytest.raises(kernels.NoSpecialisationError):
         k.softmax(np.ones((8, 256), np.float64))  # a dtype no family has: not a near miss of any
