@@ -80,3 +80,15 @@ def test_a_models_batch_above_its_family_runs_in_parts_of_the_tuned_schedule(reg
     np.testing.assert_allclose(out, attention_qkv(qkv, 6), rtol=2e-5, atol=2e-5)
     with pytest.raises(kernels.NoSpecialisationError, match=re.escape("(B x 197 x 1152:float32, num_heads=6) with B")):
         k.attention_qkv(qkv[:, :100], num_heads=6)  # no family holds S = 100 here: refused, listing what exists
+
+
+@pytest.mark.slow  # XLA compiles each instance
+def test_jax_arrays_in_parts_are_joined_as_jax_arrays(registry, attention_bundle):
+    import jax.numpy as jnp
+
+    publish(attention_bundle, "acme/vit-attn", settings())
+    k = kernels.get_kernel("acme/vit-attn", version=1)
+    q, kk, v = (np.random.default_rng(i).standard_normal((3, 2, 5, 4)).astype(np.float32) for i in range(3))
+    out = k.attention(jnp.asarray(q), jnp.asarray(kk), jnp.asarray(v), backend="jax")
+    assert isinstance(out, type(jnp.asarray(q))) and out.shape == (3, 2, 5, 4)
+    _close(out, attention_reference(q, kk, v))
