@@ -1,6 +1,12 @@
 """Matching a call to a shape family: the published ``N x 512:float32`` with ``N in 1..65536`` against a call's
 arrays. The family's IR is the authority (``nki.ShapeFamily.bind`` checks the call again against the parsed IR);
-this is the manifest-level match that picks the specialisation and says why a near miss does not fit."""
+this is the manifest-level match that picks the specialisation and says why a near miss does not fit.
+
+A family may view the caller's arrays (``B x S x (3 x H x D)``: one axis of the call holding several of the
+kernel's, row-major), with ``keywords`` giving dimensions (``num_heads = "H"``) and ``returns`` saying how the
+outputs' axes merge back: ``values_of`` solves each merged axis for its one dimension not known otherwise (size over
+the rest's product, exact), ``to_kernel`` reshapes the call's arrays to the kernel's shapes and ``to_caller`` the
+outputs back (checked against ``returns``)."""
 
 from __future__ import annotations
 

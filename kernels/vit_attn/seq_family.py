@@ -3,7 +3,10 @@ lengths no model fixed (kernel.toml's families after the six models'), for all t
 B, H and D symbolic too (``attention_any_seq``), the fused projection's (B, S, 3 * H * D) with B and the width
 symbolic (``attention_qkv_any_seq``) and the split layout of one sequence (``attention_split_any_seq``); they
 differ only in how a head's q^T, k^T and v tiles come in (``_by_transpose``, ``_by_rows``) and where its output
-goes, so per (batch element, head) they compute the same numbers bit for bit.
+goes, so per (batch element, head) they compute the same numbers bit for bit. (kernel.toml publishes qkv's and
+the split layout's families through their per-head views, ``head_views.py``, which run ``_flash_heads`` with
+every dimension symbolic; the two functions here serve traces over the width and the token count, one head count
+at a time.)
 
 The concrete kernel (``kernel.py``) unrolls its query tiles, key tiles and score chunks in Python and chooses the
 resident strip or flash by the sequence length; none of that can be traced with a symbolic S. So one schedule
