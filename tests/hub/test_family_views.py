@@ -120,3 +120,20 @@ def test_an_output_of_another_shape_than_returns_says_is_refused(registry, views
     k = kernels.get_local_kernel(bundle.write(tmp_path / "b"))
     with pytest.raises(kernels.IRRejectedError, match="is not the manifest's returns"):
         k.attention_qkv(np.zeros((2, 3, 6), np.float32), num_heads=1, backend="numpy")
+
+
+@pytest.mark.parametrize("edit, why", [
+    (('keywords = { num_heads = "H" }', 'keywords = { num_heads = "Q" }'), "keywords must map keywords"),
+    (('returns = ["B x S x (H x D)"]', 'returns = ["B x S x (H x Q)"]'), "returns must be a list of shapes"),
+    (('"B x S x (3 x H x D):float32"', '"B x S x (3 x H x D:float32"'), "argument spec"),
+])  # fmt: skip
+def test_kernel_toml_refuses_malformed_view_fields(tmp_path, edit, why):
+    from hub_client.package import read_package
+
+    root = families_only("vit_attn", tmp_path, {"attention_qkv"},
+                         lambda ln: "head_views" in ln and 'S = "1..512"' in ln and "float32" in ln)  # fmt: skip
+    toml = root / "kernel.toml"
+    assert edit[0] in toml.read_text()
+    toml.write_text(toml.read_text().replace(*edit))
+    with pytest.raises(BundleError, match=re.escape(why)):
+        read_package(root)
