@@ -8,6 +8,8 @@
 #   bash scripts/mutation.sh --report [PKG...]     # only print the figures of the last run
 #   MUTATION_SAMPLE=100 bash scripts/mutation.sh nki_dsl/verify hub_client/paths.py=all hub_client/fetch.py=300
 #                                                  # PKG=N: that package's own sample size (all: every mutant)
+#   bash scripts/mutation.sh nki_dsl/verify@names.txt  # PKG@FILE: the mutants named in FILE, one a line (a sample
+#                                                  # drawn from an earlier mutant set, which PKG=N no longer draws)
 #
 # Environment:
 #   MUTATION_JOBS=N      parallel workers (default 2)
@@ -63,6 +65,10 @@ if [[ $report_only -eq 0 ]]; then
     fi
     globs=()
     for arg in "${packages[@]}"; do
+        if [[ "$arg" == *@* ]]; then
+            mapfile -t -O "${#globs[@]}" globs < <(grep -v '^[[:space:]]*$' "${arg#*@}")
+            continue
+        fi
         p="${arg%%=*}"
         n="${MUTATION_SAMPLE:-all}"
         [[ "$arg" != *=* ]] || n="${arg#*=}"
@@ -89,4 +95,5 @@ if [[ $report_only -eq 0 ]]; then
     [[ ${#globs[@]} -eq 0 ]] || "${timeout_cmd[@]}" .venv/bin/mutmut run --max-children "${MUTATION_JOBS:-2}" "${globs[@]}" || true
 fi
 
-.venv/bin/python scripts/mutation_report.py "${packages[@]%%=*}"
+packages=("${packages[@]%%=*}")
+.venv/bin/python scripts/mutation_report.py "${packages[@]%%@*}"
