@@ -284,6 +284,44 @@ def test_a_view_whose_last_axis_strides_is_refused():
         nki_dsl.trace(every_other, np.zeros((128, 4, 8), np.float32))
 
 
+def _row_view(step):
+    @nki.jit
+    def one_row(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t[0:1, 0:8:step].view(nl.int32)
+        out = nl.ndarray(v.shape, nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    return one_row
+
+
+def test_a_view_of_one_partition_whose_last_axis_strides_is_refused():
+    """A single partition does not make a strided last axis contiguous (the partition axis is not the last)."""
+    with pytest.raises(NkiVerificationError, match=r"the last axis of operand 'src' %\w+\[1, 4\] in 'sbuf' is "
+                                                   r"not contiguous in its tensor"):  # fmt: skip
+        nki_dsl.trace(_row_view(2), np.zeros((128, 8), np.float32))
+    x = np.random.default_rng(4).standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(_row_view(1)(x, backend="numpy")), x[0:1].view(np.int32))
+
+
+def test_a_view_of_a_last_axis_of_one_element_is_contiguous_whatever_its_step():
+    """One element per partition is contiguous however far apart a longer axis would step."""
+
+    @nki.jit
+    def one_column(x):
+        t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        v = t[:, 3:8:8].view(nl.int32)
+        out = nl.ndarray(v.shape, nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=v)
+        return out
+
+    x = np.random.default_rng(5).standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(np.asarray(one_column(x, backend="numpy")), x[:, 3:4].view(np.int32))
+
+
 _DMA = '{dst_rmw_op = none, oob_mode = "error", dge_mode = "unknown"}'
 
 

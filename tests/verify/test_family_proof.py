@@ -24,6 +24,28 @@ def test_every_rule_has_an_argument_over_a_range():
     assert set(RULE_ARGUMENTS.values()) == {BLIND, MONOTONE, PROVEN}
 
 
+def test_a_rule_without_an_argument_refuses_every_family_naming_the_rule(monkeypatch):
+    import nki_dsl.verify.family as family
+
+    @nki.jit
+    def copy_rows(x):  # (a kernel of its own: a traced family is cached per kernel and spec)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(x.shape[1])[None, :]
+        for t in nl.affine_range(x.shape[0] // 128):
+            nl.store(out[t * 128 + i_p, i_f], value=nl.load(x[t * 128 + i_p, i_f]))
+        return out
+
+    monkeypatch.delitem(family.RULE_ARGUMENTS, "bitcast")
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.trace(copy_rows, rows(128, 1024))
+    (diag,) = e.value.diagnostics
+    assert (diag.rule, diag.op, diag.loc.line) == ("shape-family", "kernel", 0)
+    assert diag.message == ("rule bitcast has no argument over a shape family's range (verify/family.py), so no "
+                            "family can be proved")  # fmt: skip
+    monkeypatch.undo()
+    nki.trace(copy_rows, rows(128, 2048))  # (the same family with every argument: proved)
+
+
 def rows(lo, hi):
     return nki.spec(("N", 512), "float32", dims={"N": (lo, hi)})
 

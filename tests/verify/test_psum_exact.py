@@ -151,6 +151,23 @@ def test_banks_that_fit_in_number_but_not_side_by_side_are_refused(rejected):
         f"{_line_of(_kernel, 'nl.zeros(')}); copy results out of PSUM (nl.copy) sooner or reuse one accumulator")
 
 
+# First fit puts %7 (2 banks) in banks 0-1, freed by the 4-bank tensor, before %2 and %3 made earlier; the 3-bank
+# tensor then finds runs of 2 free banks at most, and largest first fails too.
+SCATTERED = [("def", 0, 4), ("def", 1, 1), ("def", 2, 2), ("end", 0), ("def", 3, 1), ("end", 3), ("def", 4, 2),
+             ("def", 5, 3), ("end", 5), ("end", 2), ("end", 1), ("end", 4)]  # fmt: skip
+
+
+def test_the_tensors_live_with_one_that_found_no_room_are_listed_in_bank_order(rejected):
+    (diag,) = rejected(_kernel(SCATTERED), X, target="trn2").diagnostics
+    line = _line_of(_kernel, "nl.zeros(")
+    assert diag.message == (
+        "PSUM has no room for %8 f32[3, 128, 512] in 'psum' (3 banks): the tensors live with it hold 5 of the 8 "
+        "banks, but the free ones are split into runs of at most 2 banks (placed first fit in program order, then "
+        f"largest first, as the allocator does); live with it: %7 f32[2, 128, 512] in 'psum' (banks 0, 1, line "
+        f"{line}), %2 f32[128, 512] in 'psum' (bank 4, line {line}), %3 f32[2, 128, 512] in 'psum' (banks 5, 6, "
+        f"line {line}); copy results out of PSUM (nl.copy) sooner or reuse one accumulator")
+
+
 @nki.jit
 def _placed_mid_bank(x):
     """A quarter-bank tile the kernel placed at byte 1024 of bank 0, and 7 tiles the allocator places: 8 banks."""
