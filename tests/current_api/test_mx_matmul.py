@@ -10,7 +10,7 @@ import pytest
 import nki_dsl.current as nki
 import nki_dsl.current.isa as nisa
 import nki_dsl.current.language as nl
-from nki_dsl.errors import NkiError
+from nki_dsl.errors import NkiError, NkiVerificationError
 
 TARGET = "NEURON_PLATFORM_TARGET_OVERRIDE"
 FORMATS = {  # name -> (bits per value, ml_dtypes type, NumPy storage of one packed element)
@@ -229,6 +229,27 @@ def test_packed_tiles_cannot_be_computed_on():
     a, _, _ = _operand(np.random.default_rng(0), "float8_e4m3fn_x4", 1, 32, 8)
     with pytest.raises(NkiError, match="packed MX dtype float8_e4m3fn_x4, which holds 4 values per element"):
         add_packed(a[0])
+
+
+def test_a_packed_tile_copied_into_a_tile_of_another_dtype_is_refused_naming_both():
+    @nki.jit
+    def copy_packed(a):
+        out = nl.ndarray(a.shape, nl.uint32, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        u = nl.ndarray(a.shape, nl.uint32, buffer=nl.sbuf)  # same bytes per element, but not the same dtype
+        nisa.tensor_copy(dst=u, src=t)
+        nisa.dma_copy(dst=out, src=u)
+        return out
+
+    a, _, _ = _operand(np.random.default_rng(0), "float8_e4m3fn_x4", 1, 32, 8)
+    with pytest.raises(NkiVerificationError) as e:
+        copy_packed(a[0])
+    (diag,) = e.value.diagnostics
+    assert (diag.rule, diag.op) == ("dtype", "nisa.tensor_copy")
+    assert diag.message == ("nisa.tensor_copy copies between float8_e4m3fn_x4 and uint32; a packed MX dtype "
+                            "(float8_e4m3fn_x4) is copied only to and from tiles of the same dtype (its elements "
+                            "are raw bits)")  # fmt: skip
 
 
 def test_packed_dtypes_count_packed_elements():

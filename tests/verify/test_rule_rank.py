@@ -65,3 +65,23 @@ def test_transpose_of_a_3d_tile_in_parsed_ir_is_rejected(reverified):
         "k.py:5: nl.transpose: operand 'x' %1[64, 32, 2] in 'sbuf' has 3 dimensions; nl.transpose transposes 2-D "
         "tiles only"
     )
+
+
+ONE_DIMENSIONAL_READ = """\
+kernel k(%a: f32[128, 512] hbm) -> (%0) {
+  grid ()
+  source "k.py"
+  %0 = alloc() : f32[128, 512] shared_hbm loc(3)
+  %1 = nl.full() {value = 0.0} : f32[128, 512] sbuf loc(4)
+  nl.store(dst=%0[d0, 0 ; 128], value=%1[d0, 0 ; 128]) loc(5)
+}
+"""
+
+
+def test_a_one_dimensional_read_of_a_two_dimensional_tile_in_parsed_ir_is_rejected(reverified):
+    # The tile is well formed; the access drops its free dimension (the tracer keeps it, IR text need not).
+    (diag,) = reverified(parse_kernel(ONE_DIMENSIONAL_READ)).diagnostics
+    assert str(diag) == (
+        "k.py:5: nl.store: operand 'value' %1[128] in 'sbuf' has insufficient rank 1: on-chip tiles are at least "
+        "2-D (partition dimension first); keep a size-1 dimension, e.g. keepdims=True or [0:1, :]"
+    )
