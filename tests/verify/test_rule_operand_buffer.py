@@ -64,3 +64,22 @@ def nki_type(t, **changes):
     if "buffer" in changes:
         changes["buffer"] = Buffer(changes["buffer"])
     return replace(t, **changes)
+
+
+ON_CHIP_PARAMETER = """\
+kernel k(%a: f32[128, 512] sbuf) -> (%0) {
+  grid ()
+  source "k.py"
+  %0 = alloc() : f32[128, 512] shared_hbm loc(3)
+  nl.store(dst=%0[d0, d1 ; 128x512], value=%a[d0, d1 ; 128x512]) loc(4)
+}
+"""
+
+
+def test_a_parameter_declared_on_chip_in_parsed_ir_is_refused_at_the_kernel(reverified):
+    # A caller passes HBM arrays; IR text from a Hub bundle may still declare a parameter in SBUF.
+    from nki_dsl.ir.parser import parse_kernel
+
+    (diag,) = reverified(parse_kernel(ON_CHIP_PARAMETER)).diagnostics
+    assert (diag.rule, diag.op, diag.loc.line) == ("operand-buffer", "kernel", 0)
+    assert diag.message == "parameter %a f32[128, 512] in 'sbuf' must live in HBM"
