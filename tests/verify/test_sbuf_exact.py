@@ -103,6 +103,15 @@ def test_one_byte_over_names_the_op_the_tensors_and_the_sizes(rejected):
     )  # (114689 B take 114692)
 
 
+@pytest.mark.parametrize(("over", "reaches"), [
+    (1020, "225.0 KiB (230396 bytes, 1020 over)"),  # under a KiB over: "225.0 KiB" alone would hide it
+    (1024, "225 KiB"),
+])  # fmt: skip
+def test_use_over_by_less_than_a_kib_gives_the_bytes_and_by_a_kib_or_more_the_kib(over, reaches, rejected):
+    (diag,) = rejected(*_traced(_two(WIDE, CAP - WIDE + over)), target="trn2").diagnostics
+    assert diag.message.startswith(f"SBUF use reaches {reaches} per partition here, more than the 224 KiB")
+
+
 # Four tiles whose live bytes never pass a partition (at most B + C + D = 224 KiB), but A's hole, when it dies, is
 # too small for D: first fit in program order puts C there and D finds no gap; largest first does the same. The old
 # rule (live bytes at each point) accepted this and the allocator refused it.
