@@ -62,7 +62,7 @@ class ShapeFamily:
         output, the axis it sits on) and why each other one is not (``verify/independent.py``); read from the IR, so
         a loader may run a call above a range as instances over slices of the proved ones."""
         if self._independence is None:
-            from nki_dsl.verify.independent import independence  # deferred, as the verifier is
+            from nki_dsl.verify.independent import independence  # deferred: `import nki_dsl` does not load the verifier
 
             self._independence = independence(self.ir)
         return self._independence
