@@ -32,6 +32,7 @@ import numpy as np
 import nki_dsl as nki
 from hub_client import execute
 from hub_client.errors import BundleError
+from hub_client.families import merge_outputs
 from hub_client.hf_variant import variant_files
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
@@ -427,28 +428,9 @@ def _caller_spec(spec: Specialisation, values: dict) -> Specialisation:
 
 
 def _merged(spec: Specialisation, out, values: dict):
-    """The kernel's output as the caller gets it (``returns``: groups merged); checked against its declared shape."""
-    if not spec.returns:
-        return out
-    outs = out if isinstance(out, tuple) else (out,)
-    if len(outs) != len(spec.returns):
-        raise BundleError(f"{spec.describe()}: the kernel returns {len(outs)} outputs, returns names "
-                          f"{len(spec.returns)}")  # fmt: skip
-    merged = []
-    for o, text in zip(outs, spec.returns):
-        shape, groups = parse_shape(text)
-        flat = _shape_at(ArgSpec(shape, "float32"), values)
-        if tuple(o.shape) != flat:
-            raise BundleError(f"{spec.describe()}: an output is {tuple(o.shape)}, returns says {text} = {flat}")
-        merged.append(o.reshape(tuple(math.prod(flat[k:k + g]) for k, g in _offsets(groups))) if groups else o)
-    return tuple(merged) if isinstance(out, tuple) else merged[0]
-
-
-def _offsets(groups):
-    k = 0
-    for g in groups:
-        yield k, g
-        k += g
+    """The kernel's output as the caller gets it (``returns``: groups merged), by the loader's own rule."""
+    returns = tuple(parse_shape(text) for text in spec.returns)
+    return merge_outputs(returns, out, values, lambda why: BundleError(f"{spec.describe()}: {why}"))
 
 
 def _check_vectors(pkg: KernelPackage, manifest, files: dict[str, bytes]) -> None:

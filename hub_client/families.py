@@ -60,17 +60,21 @@ def to_kernel(spec: SpecRecord, args: tuple, values: dict[str, int]) -> tuple:
 def to_caller(spec: SpecRecord, out, values: dict[str, int], label: str):
     """The kernel's outputs as the caller gets them: merged per ``returns`` (``"B x S x (H x D)"``); an output of
     another shape than the manifest says is refused."""
-    if not spec.returns:
+    return merge_outputs(spec.returns, out, values, lambda why: IRRejectedError(f"{label}: {why}"))
+
+
+def merge_outputs(returns: tuple, out, values: dict[str, int], refuse):
+    """``out`` with each output's grouped axes merged per ``returns`` (parsed: ``(shape, groups)`` per output), the
+    loader's and the bundle builder's one rule; an output of another shape than declared raises ``refuse(why)``."""
+    if not returns:
         return out
     outs = out if isinstance(out, tuple) else (out,)
-    if len(outs) != len(spec.returns):
-        raise IRRejectedError(f"{label}: the kernel returns {len(outs)} outputs, the manifest's returns names "
-                              f"{len(spec.returns)}")  # fmt: skip
+    if len(outs) != len(returns):
+        raise refuse(f"the kernel returns {len(outs)} outputs, the manifest's returns names {len(returns)}")
     merged = []
-    for o, (shape, groups) in zip(outs, spec.returns):
+    for o, (shape, groups) in zip(outs, returns):
         if tuple(o.shape) != _at(shape, values):
-            raise IRRejectedError(f"{label}: an output of shape {tuple(o.shape)} is not the manifest's returns "
-                                  f"{_at(shape, values)}")  # fmt: skip
+            raise refuse(f"an output of shape {tuple(o.shape)} is not the manifest's returns {_at(shape, values)}")
         merged.append(o.reshape(_at(shape, values, groups)) if groups else o)
     return tuple(merged) if isinstance(out, tuple) else merged[0]
 
