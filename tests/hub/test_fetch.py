@@ -276,10 +276,14 @@ def test_a_manifest_past_the_size_limit_is_refused_unread_and_removed(loaded, mo
     cached = settings().snapshot_dir("acme/softmax", p.commit) / MANIFEST
     size = cached.stat().st_size
     monkeypatch.setattr(fetch_module, "MAX_MANIFEST_BYTES", size - 1)  # the real file is one byte too big
+    read_bytes = type(cached).read_bytes
     monkeypatch.setattr(type(cached), "read_bytes", lambda self: pytest.fail(f"{self} read whole"))
     with pytest.raises(BundleError, match=f"manifest.json is {size:,} bytes, more than the {size - 1:,}"):
         fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=True)
     assert not cached.exists()  # a later fetch downloads it afresh
-    monkeypatch.undo()
+    monkeypatch.setattr(type(cached), "read_bytes", read_bytes)
+    monkeypatch.setattr(fetch_module, "MAX_MANIFEST_BYTES", size)  # exactly at the limit: accepted
+    fetched = fetch(settings(), "acme/softmax", p.commit, lambda m: m.ir_files(), local_only=False)
+    assert fetched.manifest.digest == p.digest
     with pytest.raises(BundleError, match="more than the 16,777,216 a manifest may have"):
         parse(b" " * (16 << 20) + b"{}")  # checked before any JSON parsing
