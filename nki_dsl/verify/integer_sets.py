@@ -5,6 +5,18 @@ inclusive range. The answer comes from interval propagation with a divisibility 
 smallest unresolved range in two when propagation stalls. Each split halves a range, so the work grows with the
 logarithm of the ranges (loop trip counts, tile extents), not with them; after ``max_nodes`` splits the answer is
 "maybe" (``True``), which every caller treats as its safe side.
+
+Two things keep propagation from crawling. First, the equalities with a unit coefficient are substituted out
+before it starts (``verify/integer_equalities.py``): a chain of derived sizes ``$c1 = $c0 + 1``, ... is one affine
+expression in the base size, not a path along which two constraints tighten each other's ranges by one per pass,
+up to the range (65,536 passes over the chain for a family over ``1..65536``). Second, a node whose propagation has
+not settled after ``SLOW_PASSES`` passes asks Fourier-Motzkin elimination (``verify/rational_sets.py``), whose "no"
+is a proof: propagation crawls exactly when each pass moves a bound by a little, which is what a system with no
+rational point does (``N <= d0 + 128*i`` and ``d0 + 128*i <= N - 1`` raise ``N``'s lower end by one per pass).
+
+The work is bounded in steps, one step for each constraint read or rewritten: ``MAX_STEPS`` per question by
+default, whose exhaustion answers "maybe" like the node budget, or a ``Work`` a caller shares between questions
+(a family proof's), whose exhaustion raises ``WorkExhausted`` so the caller can name the limit it ran into.
 """
 
 from __future__ import annotations
@@ -12,8 +24,37 @@ from __future__ import annotations
 from math import gcd
 
 from nki_dsl.ir.affine import Affine
+from nki_dsl.verify.integer_equalities import Charge, reduce
+from nki_dsl.verify.rational_sets import MAX_CONSTRAINTS, may_have_point
 
 MAX_NODES = 2000  # a search budget, not a hardware number: each node halves one range
+# Steps (constraints read or rewritten) one question may take when its caller shares no Work: a few seconds at
+# most, and far above what any kernel's questions take (the largest of the library's takes a few hundred).
+MAX_STEPS = 1_000_000
+SLOW_PASSES = 8  # propagation passes at a node before elimination is asked whether there is any rational point
+# What one elimination is charged, in steps: it builds up to MAX_CONSTRAINTS rows per variable it eliminates.
+ELIMINATION_STEPS = MAX_CONSTRAINTS
+
+
+class WorkExhausted(Exception):
+    """A shared ``Work`` ran out: the question was not answered (raised only to a caller that passed one)."""
+
+    def __init__(self, limit: int):
+        super().__init__(f"the integer search ran out of its {limit} steps")
+        self.limit = limit
+
+
+class Work(Charge):
+    """A budget of steps shared by the questions it is passed to (``has_point(..., work=)``)."""
+
+    def __init__(self, steps: int):
+        self.limit = steps
+        self.left = steps
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise WorkExhausted(self.limit)
 
 Constraint = tuple[dict[str, int], int, bool]
 Ranges = dict[str, tuple[int, int]]
@@ -29,13 +70,25 @@ def equal(e: Affine) -> Constraint:
     return dict(e.terms), e.const, True
 
 
-def has_point(constraints: list[Constraint], ranges: Ranges, max_nodes: int = MAX_NODES) -> bool:
-    """True if some integer point of the box ``ranges`` meets every constraint (or the search ran out of nodes)."""
+def has_point(constraints: list[Constraint], ranges: Ranges, max_nodes: int = MAX_NODES,
+              work: Work | None = None) -> bool:  # fmt: skip
+    """True if some integer point of the box ``ranges`` meets every constraint (or the search ran out of nodes,
+    or of its ``MAX_STEPS`` steps). With ``work``, the steps are taken from it, and running out raises
+    ``WorkExhausted``."""
     for coefs, _, _ in constraints:
         for v in coefs:
             if v not in ranges:
                 raise ValueError(f"variable {v!r} has no range")
-    return _feasible(constraints, dict(ranges), [max_nodes])
+    budget = Work(MAX_STEPS) if work is None else work
+    try:
+        reduced = reduce(constraints, ranges, budget)
+        if reduced is None:
+            return False
+        return _feasible(*reduced, [max_nodes], budget)
+    except WorkExhausted:
+        if work is None:
+            return True
+        raise
 
 
 def maximum(e: Affine, constraints: list[Constraint], ranges: Ranges, max_nodes: int = MAX_NODES) -> int | None:
@@ -53,9 +106,14 @@ def maximum(e: Affine, constraints: list[Constraint], ranges: Ranges, max_nodes:
     return lo
 
 
-def _feasible(constraints: list[Constraint], ranges: Ranges, budget: list[int]) -> bool:
-    if not _propagate(constraints, ranges):
+def _feasible(constraints: list[Constraint], ranges: Ranges, budget: list[int], work: Work) -> bool:
+    settled = _propagate(constraints, ranges, work, SLOW_PASSES)
+    if settled is False:
         return False
+    if settled is None:  # crawling: has the system a rational point at all? (a "no" is a proof, see above)
+        work.spend(ELIMINATION_STEPS)
+        if not may_have_point(constraints, ranges) or not _propagate(constraints, ranges, work):
+            return False
     open_vars = [v for v, (lo, hi) in ranges.items() if hi > lo]
     if not open_vars:
         return True  # _propagate checked every constraint at this single point
@@ -68,15 +126,22 @@ def _feasible(constraints: list[Constraint], ranges: Ranges, budget: list[int]) 
     for part in ((lo, mid), (mid + 1, hi)):
         trial = dict(ranges)
         trial[v] = part
-        if _feasible(constraints, trial, budget):
+        if _feasible(constraints, trial, budget, work):
             return True
     return False
 
 
-def _propagate(constraints: list[Constraint], ranges: Ranges) -> bool:
-    """Narrow ``ranges`` in place to what the constraints allow; False when some constraint cannot hold."""
+def _propagate(constraints: list[Constraint], ranges: Ranges, work: Work,
+               max_passes: int | None = None) -> bool | None:  # fmt: skip
+    """Narrow ``ranges`` in place to what the constraints allow; False when some constraint cannot hold, None when
+    the ranges still narrowed in the last of ``max_passes`` passes (what they are narrowed to holds every point)."""
     changed = True
+    passes = 0
     while changed:
+        if passes == max_passes:
+            return None
+        passes += 1
+        work.spend(len(constraints))
         changed = False
         for coefs, const, eq in constraints:
             fixed = const + sum(c * ranges[v][0] for v, c in coefs.items() if ranges[v][0] == ranges[v][1])

@@ -1,12 +1,18 @@
 """The verifier's integer-point search (``verify/integer_sets.py``) at the edge of its node budget: running out
 of nodes answers "may have a point", the conservative answer for every rule that asks."""
 
+from itertools import product
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nki_dsl.verify.integer_sets import has_point
 
-# x + y == 1 and x == y over x, y in [0, 1]: no integer point (x = y = 1/2), and bound propagation narrows neither
-# range, so proving it takes one split of one variable: one node of the budget.
-NO_POINT = [({"x": 1, "y": 1}, -1, True), ({"x": 1, "y": -1}, 0, True)]
-BOX = {"x": (0, 1), "y": (0, 1)}
+# 3x - 3y - 2z + 1 == 0 over x, y, z in [0, 1]: no integer point (3x - 3y + 1 is -2, 1 or 4, 2z is 0 or 2; a
+# rational one is x = y = 0, z = 1/2), no coefficient is a unit (nothing to substitute) and bound propagation
+# narrows no range, so proving it takes one split of one variable: one node of the budget.
+NO_POINT = [({"x": 3, "y": -3, "z": -2}, 1, True)]
+BOX = {"x": (0, 1), "y": (0, 1), "z": (0, 1)}
 
 
 def test_a_search_with_the_nodes_it_needs_proves_there_is_no_point():
@@ -19,8 +25,14 @@ def test_a_search_out_of_nodes_before_its_first_split_answers_that_a_point_may_e
 
 
 def test_a_single_point_box_needs_no_node_at_all():
-    assert not has_point(NO_POINT, {"x": (0, 0), "y": (1, 1)}, max_nodes=0)
-    assert has_point([({"x": 1, "y": 1}, -1, True)], {"x": (0, 0), "y": (1, 1)}, max_nodes=0)
+    assert not has_point(NO_POINT, {"x": (1, 1), "y": (0, 0), "z": (1, 1)}, max_nodes=0)
+    assert has_point([({"x": 3, "y": -3, "z": -2}, 1, False)], {"x": (1, 1), "y": (0, 0), "z": (1, 1)}, max_nodes=0)
+
+
+def test_equalities_with_a_unit_coefficient_are_substituted_before_any_node():
+    # x + y == 1 and x == y over x, y in [0, 1] narrow no range, but x = 1 - y leaves 1 - 2y == 0: no integer y
+    assert not has_point([({"x": 1, "y": 1}, -1, True), ({"x": 1, "y": -1}, 0, True)], {"x": (0, 1), "y": (0, 1)},
+                         max_nodes=0)  # fmt: skip
 
 
 def test_an_equality_is_solved_exactly_past_the_integers_a_float_holds():
@@ -29,3 +41,26 @@ def test_an_equality_is_solved_exactly_past_the_integers_a_float_holds():
     x = 2**55 + 1
     assert has_point([({"x": 3}, -3 * x, True)], {"x": (0, 2**60)})
     assert not has_point([({"x": 3}, -3 * x, True)], {"x": (0, x - 1)})
+
+
+def _points(constraints, box):
+    names = sorted(box)
+    for p in product(*(range(box[v][0], box[v][1] + 1) for v in names)):
+        at = dict(zip(names, p))
+        values = [(sum(c * at[v] for v, c in coefs.items()) + const, eq) for coefs, const, eq in constraints]
+        if all(x == 0 if eq else x >= 0 for x, eq in values):
+            yield at
+
+
+_row = st.tuples(st.dictionaries(st.sampled_from("xyz"), st.integers(-3, 3), min_size=1), st.integers(-6, 6),
+                 st.booleans())  # fmt: skip
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_row, max_size=4), st.dictionaries(st.sampled_from("xyz"), st.tuples(st.integers(-2, 2),
+                                                                                     st.integers(0, 3))))
+def test_the_answer_is_the_brute_force_one(constraints, spans):
+    # Substitution, folding and elimination rewrite the system: each must keep its integer points. With the nodes
+    # to settle a box this small, the answer is exact both ways (a wrong "no" would prove a false family).
+    box = {v: (spans.get(v, (0, 1))[0], spans.get(v, (0, 1))[0] + spans.get(v, (0, 1))[1]) for v in "xyz"}
+    assert has_point(constraints, box) == any(True for _ in _points(constraints, box))

@@ -53,9 +53,9 @@ def _search_nodes(monkeypatch, kernel, *args) -> tuple[int, list[str]]:
     nodes = [0]
     feasible = integer_sets._feasible
 
-    def counted(constraints, ranges, budget):
+    def counted(constraints, ranges, budget, work):
         nodes[0] += 1
-        return feasible(constraints, ranges, budget)
+        return feasible(constraints, ranges, budget, work)
 
     monkeypatch.setattr(integer_sets, "_feasible", counted)
     launch = as_launch(kernel)
