@@ -59,7 +59,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   dimension, whether any integer point of symbols (in their ranges, derived ones tied to their definitions by
   linear constraints, stepped ones to their multiples), loop indices (``i <= stop - 1`` with a symbolic
   ``stop``), program ids and axes, passing the op's mask, puts the index below 0 or at or past the dimension
-  (``verify/integer_sets.py``, exact, and "maybe" when its search gives up, which refuses the family).
+  (``verify/integer_sets.py``, exact, and "maybe" when its search gives up, which refuses the family). The
+  questions of one proof share ``MAX_PROOF_STEPS`` steps of that search: past them the family is refused, naming
+  the access being proved and the bound (family IR is untrusted text, bounded in time).
 
 Diagnostics carry rule ``shape-family`` for the family's form and the broken rule's own id otherwise, and name
 the dimension and its range.
@@ -84,7 +86,7 @@ from nki_dsl.verify import describe as d
 from nki_dsl.verify import verify_kernel
 from nki_dsl.verify.allocator_view import Lowering
 from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
-from nki_dsl.verify.integer_sets import at_least, has_point
+from nki_dsl.verify.integer_sets import Work, WorkExhaustedError, at_least, has_point
 from nki_dsl.verify.rational_sets import may_have_point
 from nki_dsl.verify.rules import RULE_IDS
 from nki_dsl.verify.rules.out_of_bounds import _mask_for
@@ -94,6 +96,11 @@ PLACING_RULES = ("sbuf-capacity", "psum-banks")  # they read the lowered kernel:
 # The exact integer search's budget per question, after elimination could not rule a break out: its "maybe" refuses
 # the family (safe), and a few hundred halvings settle the families real kernels make.
 INTEGER_NODES = 300
+# The integer search's steps (constraints read or rewritten, verify/integer_sets.py) one proof may take over all its
+# questions: untrusted IR text is bounded in time. The library's families take at most a few thousand (3,781 was
+# the most over tests/trace and tests/hub); a hostile family that spends them all is refused in a few seconds, naming
+# the access it was proving and this bound.
+MAX_PROOF_STEPS = 250_000
 BLIND, MONOTONE, PROVEN = "blind", "monotone", "proven"
 RULE_ARGUMENTS = {
     "structure": BLIND, "mask-vars": BLIND, "mask-shape": BLIND, "operand-buffer": BLIND, "partition-limit": BLIND,
@@ -342,6 +349,7 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
     pids = {f"pid{n}": (0, g - 1) for n, g in enumerate(grid)}
     found = []
     answers: dict[tuple, str | None] = {}  # a kernel repeats its accesses (per head, per tile): ask once
+    work = Work(MAX_PROOF_STEPS)
     for stmt, loops in kernel.walk():
         if isinstance(stmt, Loop) or stmt.name == "hbm.reshape":  # a reshape views its whole source: no element
             continue
@@ -363,7 +371,16 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
             key = (a.tensor.type.shape, a.index, a.shape, tuple(dims), tuple(_mask_for(stmt, a)),
                    tuple((lp.var, lp.start, lp.stop, lp.step) for lp in loops))  # fmt: skip
             if key not in answers:
-                answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids | quotients, dims)
+                try:
+                    answers[key] = _access_problem(stmt, a, loops, symbols, tied, pids | quotients, dims, work)
+                except WorkExhaustedError as e:
+                    family = ", ".join(symbols[x].describe() for x in sorted(_symbols_of(a, loops, stmt)))
+                    found.append(d.diagnostic(stmt, "out-of-bounds", (
+                        f"proving that {d.operand(name, a)} stays inside {d.typed(a.tensor)} for every size of the "
+                        f"family ({family}) takes more than {e.limit} steps of the integer search, the bound on a "
+                        f"family proof's work (verify/family.MAX_PROOF_STEPS); simplify its masks and derived "
+                        f"dimensions, or publish concrete shapes")))  # fmt: skip
+                    return found  # the work is spent: no question after this one can be answered either
             if answers[key]:
                 message = _fill(answers[key], d.typed(a.tensor), d.operand(name, a))
                 found.append(d.diagnostic(stmt, "out-of-bounds", message))
@@ -371,7 +388,7 @@ def _out_of_bounds(kernel: Kernel) -> list[Diagnostic]:
 
 
 def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, pids,
-                    dims: list[int]) -> str | None:  # fmt: skip
+                    dims: list[int], work: Work) -> str | None:  # fmt: skip
     """The message (with ``{tensor}`` and ``{operand}`` fields) if some instance may index outside the tensor on one
     of ``dims``."""
     intervals = ranges(symbols)
@@ -400,7 +417,7 @@ def _access_problem(op: Op, a: Access, loops: tuple[Loop, ...], symbols, tied, p
         bound = Affine.var(size) if is_symbol(size) else Affine((), size)
         for violation, what in ((e - bound, f"reach {str(size).lstrip('$')}"), (-e - 1, "go below 0")):
             trial = constraints + [at_least(violation)]
-            if may_have_point(trial, box) and has_point(trial, box, max_nodes=INTEGER_NODES):
+            if may_have_point(trial, box) and has_point(trial, box, INTEGER_NODES, work):
                 family = ", ".join(symbols[x].describe() for x in sorted(_symbols_of(a, loops, op)))
                 return (f"out-of-bound access for tensor {{tensor}} on dimension {dim}: for some size of the "
                         f"family ({family}) the index {expr} ({{operand}}) may {what}; restrict the op to the valid "

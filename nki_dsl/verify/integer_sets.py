@@ -9,14 +9,16 @@ logarithm of the ranges (loop trip counts, tile extents), not with them; after `
 Two things keep propagation from crawling. First, the equalities with a unit coefficient are substituted out
 before it starts (``verify/integer_equalities.py``): a chain of derived sizes ``$c1 = $c0 + 1``, ... is one affine
 expression in the base size, not a path along which two constraints tighten each other's ranges by one per pass,
-up to the range (65,536 passes over the chain for a family over ``1..65536``). Second, a node whose propagation has
-not settled after ``SLOW_PASSES`` passes asks Fourier-Motzkin elimination (``verify/rational_sets.py``), whose "no"
-is a proof: propagation crawls exactly when each pass moves a bound by a little, which is what a system with no
-rational point does (``N <= d0 + 128*i`` and ``d0 + 128*i <= N - 1`` raise ``N``'s lower end by one per pass).
+up to the range (65,536 passes over the chain for a family over ``1..65536``). Second, a node asks Fourier-Motzkin
+elimination (``verify/rational_sets.py``), whose "no" is a proof, before it splits, and when its propagation has
+not settled after ``SLOW_PASSES`` passes: propagation crawls when each pass moves a bound by a little, which is
+what a system with no rational point does (``N <= d0 + 128*i`` and ``d0 + 128*i <= N - 1`` raise ``N``'s lower
+end by one per pass), and splitting such a box only makes two that crawl.
 
-The work is bounded in steps, one step for each constraint read or rewritten: ``MAX_STEPS`` per question by
-default, whose exhaustion answers "maybe" like the node budget, or a ``Work`` a caller shares between questions
-(a family proof's), whose exhaustion raises ``WorkExhausted`` so the caller can name the limit it ran into.
+The work is bounded in steps, one step for each constraint read or rewritten (elimination's rows included):
+``MAX_STEPS`` per question by default, whose exhaustion answers "maybe" like the node budget, or a ``Work`` a
+caller shares between questions (a family proof's), whose exhaustion raises ``WorkExhaustedError`` so the caller
+can name the limit it ran into.
 """
 
 from __future__ import annotations
@@ -25,18 +27,16 @@ from math import gcd
 
 from nki_dsl.ir.affine import Affine
 from nki_dsl.verify.integer_equalities import Charge, reduce
-from nki_dsl.verify.rational_sets import MAX_CONSTRAINTS, may_have_point
+from nki_dsl.verify.rational_sets import may_have_point
 
 MAX_NODES = 2000  # a search budget, not a hardware number: each node halves one range
-# Steps (constraints read or rewritten) one question may take when its caller shares no Work: a few seconds at
-# most, and far above what any kernel's questions take (the largest of the library's takes a few hundred).
+# Steps (constraints read or rewritten) one question may take when its caller shares no Work: seconds (10 to 25
+# microseconds a step on a loaded 2-core machine), far above what the library's questions take (a few thousand).
 MAX_STEPS = 1_000_000
 SLOW_PASSES = 8  # propagation passes at a node before elimination is asked whether there is any rational point
-# What one elimination is charged, in steps: it builds up to MAX_CONSTRAINTS rows per variable it eliminates.
-ELIMINATION_STEPS = MAX_CONSTRAINTS
 
 
-class WorkExhausted(Exception):
+class WorkExhaustedError(Exception):
     """A shared ``Work`` ran out: the question was not answered (raised only to a caller that passed one)."""
 
     def __init__(self, limit: int):
@@ -54,7 +54,7 @@ class Work(Charge):
     def spend(self, n: int) -> None:
         self.left -= n
         if self.left < 0:
-            raise WorkExhausted(self.limit)
+            raise WorkExhaustedError(self.limit)
 
 Constraint = tuple[dict[str, int], int, bool]
 Ranges = dict[str, tuple[int, int]]
@@ -74,7 +74,7 @@ def has_point(constraints: list[Constraint], ranges: Ranges, max_nodes: int = MA
               work: Work | None = None) -> bool:  # fmt: skip
     """True if some integer point of the box ``ranges`` meets every constraint (or the search ran out of nodes,
     or of its ``MAX_STEPS`` steps). With ``work``, the steps are taken from it, and running out raises
-    ``WorkExhausted``."""
+    ``WorkExhaustedError``."""
     for coefs, _, _ in constraints:
         for v in coefs:
             if v not in ranges:
@@ -85,7 +85,7 @@ def has_point(constraints: list[Constraint], ranges: Ranges, max_nodes: int = MA
         if reduced is None:
             return False
         return _feasible(*reduced, [max_nodes], budget)
-    except WorkExhausted:
+    except WorkExhaustedError:
         if work is None:
             return True
         raise
@@ -110,13 +110,14 @@ def _feasible(constraints: list[Constraint], ranges: Ranges, budget: list[int], 
     settled = _propagate(constraints, ranges, work, SLOW_PASSES)
     if settled is False:
         return False
-    if settled is None:  # crawling: has the system a rational point at all? (a "no" is a proof, see above)
-        work.spend(ELIMINATION_STEPS)
-        if not may_have_point(constraints, ranges) or not _propagate(constraints, ranges, work):
-            return False
+    # crawling: has the system a rational point at all? (a "no" is a proof, see above) If so, propagate to the end.
+    if settled is None and not (may_have_point(constraints, ranges, work) and _propagate(constraints, ranges, work)):
+        return False
     open_vars = [v for v, (lo, hi) in ranges.items() if hi > lo]
     if not open_vars:
         return True  # _propagate checked every constraint at this single point
+    if settled and not may_have_point(constraints, ranges, work):
+        return False  # no rational point in the box: no split needed
     budget[0] -= 1
     if budget[0] <= 0:
         return True
