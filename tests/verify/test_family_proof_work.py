@@ -69,3 +69,11 @@ def test_a_family_that_spends_the_whole_bound_is_refused_naming_it():
         nki.prove_family(nki.parse_family(text), "trn2")
     assert f"takes more than {family.MAX_PROOF_STEPS} steps of the integer search" in str(e.value)
     assert len(e.value.diagnostics) == 1  # the bound is for the whole proof: no question after it is asked
+
+
+def test_floor_divisions_of_the_size_used_nowhere_are_proved(monkeypatch):
+    # Each is tied to N in every question (two rows with N, two of its range): eliminating N first, in the names'
+    # order, made 40,000 rows, past elimination's bound, and the integer search then crawled to the step bound.
+    # Eliminated first, each costs nothing.
+    lines = "\n".join(f"  symbol $e{k} = ($N + {k}) // 3" for k in range(100))
+    assert _steps(monkeypatch, SOFTMAX.replace("  symbol $_0", lines + "\n  symbol $_0")) < 1000
