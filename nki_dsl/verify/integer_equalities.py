@@ -15,22 +15,23 @@ duplicates are one constraint, and a constraint on one variable is folded into i
 from __future__ import annotations
 
 from math import gcd
+from typing import Protocol
 
 Constraint = tuple[dict[str, int], int, bool]  # sum(coef * var) + const, == 0 if the flag is set, else >= 0
 Ranges = dict[str, tuple[int, int]]
 
 
-class Charge:
-    """What a caller counts the rewriting against: ``spend(n)`` for ``n`` constraints read or rewritten."""
+class Charge(Protocol):
+    """What a caller counts the rewriting against (``integer_sets.Work``): ``spend(n)`` for ``n`` steps."""
 
-    def spend(self, n: int) -> None:  # pragma: no cover - the interface; integer_sets.Work implements it
-        raise NotImplementedError
+    def spend(self, n: int) -> None: ...
 
 
 def reduce(constraints: list[Constraint], ranges: Ranges, charge: Charge) -> tuple[list[Constraint], Ranges] | None:
     """An equivalent system (same integer points, less the substituted variables) and the narrowed ranges, or
     None when the rewriting alone shows there is no point. The work is the constraints read plus, per variable
-    substituted, the constraints it occurs in: each is charged to ``charge``."""
+    substituted, the constraints it occurs in times the terms put in for it: each step is charged to ``charge``.
+    Deterministic (no set order): the same text takes the same steps in every process."""
     system = _System(dict(ranges))
     for coefs, const, eq in constraints:
         charge.spend(1)
@@ -45,8 +46,8 @@ def reduce(constraints: list[Constraint], ranges: Ranges, charge: Charge) -> tup
         system.remove(key)
         value = {v: -c * k for v, k in terms if v != x}  # c*x + rest + const == 0, so x == -c * (rest + const)
         value_const = -c * const
-        old = [(k, system.rows[k]) for k in list(system.uses.get(x, ()))]
-        charge.spend(len(old) + 2)
+        old = [(k, system.rows[k]) for k in sorted(system.uses.get(x, ()))]
+        charge.spend(len(old) * (1 + len(value)) + 2)
         for k, _ in old:
             system.remove(k)
         lo, hi = system.box.pop(x)
