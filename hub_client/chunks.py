@@ -3,7 +3,9 @@
 The untrusted-IR budget bounds one instance (``nki.IRBudget``: op executions, tensor and HBM bytes), so a family's
 batch range stops where an instance at its top reaches the budget (``B in 1..256``). A call with ``B = 1000`` is
 still safe to run when the kernel is independent along ``B``: four instances within the range, each over a slice
-of the arrays, their outputs concatenated along ``B``. Whether it is independent is proved from the family's
+of the arrays, their outputs concatenated along ``B``. A row kernel is independent along its rows ``N`` in blocks of
+128 (one row tile per iteration, the ragged last one masked): its slices start at multiples of 128, so a call with
+``N = 70000`` over a family ``N in 1..65536`` runs as instances of 65536 and 4464 rows. Whether it is independent is proved from the family's
 verified IR by nki_dsl (``ShapeFamily.independence``, ``verify/independent.py``), never read from the manifest;
 every instance is verified within the budget as any family instance is. What it costs: ``ceil(B / top)`` launches
 instead of one (each with its fixed per-launch cost), one copy of each output into the joined array, and at most
@@ -12,21 +14,31 @@ two instances (the top and the remainder) to verify and cache per shape of the r
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from hub_client.errors import NoSpecialisationError
 
 
-def sizes(n: int, lo: int, hi: int, step: int) -> list[int]:
-    """Chunk sizes summing to ``n`` (a multiple of ``step``), each in ``lo..hi`` and a multiple of ``step``: as many
-    at the top as fit (one instance reused for all of them), then the rest; a rest below ``lo`` takes ``lo`` from
-    the chunk before it (``hi + rest - lo >= lo`` whenever ``hi >= 2 * lo``)."""
-    full, rest = divmod(n, hi)
-    out = [hi] * full
+def sizes(n: int, lo: int, hi: int, step: int, block: int = 1) -> list[int]:
+    """Chunk sizes summing to ``n`` (a multiple of ``step``), each in ``lo..hi`` and a multiple of ``step``, every one
+    but the last a multiple of ``block`` too (the kernel computes each block of ``block`` rows from that block
+    alone, so a slice starts at a multiple of it): as many as fit at the top rounded down to a multiple of both
+    (one instance reused for all of them), then the rest; a rest below ``lo`` takes what it lacks, rounded up to a
+    multiple of both, from the chunk before it."""
+    unit = math.lcm(step, block)
+    top = hi // unit * unit
+    if top < max(lo, 1):
+        raise ValueError(f"no part in {lo}..{hi} is a multiple of {unit}")
+    full, rest = divmod(n, top)
+    out = [top] * full
     if rest and rest < lo:
-        if not out or hi + rest - lo < lo:
-            raise ValueError(f"{n} cannot be cut into parts in {lo}..{hi}")
-        out[-1], rest = hi + rest - lo, lo
+        borrow = -(-(lo - rest) // unit) * unit
+        if not out or top - borrow < lo:
+            raise ValueError(f"{n} cannot be cut into parts in {lo}..{hi}" +
+                             (f" that start at multiples of {block}" if block > 1 else ""))  # fmt: skip
+        out[-1], rest = top - borrow, rest + borrow
     return out + ([rest] if rest else [])
 
 
@@ -43,13 +55,14 @@ def _join(parts: list, axis: int):
 def run(run_one, args: tuple, over: dict[str, tuple[int, int, int, int]], axes: dict, label: str):
     """``run_one(args)``'s result for arrays whose dimensions ``over`` (name -> (value, lo, hi, step)) are above the
     family's range: cut along the first of them (``axes[name]``: an ``IndependentDim``, the axis per parameter and
-    output), the rest recursively, and the parts' outputs joined. ``args`` are the call's arrays, in parameter order."""
+    output and the block size the slices start at multiples of), the rest recursively, and the parts' outputs
+    joined. ``args`` are the call's arrays, in parameter order."""
     if not over:
         return run_one(args)
     (name, (n, lo, hi, step)), rest = next(iter(over.items())), dict(list(over.items())[1:])
     where = axes[name]
     try:
-        cuts = sizes(n, lo, hi, step)
+        cuts = sizes(n, lo, hi, step, where.block)
     except ValueError as e:
         raise NoSpecialisationError(f"{label}: dimension {name} = {n}: {e}, so it cannot run as instances of the "
                                     f"family {name} in {lo}..{hi} step {step}") from None  # fmt: skip
