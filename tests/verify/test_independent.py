@@ -97,7 +97,8 @@ def _first_elements_only(x):
 
 @nki.jit
 def _pairs(x):
-    """Elements in pairs (a loop over ceil(B / 2)): a size computed from the dimension."""
+    """Elements in pairs (a loop over ceil(B / 2)), the first of each copied: independent in blocks of 2
+    (``test_independent_blocks.py`` has the kernels that mix blocks)."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     n = x.shape[0]
     for p in nl.affine_range((n + 1) // 2):
@@ -111,10 +112,14 @@ def _pairs(x):
     (_reversed, "uses B"),
     (_total, "defined outside the loop"),
     (_first_elements_only, "depends on B"),
-    (_pairs, "computed from B"),
 ])  # fmt: skip
 def test_a_kernel_that_mixes_batch_elements_is_not_independent_along_them(kernel, why):
     family = nki.trace(kernel, batch())
     proved, refused = family.independence
     assert "B" not in proved
     assert why in refused["B"]
+
+
+def test_a_kernel_over_pairs_of_elements_is_independent_in_blocks_of_two():
+    proved, refused = nki.trace(_pairs, batch()).independence
+    assert proved["B"].block == 2 and refused == {}
