@@ -92,3 +92,51 @@ def test_jax_arrays_in_parts_are_joined_as_jax_arrays(registry, attention_bundle
     out = k.attention(jnp.asarray(q), jnp.asarray(kk), jnp.asarray(v), backend="jax")
     assert isinstance(out, type(jnp.asarray(q))) and out.shape == (3, 2, 5, 4)
     _close(out, attention_reference(q, kk, v))
+
+
+def test_sizes_of_a_kernel_in_blocks_are_multiples_of_the_block_but_the_last():
+    assert chunks.sizes(700, 1, 256, 1, 128) == [256, 256, 188]
+    assert chunks.sizes(70000, 1, 65536, 1, 128) == [65536, 4464]
+    assert chunks.sizes(500, 1, 200, 1, 128) == [128, 128, 128, 116]  # the top rounded down to the block
+    assert chunks.sizes(260, 10, 256, 1, 128) == [128, 132]  # the borrow rounded up to the block
+    assert chunks.sizes(260, 10, 256, 4, 6) == [240, 20]  # a step and a block: the top and the borrow multiples of both
+    with pytest.raises(ValueError, match="start at multiples of 128"):
+        chunks.sizes(300, 129, 256, 1, 128)  # 256 + 44: 44 would take 128 from 256, leaving 128, below 129
+    with pytest.raises(ValueError, match="no part in 1..100 is a multiple of 128"):
+        chunks.sizes(300, 1, 100, 1, 128)
+
+
+def _softmax_rows(tmp_path_factory, top: int):
+    """softmax's ``N x 512:float32`` family (row tiles of 128, the ragged last one masked) with N in 1..top."""
+    root = families_only("softmax", tmp_path_factory.mktemp(f"rows{top}"), {"softmax"},
+                         lambda ln: '"N x 512:float32"' in ln)  # fmt: skip
+    toml = root / "kernel.toml"
+    toml.write_text(toml.read_text().replace('N = "1..65536"', f'N = "1..{top}"'))
+    return build_bundle(root, benchmarks=False)
+
+
+@pytest.fixture(scope="module")
+def softmax_rows_bundles(tmp_path_factory):
+    return _softmax_rows(tmp_path_factory, 300), _softmax_rows(tmp_path_factory, 1024)
+
+
+def test_rows_above_a_row_kernels_range_run_in_parts_of_whole_row_tiles_bit_for_bit(registry, softmax_rows_bundles):
+    """N = 700 over a family N in 1..300 runs as instances of 256, 256 and 188 rows (the top rounded down to the
+    kernel's 128-row tile, so that each slice starts at a multiple of it), giving the numbers of the one instance
+    a family N in 1..1024 runs, bit for bit."""
+    from kernels.softmax.reference import softmax
+
+    small, big = softmax_rows_bundles
+    publish(small, "acme/softmax-small", settings())
+    publish(big, "acme/softmax-big", settings())
+    in_parts = kernels.get_kernel("acme/softmax-small", version=1)
+    whole = kernels.get_kernel("acme/softmax-big", version=1)
+    assert in_parts.info.trusted is False and whole.info.trusted is False
+    x = np.random.default_rng(7).standard_normal((700, 512)).astype(np.float32) * 4
+    how, _, (_, over, proved) = in_parts.softmax.route(x)
+    assert how == "parts" and over == {"N": 700} and proved["N"].block == 128
+    assert whole.softmax.route(x)[0] == "family"
+    out = in_parts.softmax(x, backend="numpy")
+    np.testing.assert_array_equal(out, whole.softmax(x, backend="numpy"))
+    np.testing.assert_allclose(out, softmax(x), rtol=1e-5, atol=1e-7)
+    assert sorted(dict(key[1])["N"] for key in in_parts.softmax._parsed if len(key) == 3) == [188, 256]
