@@ -115,3 +115,20 @@ def test_seventy_thousand_rows_run_without_trust(registry, tmp_path):
     assert out.shape == (70_000, 512) and out.dtype == np.float32
     np.testing.assert_allclose(out, rmsnorm(x.astype(np.float64), g.astype(np.float64)), rtol=1e-5, atol=1e-5)
     assert sorted(dict(key[1])["N"] for key in k.rmsnorm._parsed if len(key) == 3) == [4464, 65536]
+
+
+def test_a_fixed_weight_linear_call_above_the_top_runs_in_parts_of_the_width_family(registry, tmp_path):
+    """ViT-B/16's qkv projection (768 x 2304 bf16, bias) at M = 70000: its tuned families (a static prologue of row
+    tiles, pipelined groups) are not provably independent along M, so the call runs in parts of the width family
+    holding K = 768 and N = 2304; at M = 197 the tuned family runs, listed first."""
+    root = families_only("linear", tmp_path, {"linear"},
+                         lambda ln: '"M x 768:bfloat16", "768x2304:bfloat16"' in ln
+                         or ('"M x K:bfloat16", "K x N:bfloat16", "N:bfloat16"]' in ln and 'N = "2049..2560"' in ln
+                             and 'epilogue = "bias"' in ln))  # fmt: skip
+    publish(build_bundle(root, benchmarks=False), "acme/linear", settings())
+    k = kernels.get_kernel("acme/linear", version=1)
+    w, b = _Shape((768, 2304), _dtype("bfloat16")), _Shape((2304,), _dtype("bfloat16"))
+    how, spec, detail = k.linear.route(_Shape((70_000, 768), _dtype("bfloat16")), w, b, epilogue="bias")
+    assert how == "parts" and spec.args[0].shape == ("M", "K") and detail[2]["M"].block == 128
+    how, spec, _ = k.linear.route(_Shape((197, 768), _dtype("bfloat16")), w, b, epilogue="bias")
+    assert how == "family" and spec.args[0].shape == ("M", 768)
