@@ -217,7 +217,8 @@ def _why_not(kernel: Kernel, name: str) -> tuple[str | None, int]:
             space = iteration_shape(stmt, OPS[stmt.name]) or ()
             why = _mask_problem(stmt.mask, space, name, symbols, enclosing, block, where)
             reduced = stmt.operands.get(reduce_mask_operand(OPS[stmt.name]) or "")
-            if why is None and isinstance(reduced, Access):
+            reduced = reduced if isinstance(reduced, Access) else None  # the reduce_mask ranges over its axes
+            if why is None and reduced is not None:
                 why = _mask_problem(stmt.attrs.get(REDUCE_MASK.name), reduced.shape, name, symbols, enclosing, block,
                                     where)  # fmt: skip
             if why:

@@ -166,7 +166,22 @@ def _first_block_doubled(x):
     return out
 
 
+@nki.jit
+def _sum_of_columns_left_of_the_end(x):
+    """Per row, the sum of the columns j with ``T*i + j < N``: a reduce_mask whose p (a column) ranges past T, so a
+    part's last block sums fewer columns than the call's would."""
+    out = nl.ndarray((x.shape[0], 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0]
+    for i in nl.affine_range((n + T - 1) // T):
+        r = T * i + I_P
+        tile = nl.load(x[r, I_F], mask=(r < n))
+        total = nl.sum(tile, axis=[1], keepdims=True, mask=(r < n) & (T * i + I_F < n))
+        nl.store(out[r, nl.arange(1)[None, :]], value=total, mask=(r < n))
+    return out
+
+
 @pytest.mark.parametrize("kernel, why, cuts", [
+    (_sum_of_columns_left_of_the_end, "other than as 4*i0 + p (p in 0..3) < N: $N - d1 - 4*i0 - 1 >= 0", [8, 15]),
     (_first_block_doubled, "the size _1 is computed from N", [8, 15]),
     (_next_row, "along N at d0 + 4*i0 + 1, not at 4*i + p (p in 0..3)", [8, 15]),
     (_two_blocks, "along N at d0 + 4*i0, not at 4*i + p (p in 0..3)", [8, 15]),
