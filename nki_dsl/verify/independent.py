@@ -136,7 +136,7 @@ def _block_offset(e: Affine, i: str, t: int, extents) -> Affine | None:
             return None
         ranges[v] = (0, extents[k] - 1)
     lo, hi = p.bounds(ranges)
-    return p if 0 <= lo and hi <= t - 1 else None
+    return p if lo >= 0 and hi <= t - 1 else None
 
 
 def _rows(t: int, i: str) -> str:

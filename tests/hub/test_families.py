@@ -50,12 +50,14 @@ def test_each_concrete_shape_is_instantiated_once(published):
 
 def test_calls_outside_the_family_say_why(published):
     k = kernels.get_kernel("acme/softmax", version=1)
+    # more rows than the range runs in parts of whole row tiles (tests/hub/test_row_kernels_untrusted.py)
+    assert k.softmax.route(np.ones((70000, 512), np.float32))[0] == "parts"
     with pytest.raises(kernels.NoSpecialisationError) as e:
-        k.softmax(np.ones((70000, 512), np.float32))
+        k.softmax(np.ones((10, 9000), np.float32))
     msg = str(e.value)
-    assert "dimension N = 70000 is outside the published range 1..65536" in msg
-    # above the range, and softmax's row tiles are not one element of N each: not run in parts, and why
-    assert "N = 70000 is above 1..65536 and cannot run in parts: the kernel is not independent along N" in msg, msg
+    assert "dimension W = 9000 is outside the published range 4097..8192" in msg
+    # above the range, and every row reads all of its columns: not run in parts, and why
+    assert "W = 9000 is above 4097..8192 and cannot run in parts: the kernel is not independent along W" in msg, msg
     assert "softmax(N x 512:float32) with N in 1..65536" in msg and "trust_remote_code=True" in msg
     with pytest.raises(kernels.NoSpecialisationError):
         k.softmax(np.ones((8, 256), np.float64))  # a dtype no family has: not a near miss of any

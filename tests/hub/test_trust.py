@@ -12,7 +12,7 @@ from hub_client.publish import publish
 from hub_client.publishers import RECORD
 from tests.hub.conftest import TRUSTED_ORG, settings
 
-ODD = np.ones((65537, 5), np.float32)  # more rows than any published family takes: only the Python can run it
+ODD = np.ones((3, 5), np.float32)
 
 
 @pytest.fixture
@@ -22,10 +22,11 @@ def published(registry, softmax_bundle):
 
 
 def _runs_python(k) -> bool:
-    try:
-        np.testing.assert_allclose(k.softmax(ODD), np.full(ODD.shape, 0.2), rtol=1e-6)
-    except kernels.NoSpecialisationError:
+    """The published Python runs: its package imported, its softmax called. (No call of the entry point tells the
+    two apart: every shape softmax's launcher takes also runs as IR, more rows than the families' in parts.)"""
+    if k.module is None:
         return False
+    np.testing.assert_allclose(k.module.softmax(ODD), np.full(ODD.shape, 0.2), rtol=1e-6)
     return True
 
 

@@ -39,7 +39,7 @@ def _run(family, x):
 def _parts(family, x, cuts):
     out, start = [], 0
     for size in cuts:
-        out.append(_run(family, x[start:start + size]))
+        out.append(_run(family, x[start : start + size]))
         start += size
     return np.concatenate(out)
 
@@ -158,8 +158,9 @@ def _first_block_doubled(x):
     would double its own first block."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     n = x.shape[0]
-    first = nl.load(x[I_P, I_F], mask=(I_P < n))
-    nl.store(out[I_P, I_F], value=nl.multiply(first, 2.0, mask=(I_P < n)), mask=(I_P < n))
+    r = I_P
+    first = nl.load(x[r, I_F], mask=(r < n))
+    nl.store(out[r, I_F], value=nl.multiply(first, 2.0, mask=(r < n)), mask=(r < n))
     for i in nl.affine_range((n + T - 1) // T - 1):
         r = T * i + T + I_P
         nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=(r < n))
@@ -204,7 +205,7 @@ def _parts_any(family, x, cuts):
     """Every output of the instances over slices ``cuts`` of ``x``, joined (a kernel may return several)."""
     outs, start = [], 0
     for size in cuts:
-        out = _run(family, x[start:start + size])
+        out = _run(family, x[start : start + size])
         outs.append(out if isinstance(out, tuple) else (out,))
         start += size
     return [np.concatenate(o) for o in zip(*outs)]
