@@ -139,6 +139,19 @@ def _block_offset(e: Affine, i: str, t: int, extents) -> Affine | None:
     return p if lo >= 0 and hi <= t - 1 else None
 
 
+def _mask_extents(op: Op) -> tuple:
+    """Bounds on the extents of the space an op's mask ranges over (its iteration space, ``verify/operands.py``),
+    per axis the largest of that space's and of every access the op writes: a backend that takes the space from
+    another written operand than the verifier does still evaluates the mask within them."""
+    space = list(iteration_shape(op, OPS[op.name]) or ())
+    for o in OPS[op.name].writes:
+        a = op.operands.get(o.name)
+        if isinstance(a, Access):
+            for k, e in enumerate(a.shape[: len(space)]):
+                space[k] = max(space[k], e) if isinstance(space[k], int) and isinstance(e, int) else None
+    return tuple(space)
+
+
 def _rows(t: int, i: str) -> str:
     """The rows a block's iteration may touch, as a message says them."""
     return i if t == 1 else f"{t}*{i} + p (p in 0..{t - 1})"
@@ -214,8 +227,7 @@ def _why_not(kernel: Kernel, name: str) -> tuple[str | None, int]:
             if any(v in x_vars for k, e in enumerate(a.index) if k != axis for v in e.vars()):
                 return f"{where} uses the index of the loop over {label} elsewhere than on a {label} axis", 1
         if isinstance(stmt, Op):
-            space = iteration_shape(stmt, OPS[stmt.name]) or ()
-            why = _mask_problem(stmt.mask, space, name, symbols, enclosing, block, where)
+            why = _mask_problem(stmt.mask, _mask_extents(stmt), name, symbols, enclosing, block, where)
             reduced = stmt.operands.get(reduce_mask_operand(OPS[stmt.name]) or "")
             reduced = reduced if isinstance(reduced, Access) else None  # the reduce_mask ranges over its axes
             if why is None and reduced is not None:
