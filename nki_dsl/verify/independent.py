@@ -169,9 +169,8 @@ def _mask_problem(mask: Mask | None, extents, name: str, names: set[str], enclos
             continue
         if enclosing is None:
             return f"the mask at {where} depends on {label} outside a loop over {label}"
-        rows = Affine.var(name) - 1 - c  # T*i + p when c is $X - T*i - p - 1
-        if (c.coef(name) != 1 or c.vars() & names - {name, enclosing.var}
-                or _block_offset(rows, enclosing.var, t, extents) is None):  # fmt: skip
+        rows = Affine.var(name) - 1 - c  # T*i + p when c is $X - T*i - p - 1 (else it holds a symbol or index)
+        if _block_offset(rows, enclosing.var, t, extents) is None:
             return f"the mask at {where} depends on {label} other than as {_rows(t, enclosing.var)} < {label}: {c} >= 0"
     return None
 

@@ -181,7 +181,33 @@ def _sum_of_columns_left_of_the_end(x):
     return out
 
 
+@nki.jit
+def _first_half(x):
+    """Only the rows below N / 2: a mask on twice the row, which each part would take at its own half."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0]
+    for i in nl.affine_range((n + T - 1) // T):
+        r = T * i + I_P
+        nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=(2 * r < n))
+    return out
+
+
+@nki.jit
+def _scaled_where_two_rows_follow(x):
+    """A tile made before the loop under a mask on N (``p + 2 < N``), used by every block: a part of fewer than
+    T + 2 rows sees another tile."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    n = x.shape[0]
+    scale = nl.multiply(nl.full((T, W), 1.0, dtype=nl.float32), 2.0, mask=(I_P + 2 < n))
+    for i in nl.affine_range((n + T - 1) // T):
+        r = T * i + I_P
+        nl.store(out[r, I_F], value=nl.multiply(nl.load(x[r, I_F], mask=(r < n)), scale, mask=(r < n)), mask=(r < n))
+    return out
+
+
 @pytest.mark.parametrize("kernel, why, cuts", [
+    (_first_half, "depends on N other than as 4*i0 + p (p in 0..3) < N: $N - 2*d0 - 8*i0 - 1 >= 0", [8, 15]),
+    (_scaled_where_two_rows_follow, "depends on N outside a loop over N", [20, 3]),
     (_sum_of_columns_left_of_the_end, "other than as 4*i0 + p (p in 0..3) < N: $N - d1 - 4*i0 - 1 >= 0", [8, 15]),
     (_first_block_doubled, "the size _1 is computed from N", [8, 15]),
     (_next_row, "along N at d0 + 4*i0 + 1, not at 4*i + p (p in 0..3)", [8, 15]),
