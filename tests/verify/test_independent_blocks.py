@@ -198,7 +198,8 @@ def _scaled_where_two_rows_follow(x):
     T + 2 rows sees another tile."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     n = x.shape[0]
-    scale = nl.multiply(nl.full((T, W), 1.0, dtype=nl.float32), 2.0, mask=(I_P + 2 < n))
+    p = I_P
+    scale = nl.multiply(nl.full((T, W), 1.0, dtype=nl.float32), 2.0, mask=(p + 2 < n))
     for i in nl.affine_range((n + T - 1) // T):
         r = T * i + I_P
         nl.store(out[r, I_F], value=nl.multiply(nl.load(x[r, I_F], mask=(r < n)), scale, mask=(r < n)), mask=(r < n))
