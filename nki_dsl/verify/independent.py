@@ -29,7 +29,7 @@ of 1, or a derived symbol ``($X + T - 1) // T``, ``ceil(X / T)``, blocks of ``T`
    touches block ``b`` of the X axes alone; the loop's index appears nowhere else (no other axis, no on-chip
    tensor, no attribute) but in mask constraints ``$X - T*i - p - 1 >= 0`` (``T*i + p < $X``, ``p`` in the axes of
    the space the mask ranges over, within ``0..T-1``), which say the same of a block in every instance holding
-   it; no reshape or dtype view of or to an X-tensor (its X axis could move) and no indirect DMA along an X axis
+   it; no reshape or dtype view of an X-tensor (its X axis could move) and no indirect DMA along an X axis
    (rows known only at run time);
 4. inside an X-loop, ops write (or accumulate into) only X-tensors and tensors defined inside that loop: nothing
    that outlives an iteration is written at a position shared by all of them, so what ops outside the X-loops
