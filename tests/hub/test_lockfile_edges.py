@@ -134,3 +134,16 @@ def test_an_integer_past_python_s_digit_limit_is_a_lock_error(tmp_path):
                     + A + '"}}]')  # fmt: skip
     with pytest.raises(LockError, match="not valid JSON .*Exceeds the limit"):
         read_lock(path)
+
+
+@pytest.mark.parametrize("commit, quoted", [("c" * 64, "c" * 64), ("c" * 65, "c" * 64 + "..."),
+                                            ("c" * 100_000, "c" * 64 + "..."), (12345, "12345")])  # fmt: skip
+def test_a_stale_digests_commit_is_quoted_whole_up_to_64_characters_and_cut_past_them(tmp_path, commit, quoted):
+    # the digests file is as untrusted as the lock: a hostile commit value is not echoed whole
+    path = _lock(tmp_path, {"repo-id": "acme/a", "version": 1})
+    digests_path(path).write_text(json.dumps({"format": "nki-kernels-lock-digests/1",
+                                              "locks": {"acme/a": {"commit": commit, "manifest-sha256": DA}}}))
+    with pytest.raises(LockError) as e:
+        read_lock(path)
+    assert str(e.value) == (f"{digests_path(path)} pins acme/a at commit {quoted}, but kernels.lock at {A}: one of "
+                            f"them is stale (the lock was rewritten without its digests); run `nki-kernels lock`")
