@@ -103,3 +103,31 @@ def test_paths_past_what_a_file_system_holds_are_refused_with_a_short_message(pa
         check_bundle_path(path)
     assert why in str(e.value) and len(str(e.value)) < 400
     assert check_bundle_path("x" * 255) == "x" * 255
+
+
+
+X100 = "'" + "x" * 100 + "'"  # how a refusal quotes the first 100 characters of a long path
+
+
+@pytest.mark.parametrize("path, message", [
+    ("x" * 99 + " ", f"bundle path {'x' * 99 + ' '!r}: component {'x' * 99 + ' '!r} has characters outside "
+                     f"[A-Za-z0-9_.-]"),  # 100 characters: quoted whole
+    ("x" * 100 + " ", f"bundle path {X100}... (101 characters): component {X100}... (101 characters) has characters "
+                      f"outside [A-Za-z0-9_.-]"),
+    ("x" * 256, f"bundle path {X100}... (256 characters): component {X100}... (256 characters) is longer than 255 "
+                f"characters"),
+    ("/".join(["x" * 204] * 5) + "y", f"bundle path {X100}... (1025 characters): is longer than 1024 characters"),
+    ("x" * 100_000, f"bundle path {X100}... (100000 characters): is longer than 1024 characters"),
+    (b"x" * 97, f"bundle path b'{'x' * 97}': must be a non-empty string"),  # no string, repr of 100: whole
+    (b"x" * 98, f"bundle path b'{'x' * 98}...: must be a non-empty string"),  # repr of 101: its first 100
+    ([0] * 10_000, f"bundle path [{'0, ' * 33}...: must be a non-empty string"),
+], ids=["100-chars", "101-chars", "long-component", "1025-chars", "100k-chars", "repr-100", "repr-101", "a-list"])
+def test_a_refusal_quotes_the_path_and_component_whole_up_to_100_characters_and_cut_past_them(path, message):
+    with pytest.raises(UnsafePathError) as e:
+        check_bundle_path(path)
+    assert str(e.value) == message
+
+
+def test_a_path_of_exactly_1024_characters_is_accepted():
+    path = "/".join(["x" * 204] * 5)
+    assert len(path) == 1024 and check_bundle_path(path) == path
