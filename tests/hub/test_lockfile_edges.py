@@ -6,7 +6,7 @@ import json
 import pytest
 
 from hub_client.errors import LockError
-from hub_client.lockfile import Locked, digests_path, read_lock, write_lock
+from hub_client.lockfile import Locked, dependencies, digests_path, read_lock, write_lock
 
 A, B = "a" * 40, "b" * 40
 DA, DB = "d" * 64, "e" * 64
@@ -147,3 +147,15 @@ def test_a_stale_digests_commit_is_quoted_whole_up_to_64_characters_and_cut_past
         read_lock(path)
     assert str(e.value) == (f"{digests_path(path)} pins acme/a at commit {quoted}, but kernels.lock at {A}: one of "
                             f"them is stale (the lock was rewritten without its digests); run `nki-kernels lock`")
+
+
+def test_a_major_version_is_at_most_2_to_the_31_minus_1_in_the_lock_and_in_pyproject(tmp_path):
+    top = 2**31 - 1
+    assert read_lock(_lock(tmp_path, {"repo-id": "acme/a", "version": top}))["acme/a"].version == top
+    with pytest.raises(LockError, match=f"acme/a: version must be a major version number, got {top + 1}"):
+        read_lock(_lock(tmp_path, {"repo-id": "acme/a", "version": top + 1}))
+    (tmp_path / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"acme/a" = {top}\n')
+    assert dependencies(tmp_path) == {"acme/a": top}
+    (tmp_path / "pyproject.toml").write_text(f'[tool.kernels.dependencies]\n"acme/a" = {top + 1}\n')
+    with pytest.raises(LockError, match=f"dependency 'acme/a' = {top + 1}: expected"):
+        dependencies(tmp_path)
