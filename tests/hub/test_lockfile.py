@@ -137,3 +137,13 @@ def test_an_empty_lock_locks_nothing(tmp_path):
     path = tmp_path / "kernels.lock"
     path.write_text("[]")
     assert read_lock(path) == {}
+
+
+def test_a_toml_error_is_quoted_at_most_200_characters(tmp_path):
+    # tomllib's messages quote keys: a table of a 300-character name declared twice makes one of 357 characters
+    key = "x" * 300
+    _project(tmp_path, f"[tool.{key}]\n[tool.{key}]\n")
+    with pytest.raises(LockError) as e:
+        dependencies(tmp_path)
+    said = f"Cannot declare ('tool', '{key}') twice (at line 2, column 307)"[:200]
+    assert str(e.value) == f"{tmp_path / 'pyproject.toml'}: not valid TOML ({said})"
