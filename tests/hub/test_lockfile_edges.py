@@ -97,7 +97,8 @@ def test_json_nested_past_the_reader_is_a_lock_error(tmp_path, which):
         read_lock(path)
 
 
-@pytest.mark.parametrize("repo_id", ["../..", "a--b/c", "acme/.x", "acme/x\x00", "a" * 97 + "/b", "ac me/x"])
+@pytest.mark.parametrize("repo_id", ["../..", "a--b/c", "acme/.x", "acme/x\x00", "a" * 97 + "/b", "ac me/x",
+                                     "acme/a..b"])  # fmt: skip
 def test_a_locked_repo_id_follows_hugging_face_s_rule(tmp_path, repo_id):
     # they were accepted (only one '/' was asked for); a repo id becomes a cache folder and a label
     path = _lock(tmp_path, {"repo-id": repo_id, "version": 1})
