@@ -115,17 +115,49 @@ def _relocate(text: str, pkg: KernelPackage) -> str:
 
 
 def scalar_defaults(pkg, ep, spec, plan) -> dict[str, float | int]:
-    """Each runtime scalar's default: the plan's own keyword default (a loader without the Python passes it when the
-    caller leaves the keyword out)."""
+    """Each runtime scalar's value the builder traces and checks with: the plan's own keyword default (a loader
+    without the Python passes it when the caller leaves the keyword out), or for a required scalar (the plan's
+    default None) kernel.toml's sample."""
     params = inspect.signature(plan).parameters
+    samples = dict(spec.samples)
     out = {}
     for name, dtype in spec.scalars:
         default = params[name].default if name in params else inspect.Parameter.empty
+        if name in samples and default is None:
+            default = samples[name]
+        elif name in samples:
+            raise BundleError(f"{pkg.name}.{ep.name}: runtime scalar {name!r} has a sample, which is for a scalar the "
+                              f"plan's signature ({ep.plan}) gives no default (None): a required one")  # fmt: skip
         if default is inspect.Parameter.empty or isinstance(default, bool) or not isinstance(default, int | float):
             raise BundleError(f"{pkg.name}.{ep.name}: runtime scalar {name!r} needs a numeric default in the plan's "
-                              f"signature ({ep.plan}), which callers that leave it out get")  # fmt: skip
+                              f"signature ({ep.plan}), which callers that leave it out get (or the default None and "
+                              f"a sample in kernel.toml: a scalar every call must give)")  # fmt: skip
         out[name] = float(default) if dtype == "float32" else int(default)
     return out
+
+
+def _alternatives_agree(pkg, ep, spec, call, first) -> None:
+    """A constant listing several values (``strategy = ["auto", "flash"]``) publishes one IR for all of them: the
+    plan, called with each (``call(constants)``), must make the same kernel call as with the first (``first``),
+    the one traced. A plan that schedules another kernel for one of them (``strategy="resident"``) is refused."""
+    base = spec.traced_constants
+    for name, values in spec.constants:
+        for value in values[1:] if isinstance(values, tuple) else ():
+            launch, args, kwargs = call(base | {name: value})
+            same = launch is first[0] and len(args) == len(first[1]) and kwargs == first[2]
+            if not same or not all(_same_argument(a, b) for a, b in zip(args, first[1])):
+                raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: {name}={value!r} makes another kernel call "
+                                  f"than {name}={values[0]!r}, so one IR cannot serve both: list only the values "
+                                  f"the plan treats alike")  # fmt: skip
+
+
+def _same_argument(a, b) -> bool:
+    if a is b:
+        return True
+    if _is_array(a) and _is_array(b):
+        return (tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype)
+                and bool(np.array_equal(np.asarray(a), np.asarray(b))))  # fmt: skip
+    return not _is_array(a) and not _is_array(b) and type(a) is type(b) and a == b
 
 
 def scalar_arrays(spec, values: dict) -> list[np.ndarray]:
@@ -167,11 +199,12 @@ def _check_params(pkg, ep, spec, names: list[str]):
 def _trace(pkg, ep, spec, plan, arrays):
     """``(IR text, parsed IR, (launch, args, kwargs))`` of one specialisation."""
     defaults = scalar_defaults(pkg, ep, spec, plan)
-    launch, args, kwargs = plan(*arrays, **dict(spec.constants), **defaults)
+    launch, args, kwargs = plan(*arrays, **spec.traced_constants, **defaults)
     _check_plan(pkg, ep, spec, arrays, args, kwargs, defaults, _is_array)
     if spec.scalars:
-        _check_plan(pkg, ep, spec, arrays, *plan(*arrays, **dict(spec.constants), **_probe(defaults))[1:],
+        _check_plan(pkg, ep, spec, arrays, *plan(*arrays, **spec.traced_constants, **_probe(defaults))[1:],
                     _probe(defaults), _is_array)  # fmt: skip
+    _alternatives_agree(pkg, ep, spec, lambda c: plan(*arrays, **c, **defaults), (launch, args, kwargs))
     traced = nki.trace(launch, *args, target=TARGET, **kwargs)
     text = _relocate(traced.text, pkg)
     parsed = nki.parse_ir(text, target=TARGET)  # verified as a loader would; its text must be the same
@@ -194,13 +227,15 @@ def _trace_family(pkg, ep, spec, plan):
     # a keyword giving a dimension (keywords = { num_heads = "H" }) reaches the plan as that dimension, symbolic
     dims = {str(d): d for shape in shapes for d in shape if not isinstance(d, int)}
     keywords = {k: dims[sym] for k, sym in spec.keywords}
-    launch, args, kwargs = plan(*stand_ins, **dict(spec.constants), **defaults, **keywords)
+    launch, args, kwargs = plan(*stand_ins, **spec.traced_constants, **defaults, **keywords)
+    _alternatives_agree(pkg, ep, spec, lambda c: plan(*stand_ins, **c, **defaults, **keywords), (launch, args, kwargs))
+
     def is_arg(a):
         return isinstance(a, _FamilyArg) or (bool(spec.scalars) and _is_array(a))
 
     _check_plan(pkg, ep, spec, stand_ins, args, kwargs, defaults, is_arg)
     if spec.scalars:
-        _check_plan(pkg, ep, spec, stand_ins, *plan(*stand_ins, **dict(spec.constants), **_probe(defaults),
+        _check_plan(pkg, ep, spec, stand_ins, *plan(*stand_ins, **spec.traced_constants, **_probe(defaults),
                                                      **keywords)[1:], _probe(defaults), is_arg)  # fmt: skip
     # the runtime scalars as specs: the family's IR must not depend on their values
     args = [a.spec if isinstance(a, _FamilyArg) else nki.spec(a.shape, str(a.dtype)) if _is_array(a) else a
@@ -238,7 +273,7 @@ def _check_against_reference(pkg, ep, spec, parsed, arrays, reference, scalars: 
     exe = execute.compile_ir(parsed, execute.DEFAULT_BACKEND, TARGET)
     kernel_arrays, keywords, to_caller = view or (arrays, {}, lambda out: out)
     actual = to_caller(exe.run(dict(zip(execute.param_names(parsed), kernel_arrays + scalar_arrays(spec, scalars)))))
-    expected = reference(*arrays, **dict(spec.constants), **scalars, **keywords)
+    expected = reference(*arrays, **spec.traced_constants, **scalars, **keywords)
     dtype = spec.args[0].dtype
     rtol, atol = ep.tolerance.get(dtype) or pkg.tolerance.get(dtype, (1e-5, 1e-6))
     # a kernel of several outputs (a tuple, as its reference returns) is checked output by output
@@ -274,7 +309,7 @@ def _compared(pkg, ep, spec, launch, args, kwargs, baseline) -> dict:
     out = {}
     for target in pkg.benchmark_targets:
         p = _profile(launch, args, kwargs, target)
-        base_us = float(baseline(ep.name, [nki.spec(a.shape, a.dtype) for a in spec.args], dict(spec.constants),
+        base_us = float(baseline(ep.name, [nki.spec(a.shape, a.dtype) for a in spec.args], spec.traced_constants,
                                  target))  # fmt: skip
         busy = p.engine_busy
         out[target] = {"latency_us": round(p.latency_us, 3), "baseline_us": round(base_us, 3),
@@ -363,10 +398,12 @@ def positional_parameters(plan) -> list[str]:
 
 
 def _scalars_record(spec, defaults: dict) -> dict:
-    """The record's ``scalars`` (only when it has any: other records keep their bytes)."""
+    """The record's ``scalars`` (only when it has any: other records keep their bytes); a required one's default is
+    null."""
     if not spec.scalars:
         return {}
-    return {"scalars": {n: {"dtype": t, "default": defaults[n]} for n, t in spec.scalars}}
+    required = dict(spec.samples)  # (a sample is only for a scalar the plan gives no default: the call must give it)
+    return {"scalars": {n: {"dtype": t, "default": None if n in required else defaults[n]} for n, t in spec.scalars}}
 
 
 def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate, baseline) -> dict:
@@ -402,7 +439,7 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
         files[tv_path] = npz_bytes(vectors)
     if samples and (simulate or baseline is not None):
         values = samples[-1]
-        launch = plan(*_inputs(spec, values), **dict(spec.constants), **defaults, **_keyword_values(spec, values))
+        launch = plan(*_inputs(spec, values), **spec.traced_constants, **defaults, **_keyword_values(spec, values))
         concrete = _caller_spec(spec, values)
         if simulate:
             bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}

@@ -28,7 +28,7 @@ import numpy as np
 import nki_dsl as nki
 from hub_client import chunks, execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
-from hub_client.manifest import INT32_RANGE, SpecRecord
+from hub_client.manifest import FLOAT32_MAX, INT32_RANGE, SpecRecord
 from hub_client.package import describe_dim
 
 
@@ -46,24 +46,43 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
 
 
 def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
-    """Every keyword is a constant of the specialisation with its value, or one of its runtime scalars."""
-    return all(k in spec.scalars or k in spec.keywords or (k in spec.constants and spec.constants[k] == v)
-               for k, v in kwargs.items())  # fmt: skip
+    """Every keyword is a constant of the specialisation with its value (one of its values, for a constant that lists
+    several), one of its runtime scalars or a keyword giving a dimension; and every required runtime scalar (no
+    default) is given."""
+    def constant(k, v):
+        want = spec.constants[k]
+        return any(_same(v, w) for w in want) if isinstance(want, tuple | list) else _same(v, want)
+
+    return all(k in spec.scalars or k in spec.keywords or (k in spec.constants and constant(k, v))
+               for k, v in kwargs.items()) and all(  # fmt: skip
+        n in kwargs for n, (_, default) in spec.scalars.items() if default is None
+    )
+
+
+def _same(v, want) -> bool:
+    try:
+        return bool(v == want)
+    except (TypeError, ValueError):  # an array's == is elementwise: not a constant's value
+        return False
 
 
 def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
     """The specialisation's runtime scalars as its IR takes them (after the arrays, by name: the manifest's JSON keeps
     them in sorted order, which need not be the kernel's): one-element arrays holding the caller's values, or the
-    published defaults."""
+    published defaults. A value the dtype cannot hold (past int32, or not a finite float32) is refused, as the
+    manifest's defaults are."""
     out = {}
     for name, (dtype, default) in spec.scalars.items():
         v = kwargs.get(name, default)
         ok = isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
         if ok and dtype == "int32":
             ok = isinstance(v, numbers.Integral) and INT32_RANGE[0] <= int(v) <= INT32_RANGE[1]
+        elif ok:
+            ok = bool(abs(float(v)) <= FLOAT32_MAX)  # (NaN compares False)
         if not ok:
-            raise ScalarArgumentError(f"{label}: {name} must be a {'real number' if dtype == 'float32' else 'int32'} "
-                                      f"(passed to the kernel as {dtype}), got {v!r}")  # fmt: skip
+            kind = "real number float32 holds (finite, at most 3.4e38 in size)" if dtype == "float32" else "int32"
+            raise ScalarArgumentError(f"{label}: {name} must be a {kind} (passed to the kernel as {dtype}), got "
+                                      f"{v!r}")  # fmt: skip
         out[name] = np.full((1,), v, dtype=dtype)
     return out
 
@@ -149,8 +168,10 @@ class EntryPoint:
         got += "".join(f", {k}={v!r}" for k, v in kwargs.items())
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
-            + "".join(f", {k}={v!r}" for k, v in s.constants.items())
-            + "".join(f", {k}: {t} (any value, default {d!r})" for k, (t, d) in s.scalars.items())
+            + "".join(f", {k} in {list(v)!r}" if isinstance(v, tuple | list) else f", {k}={v!r}"
+                      for k, v in s.constants.items())
+            + "".join(f", {k}: {t} (any value, " + ("required)" if d is None else f"default {d!r})")
+                      for k, (t, d) in s.scalars.items())
             + "".join(f", {k}={n}" for k, n in s.keywords.items()) + ")"
             + "".join(f" with {describe_dim(n, *d)}" for n, d in s.dims.items())
             for s in self.specialisations

@@ -14,7 +14,16 @@ import re
 from dataclasses import dataclass, field
 
 from hub_client.errors import BundleError
-from hub_client.package import SCALAR_DTYPES, ArgSpec, check_version, parse_dims, parse_shape, shown
+from hub_client.package import (
+    MAX_CONSTANT_VALUES,
+    MAX_SCALARS,
+    SCALAR_DTYPES,
+    ArgSpec,
+    check_version,
+    parse_dims,
+    parse_shape,
+    shown,
+)
 from hub_client.paths import check_bundle_path
 
 FORMAT = "nki-kernel-bundle/1"
@@ -38,9 +47,10 @@ class SpecRecord:
     ir: str
     test_vectors: str | None
     dims: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # a family's (lo, hi, step); {} for one shape
-    # runtime scalars, passed after the arrays: keyword -> (dtype, default value). In the manifest's (sorted) key
-    # order, not necessarily the kernel's: the loader and the vector check bind them to the IR's parameters by name
-    scalars: dict[str, tuple[str, float | int]] = field(default_factory=dict)
+    # runtime scalars, passed after the arrays: keyword -> (dtype, default value; None: the call must give it). In
+    # the manifest's (sorted) key order, not necessarily the kernel's: the loader and the vector check bind them to
+    # the IR's parameters by name
+    scalars: dict[str, tuple[str, float | int | None]] = field(default_factory=dict)
     # a family's keywords that give a dimension (``{"num_heads": "H"}``), and per output how its axes reach the caller
     # (``(("B", "S", "H", "D"), (1, 1, 2))``: the last two merged) when ``args`` group axes; both empty otherwise
     keywords: dict[str, str] = field(default_factory=dict)
@@ -95,7 +105,7 @@ def _listed(path: object, files: dict, where: str) -> str:
 
 
 INT32_RANGE = (-(1 << 31), (1 << 31) - 1)  # what an int32 runtime scalar holds (the loader checks callers too)
-_FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _holds(dtype: str, value: object) -> bool:
@@ -104,24 +114,43 @@ def _holds(dtype: str, value: object) -> bool:
     overflow there instead of being refused here."""
     if dtype == "int32":
         return type(value) is int and INT32_RANGE[0] <= value <= INT32_RANGE[1]
-    return type(value) in (float, int) and abs(value) <= _FLOAT32_MAX  # NaN compares False: refused too
+    return type(value) in (float, int) and abs(value) <= FLOAT32_MAX  # NaN compares False: refused too
 
 
-def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int]]:
-    """A record's ``"scalars": {"epsilon": {"dtype": "float32", "default": 1e-06}}``."""
-    if not isinstance(raw, dict):
-        raise BundleError(f"manifest: {where}scalars must be an object")
+def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int | None]]:
+    """A record's ``"scalars": {"epsilon": {"dtype": "float32", "default": 1e-06}}``; ``"default": null``: a
+    required scalar (a call that leaves it out does not match the specialisation)."""
+    if not isinstance(raw, dict) or len(raw) > MAX_SCALARS:
+        raise BundleError(f"manifest: {where}scalars must be an object of at most {MAX_SCALARS} scalars")
     out = {}
     for name, s in raw.items():
         ok = isinstance(s, dict) and set(s) == {"dtype", "default"} and s["dtype"] in SCALAR_DTYPES
         ok = ok and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", name) is not None
         default = s.get("default") if ok else None
-        if not ok or not _holds(s["dtype"], default):
+        if not ok or (default is not None and not _holds(s["dtype"], default)):
             label = name if len(name) <= 64 else name[:64] + "..."  # a hostile name is not echoed whole
             raise BundleError(f"manifest: {where}scalars.{label} must be {{\"dtype\": one of "
-                              f"{', '.join(SCALAR_DTYPES)}, \"default\": a finite number it holds}}")  # fmt: skip
+                              f"{', '.join(SCALAR_DTYPES)}, \"default\": a finite number it holds, or null (the "
+                              f"call must give it)}}")  # fmt: skip
         out[name] = (s["dtype"], default)
     return out
+
+
+def _constants(raw: object, where: str) -> dict:
+    """A record's ``"constants": {"num_heads": 12, "strategy": ["auto", "flash"]}``: a number, string or boolean a
+    call's keyword must equal, or a list of at most ``MAX_CONSTANT_VALUES`` distinct ones it may equal any of (kept
+    as a tuple)."""
+    def one(v):
+        return isinstance(v, bool | int | float | str) and (not isinstance(v, str) or len(v) <= 256)
+
+    def many(v):
+        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
+            {(type(x), x) for x in v}) == len(v)  # fmt: skip
+
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and (one(v) or many(v)) for k, v in raw.items()):
+        raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
+                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
 
 
 # A specialisation's id: what ``Specialisation.id`` makes (the library's longest is 152 characters). It names the
@@ -222,7 +251,7 @@ def parse(data: bytes) -> Manifest:
             args = tuple(ArgSpec.parse(a) for a in _need(s, "args", list, where) if isinstance(a, str))
             tv = s.get("test_vectors")
             dims = {n: tuple(rest) for n, *rest in parse_dims(s.get("dims"), args, f"manifest: {where}dims")}
-            spec_id, constants = _need(s, "id", str, where), _need(s, "constants", dict, where)
+            spec_id, constants = _need(s, "id", str, where), _constants(_need(s, "constants", dict, where), where)
             if not _SPEC_ID.match(spec_id):
                 raise BundleError(f"manifest: {where}id {shown(spec_id)} must be 1 to 255 of [A-Za-z0-9_.-] (what "
                                   f"publishing makes of a specialisation)")  # fmt: skip

@@ -158,20 +158,35 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
 
 
 # A runtime scalar's dtype (``scalars = { epsilon = "float32" }``): a keyword the caller may pass any value of,
-# handed to the kernel as a one-element array of this dtype after the arrays, so one IR serves every value.
+# handed to the kernel as a one-element array of this dtype after the arrays, so one IR serves every value. A caller
+# leaving it out gets the plan's default; a plan whose default is None (vit-attn's ``scale``: None means 1/sqrt(D),
+# which other specialisations compute) makes it required, and kernel.toml then gives the value the builder checks
+# the kernel and ships test vectors with: ``scalars = { scale = { dtype = "float32", sample = 0.125 } }``.
 SCALAR_DTYPES = ("float32", "int32")
+MAX_SCALARS = 16  # runtime scalars of one specialisation
 
 
-def parse_scalars(raw: object, where: str) -> tuple[tuple[str, str], ...]:
-    """A specialisation's ``scalars = { epsilon = "float32" }``: ``(name, dtype)`` per runtime scalar, in order."""
+def parse_scalars(raw: object, where: str) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, float], ...]]:
+    """A specialisation's ``scalars = { epsilon = "float32", scale = { dtype = "float32", sample = 0.125 } }``:
+    ``(name, dtype)`` per runtime scalar, in order, and ``(name, sample)`` of those given a sample."""
     if raw is None:
-        return ()
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and SYMBOL.match(k) for k in raw) or not all(
-        v in SCALAR_DTYPES for v in raw.values()
+        return (), ()
+
+    def sample_ok(v):
+        return type(v) in (int, float) and abs(v) <= 3.4e38  # a finite number (NaN compares False)
+
+    def entry_ok(v):
+        return v in SCALAR_DTYPES or (isinstance(v, dict) and set(v) == {"dtype", "sample"}
+                                      and v["dtype"] in SCALAR_DTYPES and sample_ok(v["sample"]))  # fmt: skip
+
+    if not isinstance(raw, dict) or len(raw) > MAX_SCALARS or not all(
+        isinstance(k, str) and SYMBOL.match(k) and entry_ok(v) for k, v in raw.items()
     ):
-        raise BundleError(f"{where}: scalars must be a table of identifiers to a dtype among "
-                          f"{', '.join(SCALAR_DTYPES)}, such as {{ epsilon = \"float32\" }}; got {raw!r}")  # fmt: skip
-    return tuple(raw.items())
+        raise BundleError(f"{where}: scalars must be a table of at most {MAX_SCALARS} identifiers to a dtype among "
+                          f"{', '.join(SCALAR_DTYPES)}, such as {{ epsilon = \"float32\" }}, or to {{ dtype = .., "
+                          f"sample = a finite number }}; got {shown(raw)}")  # fmt: skip
+    scalars = tuple((k, v if isinstance(v, str) else v["dtype"]) for k, v in raw.items())
+    return scalars, tuple((k, v["sample"]) for k, v in raw.items() if isinstance(v, dict))
 
 
 def parse_keywords(raw: object, dims, constants, scalars, where: str) -> tuple[tuple[str, str], ...]:
@@ -188,6 +203,11 @@ def parse_keywords(raw: object, dims, constants, scalars, where: str) -> tuple[t
     return tuple(sorted(raw.items()))
 
 
+def _value_id(v) -> str:
+    """A constant's part of an id: ``1e-06``, ``auto``, ``auto-or-flash`` (a constant of several values)."""
+    return "-or-".join(map(_value_id, v)) if isinstance(v, tuple) else repr(v).replace("'", "")
+
+
 @dataclass(frozen=True)
 class Specialisation:
     args: tuple[ArgSpec, ...]
@@ -198,6 +218,15 @@ class Specialisation:
     keywords: tuple[tuple[str, str], ...] = ()
     # how the kernel's outputs reach the caller when args group axes (``"B x S x (H x D)"``: merged), per output
     returns: tuple[str, ...] = ()
+    # the value the builder checks a required runtime scalar with (one the plan gives no default), per scalar
+    samples: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def traced_constants(self) -> dict:
+        """The constants the plan is traced with: a constant listing several values (``strategy = ["auto",
+        "flash"]``: a call may pass any of them, the builder checks they make one kernel call) is traced at its
+        first."""
+        return {k: v[0] if isinstance(v, tuple) else v for k, v in self.constants}
 
     @property
     def id(self) -> str:
@@ -206,13 +235,14 @@ class Specialisation:
         parts = ["_".join(f"{'x'.join(map(str, a.shape))}-{a.dtype}" + (f"-g{''.join(map(str, a.groups))}" if a.groups
                           else "") for a in self.args)]  # fmt: skip
         parts += [f"{n}-{lo}-{hi}" + (f"-step-{step}" if step != 1 else "") for n, lo, hi, step in self.dims]
-        parts += [f"{k}-{v!r}".replace("'", "") for k, v in self.constants]
+        parts += [f"{k}-{_value_id(v)}" for k, v in self.constants]
         parts += [f"{k}-{dtype}" for k, dtype in self.scalars]
         parts += [f"{k}-is-{sym}" for k, sym in self.keywords]
         return re.sub(r"[^A-Za-z0-9_.\-]", "_", "__".join(parts))
 
     def describe(self) -> str:
-        consts = ", ".join([f"{k}={v!r}" for k, v in self.constants] + [f"{k}: {t}" for k, t in self.scalars])
+        consts = ", ".join([f"{k} in {list(v)!r}" if isinstance(v, tuple) else f"{k}={v!r}" for k, v in self.constants]
+                           + [f"{k}: {t}" for k, t in self.scalars])  # fmt: skip
         dims = "".join(f", {describe_dim(*d)}" for d in self.dims)
         consts += "".join(f", {k}={sym}" for k, sym in self.keywords)
         return f"({', '.join(map(str, self.args))}{dims}{', ' + consts if consts else ''})"
@@ -257,10 +287,23 @@ def check_version(text: str) -> str:
     return text
 
 
+MAX_CONSTANT_VALUES = 16  # values one constant may list
+
+
 def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
-    if not isinstance(raw, dict) or not all(isinstance(v, bool | int | float | str) for v in raw.values()):
-        raise BundleError(f"{where}: constants must be a table of numbers or strings")
-    return tuple(sorted(raw.items()))
+    """``constants = { num_heads = 12, strategy = ["auto", "flash"] }``: a number or string the call must match, or
+    a list of distinct ones it may take any of (kept as a tuple)."""
+    def one(v):
+        return isinstance(v, bool | int | float | str)
+
+    def many(v):
+        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
+            {(type(x), x) for x in v}) == len(v)  # fmt: skip
+
+    if not isinstance(raw, dict) or not all(one(v) or many(v) for v in raw.values()):
+        raise BundleError(f"{where}: constants must be a table of numbers or strings, or of lists of at most "
+                          f"{MAX_CONSTANT_VALUES} distinct ones (values a call may take any of)")  # fmt: skip
+    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
 
 
 def _tolerance(table: dict, where: str) -> dict[str, tuple[float, float]]:
@@ -298,7 +341,8 @@ def read_package(root: str | Path) -> KernelPackage:
         specs = []
         for s in ep.get("specialisations", []):
             args = tuple(ArgSpec.parse(a) for a in s.get("args", []))
-            constants, scalars = _constants(s.get("constants", {}), where), parse_scalars(s.get("scalars"), where)
+            constants, (scalars, samples) = _constants(s.get("constants", {}), where), parse_scalars(s.get("scalars"),
+                                                                                                   where)
             if set(dict(constants)) & set(dict(scalars)):
                 raise BundleError(f"{where}: {', '.join(sorted(set(dict(constants)) & set(dict(scalars))))} is both "
                                   f"a constant and a runtime scalar")  # fmt: skip
@@ -313,7 +357,7 @@ def read_package(root: str | Path) -> KernelPackage:
                                   f"\"B x S x (H x D)\"")  # fmt: skip
             if (keywords or returns or any(a.groups for a in args)) and not dims:
                 raise BundleError(f"{where}: keywords, returns and grouped args are for shape families (dims)")
-            specs.append(Specialisation(args, constants, dims, scalars, keywords, tuple(returns)))
+            specs.append(Specialisation(args, constants, dims, scalars, keywords, tuple(returns), samples))
         specs = tuple(specs)
         entries.append(EntryPointSpec(ep_name, ep["plan"], ep["reference"], specs, _tolerance(ep, where)))
     if not entries:

@@ -37,9 +37,11 @@ MAX_BATCH = 256  # attention's families' largest batch
 
 
 def attention_boxes(dtype: str = "bfloat16") -> list[tuple[tuple[int, int], int, int]]:
-    """``attention``'s families over S in kernel.toml: ((S range), B top, H top) of each box."""
+    """``attention``'s families over S in kernel.toml: ((S range), B top, H top) of each box (their runtime-scale
+    twins have the same)."""
     out = []
-    for line in re.findall(rf'args = \["B x H x S x D:{dtype}".*?dims = \{{ (.*?) \}}', TOML.read_text()):
+    lines = [ln for ln in TOML.read_text().split("\n") if "scalars" not in ln]  # (not the runtime-scale twins)
+    for line in re.findall(rf'args = \["B x H x S x D:{dtype}".*?dims = \{{ (.*?) \}}', "\n".join(lines)):
         dims = {k: tuple(map(int, v.split(".."))) for k, v in re.findall(r'(\w) = "(\d+\.\.\d+)"', line)}
         out.append((dims["S"], dims["B"][1], dims["H"][1]))
     return out
@@ -64,23 +66,44 @@ def families() -> list[tuple[str, tuple[int, int], int, int]]:
     return out
 
 
+# Every family here runs seq_family's one flash schedule: a call's ``strategy="auto"`` or ``"flash"`` matches it
+# (the bundle builder checks the plan makes one kernel call for both and refuses "resident" over a symbolic S).
+STRATEGY = 'strategy = ["auto", "flash"]'
+# The scale: a call without ``scale=`` gets 1 / sqrt(D) computed on chip (the families above); one with it matches
+# the twins after them, which take it at run time (``scalars``: required, the plan's default being None; the
+# builder checks them at ``sample``), so a call with a scale runs where one without does, by the same schedule.
+SCALE = 'scalars = { scale = { dtype = "float32", sample = 0.1 } }'
+
+
 def _dims(seq: tuple[int, int], batch: int, heads: int) -> str:
     return (f'dims = {{ B = "1..{batch}", S = "{seq[0]}..{seq[1]}", H = "1..{heads}", D = "1..{MAX_HEAD_DIM}" }}')
 
 
-def qkv_line(dtype: str, seq: tuple[int, int], batch: int, heads: int) -> str:
+def qkv_line(dtype: str, seq: tuple[int, int], batch: int, heads: int, scale: bool = False) -> str:
     return (f'    {{ args = ["B x S x (3 x H x D):{dtype}"], {_dims(seq, batch, heads)}, '
-            f'keywords = {{ num_heads = "H" }}, returns = ["B x S x (H x D)"] }},  '
-            f'# any head count, head_dim, sequence length (head_views.py)')  # fmt: skip
+            f'constants = {{ {STRATEGY} }}, {SCALE + ", " if scale else ""}keywords = {{ num_heads = "H" }}, '
+            f'returns = ["B x S x (H x D)"] }},  # any head count, head_dim, sequence length'
+            f'{", scale" if scale else ""} (head_views.py)')  # fmt: skip
 
 
 def split_line(dtype: str, seq: tuple[int, int], batch: int, heads: int) -> str:
     return (f'    {{ args = ["(2 x H x D) x (B x S):{dtype}", "(B x S) x (H x D):{dtype}"], '
-            f'{_dims(seq, batch, heads)}, keywords = {{ num_heads = "H", seq = "S", batch = "B" }}, '
+            f'{_dims(seq, batch, heads)}, constants = {{ {STRATEGY} }}, '
+            f'keywords = {{ num_heads = "H", seq = "S", batch = "B" }}, '
             f'returns = ["(B x S) x (H x D)"] }},  '
             f'# any head count, head_dim, sequence length (head_views.py)')  # fmt: skip
 
 
+def qkv_lines() -> list[str]:
+    """``attention_qkv``'s per-head families, then their runtime-scale twins (after them: a call without ``scale=``
+    matches the first, and one with it only the twins)."""
+    return [qkv_line(*f) for f in families()] + [qkv_line(*f, scale=True) for f in families()]
+
+
+def split_lines() -> list[str]:
+    """``attention_split``'s (the scale is already in k: no twins)."""
+    return [split_line(*f) for f in families()]
+
+
 if __name__ == "__main__":
-    print("\n".join(qkv_line(*f) for f in families()))
-    print("\n".join(split_line(*f) for f in families()))
+    print("\n".join(qkv_lines() + split_lines()))

@@ -22,20 +22,22 @@ from __future__ import annotations
 import nki_dsl as nki
 import nki_dsl.language as nl
 
-from .seq_family import BLOCK, PMAX, _by_rows, _by_transpose, _flash_heads
+from .seq_family import BLOCK, PMAX, _by_rows, _by_transpose, _flash_heads, scale_column
 
 
 @nki.jit
 def attention_qkv_heads_kernel(qkv, scale=None):
-    """``qkv`` (B, S, 3, H, D) -> out (B, S, H, D); ``scale`` None: 1 / sqrt(D), computed on chip."""
+    """``qkv`` (B, S, 3, H, D) -> out (B, S, H, D); ``scale`` None: 1 / sqrt(D), computed on chip; a [1] fp32 array:
+    the scale at run time (``seq_family.scale_column``)."""
     batch, seq, _, heads, d = qkv.shape
     out = nl.ndarray((batch, seq, heads, d), dtype=qkv.dtype, buffer=nl.shared_hbm)
 
     def part(j):
         return lambda b, h, r, c: qkv[b, r, j, h, c]
 
-    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, qkv.dtype, scale, _by_transpose(part(0), seq, d, PMAX),
-                 _by_transpose(part(1), seq, d, BLOCK), part(2), lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
+    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, qkv.dtype, scale_column(scale, d),
+                 _by_transpose(part(0), seq, d, PMAX), _by_transpose(part(1), seq, d, BLOCK), part(2),
+                 lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
     return out
 
 

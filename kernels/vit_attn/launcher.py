@@ -17,6 +17,8 @@ specialisation publishes them. tests/kernels/test_vit_attn_families.py enumerate
 
 from __future__ import annotations
 
+import numpy as np
+
 from .kernel import PMAX, RESIDENT_MAX_SEQ, _static, attention_kernel, attention_qkv_kernel, choose_evict
 
 MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
@@ -56,6 +58,26 @@ def _scale(d: int, scale) -> float:
     return d**-0.5 if scale is None else float(scale)
 
 
+def _family_strategy(strategy: str) -> None:
+    """A shape family over S (seq_family.py) runs one schedule for every S: flash over key blocks of 512. "auto" and
+    "flash" get it; "resident" is refused, so that a family publishing ``strategy = ["auto", "flash"]`` is what the
+    bundle builder checks it is (the plan makes one kernel call for both) and a family listing "resident" is not."""
+    if strategy not in STRATEGIES:
+        raise VitAttnShapeError(f"vit-attn: strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if strategy == "resident":
+        raise VitAttnShapeError("vit-attn: a shape family over the sequence length runs the flash schedule "
+                                "(seq_family.py), not the resident strip: trace it with strategy 'auto' or 'flash'")
+
+
+def _family_scale(d, scale) -> tuple[tuple, dict]:
+    """A family's scale: None over a symbolic head_dim is 1 / sqrt(D) computed on chip (seq_family._inv_sqrt), None
+    over a concrete one d**-0.5 as a constant; a given scale is a runtime scalar (a one-element float32 array after
+    the arrays, kernel.toml's ``scalars``), so one published IR serves every scale."""
+    if scale is not None:
+        return (np.full((1,), scale, np.float32),), {}
+    return (), {"scale": None if _static(d) is None else d**-0.5}
+
+
 def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     if len(q.shape) != 4 or tuple(q.shape) != tuple(k.shape) or tuple(q.shape) != tuple(v.shape):
         raise VitAttnShapeError(f"vit-attn: attention takes q, k, v of one shape (batch, heads, seq, head_dim), "
@@ -65,9 +87,9 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     _, _, seq, d = q.shape
     _check(seq, d, q.dtype)
     if _static(seq) is None or _static(d) is None:  # a shape family over S (and D): one schedule, seq_family.py
-        # scale None over a symbolic head_dim: 1 / sqrt(D) is computed on chip from a mask (seq_family._inv_sqrt)
-        on_chip = scale is None and _static(d) is None
-        return attention_kernel, (q, k, v), {"scale": None if on_chip else _scale(d, scale)}
+        _family_strategy(strategy)
+        runtime, consts = _family_scale(d, scale)
+        return attention_kernel, (q, k, v, *runtime), consts
     strategy = choose_strategy(seq, strategy)
     consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
     return attention_kernel, (q, k, v), consts
@@ -90,7 +112,9 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
         _heads_view("attention_qkv", [tuple(qkv.shape), (b, seq, h, d)], [(b, seq, 3, h, d), (b, seq, h, d)],
                     num_heads)  # fmt: skip
         _check(seq, d, qkv.dtype)
-        return attention_qkv_heads_kernel, (qkv,), {"scale": None if scale is None else float(scale)}
+        _family_strategy(strategy)
+        runtime, _ = _family_scale(d, scale)  # (D is symbolic here: None is computed on chip)
+        return attention_qkv_heads_kernel, (qkv, *runtime), {}
     if len(qkv.shape) != 3:
         raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
                                 f"got shape {tuple(qkv.shape)}")  # fmt: skip
@@ -101,7 +125,10 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
     d = width // (3 * num_heads)
     _check(seq, d, qkv.dtype)
     if _static(seq) is None or _static(width) is None:  # a shape family over S (and the width): seq_family.py
-        on_chip = scale is None and _static(d) is None  # 1 / sqrt(D) from a mask, as plan_attention's
+        # (not published: kernel.toml's qkv families are the per-head views above; the heads are unrolled here, the
+        # scale a constant, and None over a symbolic head_dim 1 / sqrt(D) from a mask, as plan_attention's)
+        _family_strategy(strategy)
+        on_chip = scale is None and _static(d) is None
         return attention_qkv_kernel, (qkv,), {"num_heads": num_heads, "scale": None if on_chip else _scale(d, scale)}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": strategy,
@@ -126,6 +153,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
             if given is not None and given != have:
                 raise VitAttnShapeError(f"vit-attn: {name} = {given}, but the arrays hold {have}")
         _check(s, d, v.dtype)
+        _family_strategy(strategy)
         return attention_split_heads_kernel, (qkT, v), {}
     if len(qkT.shape) != 2 or len(v.shape) != 2:
         raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
@@ -147,6 +175,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
                                 f"tokens not batch{'' if batch is None else f' ({batch})'} * seq ({seq})")  # fmt: skip
     _check(seq, hd // num_heads, v.dtype)
     if _static(seq) is None:  # a family over the tokens of one sequence (seq_family.attention_split_any_seq)
+        _family_strategy(strategy)
         return attention_split_kernel, (qkT, v), {"num_heads": num_heads, "seq": None}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}

@@ -46,7 +46,8 @@ def attention_any_seq(q, k, v, out, scale):
     masked."""
     batch, heads, seq, d = q.shape
     q_of, k_of, v_of, o_of = ((lambda b, h, r, c, t=t: t[b, h, r, c]) for t in (q, k, v, out))
-    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale, _by_transpose(q_of, seq, d, PMAX),
+    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale_column(scale, d),
+                 _by_transpose(q_of, seq, d, PMAX),
                  _by_transpose(k_of, seq, d, BLOCK), v_of, o_of)  # fmt: skip
 
 
@@ -65,8 +66,7 @@ def attention_qkv_any_seq(qkv, out, num_heads, scale):
     def cols(base):
         return lambda b, h, r, c: qkv[b, r, base + h * d + c]
 
-    if scale is None:
-        scale = _inv_sqrt(d)
+    scale = scale_column(scale, d)  # (once, not per unrolled head)
     for h in range(num_heads):  # outermost: each head's stores to ``out`` are the only ones in its batch loop
         _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, _by_transpose(cols(0), seq, d, PMAX),
                      _by_transpose(cols(hd), seq, d, BLOCK), cols(2 * hd),
@@ -109,12 +109,11 @@ def _flash_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     and the tiles' chains interleaved in program order (the in-order engines work on one tile while the other
     waits, as the concrete flash does). ``q_T(b, h, t0)`` and ``k_T`` load head h's q^T and k^T tiles from token t0
     on (``_by_transpose``, ``_by_rows``); ``v_of(b, h, rows, cols)`` and ``o_of`` are the HBM accesses of its rows
-    of v and of the output. A pair's second tile past S (an odd tile count) is masked out everywhere."""
+    of v and of the output; ``scale`` a number or a [128, 1] fp32 column (``scale_column``). A pair's second tile
+    past S (an odd tile count) is masked out everywhere."""
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
-    if scale is None:
-        scale = _inv_sqrt(d)
     span = TILES * PMAX
     for b in nl.affine_range(batch):
         for h in heads():
@@ -140,6 +139,23 @@ def _flash_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
                     res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe,
                                              mask=rows & (i_d < d))  # fmt: skip
                     nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
+
+
+def scale_column(scale, d):
+    """The scale as ``_key_block`` applies it: a Python number as is; None as ``1 / sqrt(D)`` computed on chip
+    (``_inv_sqrt``); a runtime scale (the kernel's [1] fp32 HBM parameter the loader fills from the caller's
+    ``scale=``, the manifest's ``scalars``: one IR for every scale) on every partition, as a [128, 1] fp32 column."""
+    if scale is None:
+        return _inv_sqrt(d)
+    if isinstance(scale, float | int):
+        return scale
+    i_p, i_one = nl.arange(PMAX)[:, None], nl.arange(1)[None, :]
+    value = nl.load(scale.reshape((1, 1)))  # [1, 1]: the operand below broadcasts it across the partitions
+    ones = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    ones[i_p, i_one] = nisa.memset((PMAX, 1), 1.0, nl.float32)
+    col = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
+    col[i_p, i_one] = nl.multiply(ones[i_p, i_one], value, dtype=nl.float32)  # 1 * s: s exactly
+    return col
 
 
 def _inv_sqrt(d):

@@ -76,13 +76,16 @@ def _split_family(dtype, seq, top=False):
 
 
 def _attention_family(dtype, seq, scale=None):
-    """``attention``'s family holding ``seq`` (kernel.toml's ranges of it)."""
+    """``attention``'s family holding ``seq`` (kernel.toml's ranges of it); with ``scale``, its runtime-scale twin
+    (the scale a [1] float32 parameter after q, k and v: any value runs the same IR)."""
     s_range = _box(dtype, seq)[1]
-    key = ("bhsd", dtype, s_range, scale)
+    key = ("bhsd", dtype, s_range, scale is not None)
     if key not in _TRACED:
         spec = nki.spec(("B", "H", "S", "D"), dtype, dims={"B": (1, 3), "H": (1, 16), "S": s_range, "D": (1, 128)})
         launch, args, kwargs = plan_attention(*[_Arg(spec, nki.symbolic_shapes(spec)[0], dtype)] * 3, scale=scale)
-        _TRACED[key] = nki.trace(launch, *[spec] * 3, target="trn2", **kwargs)
+        runtime = [nki.spec((1,), "float32")] if scale is not None else []
+        assert len(args) == 3 + len(runtime)
+        _TRACED[key] = nki.trace(launch, *[spec] * 3, *runtime, target="trn2", **kwargs)
     return _TRACED[key]
 
 
@@ -103,9 +106,10 @@ def _run_qkv(dtype, b, seq, h, d, backend, top=False):
     return qkv, got
 
 
-def _bhsd(family, q, k, v):
-    return np.asarray(family.instantiate(q, k, v, target="trn2").compile("numpy").run(
-        dict(zip(family.param_names, (q, k, v)))))  # fmt: skip
+def _bhsd(family, q, k, v, scale=None, backend="numpy"):
+    arrays = (q, k, v) + (() if scale is None else (np.full((1,), scale, np.float32),))
+    return np.asarray(family.instantiate(*arrays, target="trn2").compile(backend).run(
+        dict(zip(family.param_names, arrays))))  # fmt: skip
 
 
 CASES = [("float32", 1, s, 2, 64) for s in (1, 127, 128, 129, 197, 300, 513)]
@@ -181,7 +185,7 @@ def test_split_instances_are_the_attention_familys_numbers_at_any_shape(dtype, b
     q, k = (np.ascontiguousarray(qkT[i * hd:(i + 1) * hd].T.reshape(b, seq, heads, d).transpose(0, 2, 1, 3))
             for i in (0, 1))  # fmt: skip
     vv = np.ascontiguousarray(v.reshape(b, seq, heads, d).transpose(0, 2, 1, 3))
-    ref = _bhsd(_attention_family(dtype, seq, scale=1.0), q, k, vv)
+    ref = _bhsd(_attention_family(dtype, seq, scale=1.0), q, k, vv, scale=1.0)
     np.testing.assert_array_equal(got, ref.transpose(0, 2, 1, 3).reshape(b * seq, hd))
 
 
@@ -199,10 +203,23 @@ def _section(entry):
 def test_kernel_toml_lists_the_families():
     """kernel.toml's per-head view lines are ``families.families()``' (``python -m kernels.vit_attn.families``), after
     the models' fixed-shape families (a call matches the first family holding it)."""
-    for entry, line in (("attention_qkv", families.qkv_line), ("attention_split", families.split_line)):
+    for entry, want in (("attention_qkv", families.qkv_lines()), ("attention_split", families.split_lines())):
         lines = _section(entry)
         listed = [ln for ln in lines if "head_views.py" in ln]
-        assert listed == [line(*f) for f in families.families()] and lines[-len(listed):] == listed
+        assert listed == want and lines[-len(listed):] == listed
+
+
+def test_each_family_over_s_has_a_runtime_scale_twin_after_the_families():
+    """attention's and attention_qkv's families over S each have a twin taking ``scale=`` at run time (required: the
+    plan's default None is 1 / sqrt(D), which the families without it compute on chip), listed after all of them,
+    so a call without ``scale=`` never reaches a twin and one with it runs where one without does."""
+    for entry in ("attention", "attention_qkv"):
+        specs = [s for s in next(e for e in read_package(families.TOML.parent).entry_points
+                                 if e.name == entry).specialisations if dict(s.constants).get("strategy")]  # fmt: skip
+        plain, twins = specs[:len(specs) // 2], specs[len(specs) // 2:]
+        assert len(plain) == len(families.families()) and all(not s.scalars for s in plain)
+        assert [(s.args, s.dims) for s in twins] == [(s.args, s.dims) for s in plain]
+        assert all(s.scalars == (("scale", "float32"),) and s.samples == (("scale", 0.1),) for s in twins)
 
 
 def test_the_families_cover_every_sequence_length_and_head_dim_the_launcher_takes():
