@@ -28,7 +28,8 @@ from tests.hub.library_packages import families_only  # noqa: E402
 
 def loaded(top: int, tmp: Path):
     root = families_only("vit_attn", tmp / f"b{top}", {"attention"},
-                         lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln and "scalars" not in ln)  # fmt: skip
+                         lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln
+                         and "scalars" not in ln)  # fmt: skip
     toml = root / "kernel.toml"
     toml.write_text(re.sub(r'B = "1\.\.\d+"', f'B = "1..{top}"', toml.read_text()))
     return kernels.get_local_kernel(build_bundle(root, benchmarks=False).write(tmp / f"r{top}"))

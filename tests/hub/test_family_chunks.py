@@ -25,7 +25,8 @@ def _close(out, expected):
 def attention_bundle(tmp_path_factory):
     """``attention``'s family over B, H, S and D (S 1..512, fp32) with B in 1..2 and H in 1..3."""
     root = families_only("vit_attn", tmp_path_factory.mktemp("chunks"), {"attention"},
-                         lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln and "scalars" not in ln)  # fmt: skip
+                         lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln
+                         and "scalars" not in ln)  # fmt: skip
     toml = root / "kernel.toml"
     text = re.sub(r'B = "1\.\.\d+", H = "1\.\.\d+"', 'B = "1..2", H = "1..3"', toml.read_text())
     assert 'B = "1..2", H = "1..3"' in text

@@ -30,7 +30,8 @@ def views_bundle(tmp_path_factory):
     """The two per-head families of S 1..512, fp32, their B range cut to 1..2 and H to 1..4 (so calls past them
     stay small)."""
     root = families_only("vit_attn", tmp_path_factory.mktemp("views"), {"attention_qkv", "attention_split"},
-                         lambda ln: "head_views" in ln and 'S = "1..512"' in ln and ":float32" in ln and "scalars" not in ln)  # fmt: skip
+                         lambda ln: "head_views" in ln and 'S = "1..512"' in ln and ":float32" in ln
+                         and "scalars" not in ln)  # fmt: skip
     toml = root / "kernel.toml"
     text, n = re.subn(r'B = "1\.\.\d+", S = "1\.\.512", H = "1\.\.\d+"', 'B = "1..2", S = "1..512", H = "1..4"',
                       toml.read_text())  # fmt: skip
@@ -131,7 +132,8 @@ def test_kernel_toml_refuses_malformed_view_fields(tmp_path, edit, why):
     from hub_client.package import read_package
 
     root = families_only("vit_attn", tmp_path, {"attention_qkv"},
-                         lambda ln: "head_views" in ln and 'S = "1..512"' in ln and ":float32" in ln and "scalars" not in ln)  # fmt: skip
+                         lambda ln: "head_views" in ln and 'S = "1..512"' in ln and ":float32" in ln
+                         and "scalars" not in ln)  # fmt: skip
     toml = root / "kernel.toml"
     assert edit[0] in toml.read_text()
     toml.write_text(toml.read_text().replace(*edit))

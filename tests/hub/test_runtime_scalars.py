@@ -160,3 +160,71 @@ def test_test_vectors_with_a_malformed_scalar_are_invalid(tmp_path, scalar, deta
     (result,) = run_vectors(bundle.manifest, files.__getitem__)
     assert (result.status, result.detail) == ("invalid", f"arg2 is {'x'.join(map(str, scalar.shape))}:"
                                                          f"{scalar.dtype}, {detail}")  # fmt: skip
+
+
+# -- a required runtime scalar (the plan's default None; kernel.toml's sample) and a constant listing values ---------
+
+REQUIRED_LINE = WIDTH_LINE.replace('scalars = { epsilon = "float32" }',
+                                   'scalars = { epsilon = { dtype = "float32", sample = 0.01 } }')  # fmt: skip
+
+
+def _required(s):
+    return s.replace("def plan_rmsnorm(x, g, epsilon=1e-6)", "def plan_rmsnorm(x, g, epsilon=None)")
+
+
+def test_a_required_scalar_is_recorded_null_and_a_call_without_it_is_not_matched(tmp_path):
+    """A plan whose default is None (vit-attn's scale: None means something the IR cannot take as a number) makes
+    the scalar required: the builder checks the kernel at kernel.toml's sample, the manifest records default null,
+    a call that gives the value runs and one that leaves it out matches another specialisation, or none."""
+    bundle = build_bundle(_package(tmp_path, REQUIRED_LINE, _required), benchmarks=False)
+    (spec,) = bundle.manifest.entry_points["rmsnorm"].specialisations
+    assert spec.scalars == {"epsilon": ("float32", None)}
+    record = json.loads(bundle.files[MANIFEST])["entry_points"]["rmsnorm"]["specialisations"][0]
+    assert record["scalars"] == {"epsilon": {"dtype": "float32", "default": None}}
+    k = kernels.get_local_kernel(bundle.write(tmp_path / "b"))
+    x, g = np.random.default_rng(4).standard_normal((3, 20)).astype(np.float32), np.ones(20, np.float32)
+    np.testing.assert_allclose(k.rmsnorm(x, g, epsilon=0.5), _rms(x, 0.5), rtol=1e-5, atol=1e-6)
+    with pytest.raises(kernels.NoSpecialisationError, match=r"epsilon: float32 \(any value, required\)"):
+        k.rmsnorm(x, g)
+    for bad in (float("inf"), float("nan"), 1e39):  # not a float32: refused, as a manifest default would be
+        with pytest.raises(ScalarArgumentError, match="epsilon must be a real number float32 holds"):
+            k.rmsnorm(x, g, epsilon=bad)
+
+
+def test_a_sample_is_only_for_a_required_scalar_and_a_required_scalar_needs_one(tmp_path):
+    with pytest.raises(BundleError, match="has a sample, which is for a scalar the plan's signature"):
+        build_bundle(_package(tmp_path / "a", REQUIRED_LINE), benchmarks=False)  # the plan's default is 1e-6
+    with pytest.raises(BundleError, match="or the default None and a sample in kernel.toml"):
+        build_bundle(_package(tmp_path / "b", launcher=_required), benchmarks=False)
+    for sample in ('"0.01"', "nan", "inf", "true"):
+        line = REQUIRED_LINE.replace("sample = 0.01", f"sample = {sample}")
+        with pytest.raises(BundleError, match="or to { dtype = .., sample = a finite number }"):
+            build_bundle(_package(tmp_path / f"c{sample.strip(chr(34))}", line), benchmarks=False)
+
+
+def test_a_constant_listing_values_the_plan_treats_apart_is_refused(tmp_path):
+    """``constants = { epsilon = [1e-6, 1e-5] }`` would let a call with either run one IR; the plan bakes epsilon into
+    the concrete kernel, so the two make different kernel calls and the builder refuses the list."""
+    line = ('{ args = ["N x 512:float32", "512:float32"], dims = { N = "1..65536" }, '
+            'constants = { epsilon = [1e-6, 1e-5] } },')
+    with pytest.raises(BundleError, match=r"epsilon=1e-05 makes another kernel call than epsilon=1e-06"):
+        build_bundle(_package(tmp_path, line), benchmarks=False)
+
+
+@pytest.mark.parametrize("constants", [{"strategy": [["auto"]]}, {"strategy": []}, {"strategy": ["auto", "auto"]},
+                                       {"strategy": [str(i) for i in range(17)]}, {"strategy": {"auto": 1}},
+                                       {"strategy": "x" * 257}, {"epsilon": None}])  # fmt: skip
+def test_the_manifest_refuses_malformed_constants(tmp_path, constants):
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0]["constants"] = constants
+    with pytest.raises(BundleError, match=r"constants must map names to a number, a string of at most 256") as e:
+        parse(dump(raw))
+    assert len(str(e.value)) < 300
+
+
+def test_the_manifest_refuses_too_many_scalars(tmp_path):
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0]["scalars"] = {
+        f"s{i}": {"dtype": "float32", "default": 0.0} for i in range(17)}  # fmt: skip
+    with pytest.raises(BundleError, match="scalars must be an object of at most 16 scalars"):
+        parse(dump(raw))

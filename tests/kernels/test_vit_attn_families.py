@@ -53,13 +53,16 @@ def _dims(dtype, seq, top=False):
     return {"B": (1, b_top if top else 3), "S": s_range, "H": (1, h_top if top else 16), "D": (1, MAX_HEAD_DIM)}
 
 
-def _qkv_family(dtype, seq, top=False):
-    key = ("qkv", dtype, _box(dtype, seq)[1], top)
+def _qkv_family(dtype, seq, top=False, scale=None):
+    """The per-head qkv family holding ``seq``; with ``scale``, its runtime-scale twin (a [1] float32 parameter)."""
+    key = ("qkv", dtype, _box(dtype, seq)[1], top, scale is not None)
     if key not in _TRACED:
         spec = nki.spec(("B", "S", 3, "H", "D"), dtype, dims=_dims(dtype, seq, top))
         shape = nki.symbolic_shapes(spec)[0]
-        launch, args, kwargs = plan_attention_qkv(_Arg(spec, shape, dtype), shape[3])
-        _TRACED[key] = nki.trace(launch, spec, target="trn2", **kwargs)
+        launch, args, kwargs = plan_attention_qkv(_Arg(spec, shape, dtype), shape[3], scale=scale)
+        runtime = [nki.spec((1,), "float32")] if scale is not None else []
+        assert len(args) == 1 + len(runtime)
+        _TRACED[key] = nki.trace(launch, spec, *runtime, target="trn2", **kwargs)
     return _TRACED[key]
 
 
@@ -159,6 +162,59 @@ def test_the_unrolled_head_schedule_gives_the_same_numbers():
     np.testing.assert_array_equal(got, np.asarray(want))
 
 
+@pytest.mark.parametrize("backend", ["numpy", "simulator", "jax"])
+@pytest.mark.parametrize("dtype, b, seq, h, d, scale", [("float32", 2, 130, 3, 40, 0.1),
+                                                        ("bfloat16", 1, 257, 2, 72, 0.3),
+                                                        ("float32", 1, 5, 2, 128, -0.02)])  # fmt: skip
+def test_a_runtime_scale_gives_the_constant_scales_numbers(backend, dtype, b, seq, h, d, scale):
+    """The runtime-scale twins (the scale a [1] float32 parameter: one IR for every scale) compute what the same
+    schedule traced with the scale as a compile-time constant computes, bit for bit, on every backend; and close to
+    float64 and to the concrete trace (strategy "flash": another schedule)."""
+    from kernels.vit_attn.head_views import attention_qkv_heads_kernel
+    from kernels.vit_attn.kernel import attention_kernel
+
+    q, k, v = (_random(dtype, (b, h, seq, d), seq * 7 + i) for i in range(3))
+    spec = nki.spec(("B", "H", "S", "D"), dtype, dims={"B": (1, 3), "H": (1, 16), "S": _box(dtype, seq)[1],
+                                                       "D": (1, 128)})  # fmt: skip
+    constant = nki.trace(attention_kernel, spec, spec, spec, target="trn2", scale=scale)
+    got = _bhsd(_attention_family(dtype, seq, scale=scale), q, k, v, scale=scale, backend=backend)
+    np.testing.assert_array_equal(got, _bhsd(constant, q, k, v, backend=backend))
+    rtol, atol = TOLERANCE[dtype]
+    want = reference.attention(q, k, v, scale)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol)
+    launch, args, kwargs = plan_attention(q, k, v, scale=scale, strategy="flash")
+    concrete = nki.trace(launch, *args, target="trn2", **kwargs).compile("numpy").run(dict(zip("qkv", args)))
+    np.testing.assert_allclose(got.astype(np.float64), np.asarray(concrete, np.float64), rtol=rtol, atol=atol)
+    # the per-head qkv twin: the same numbers from the fused projection's layout
+    qkv = np.ascontiguousarray(np.stack([q, k, v]).transpose(1, 3, 0, 2, 4))  # (B, S, 3, H, D)
+    qkv_spec = nki.spec(("B", "S", 3, "H", "D"), dtype, dims=_dims(dtype, seq))
+    qkv_constant = nki.trace(attention_qkv_heads_kernel, qkv_spec, target="trn2", scale=scale)
+    twin = _qkv_family(dtype, seq, scale=scale)
+    arrays = (qkv, np.full((1,), scale, np.float32))
+    out = twin.instantiate(*arrays, target="trn2").compile(backend).run(dict(zip(twin.param_names, arrays)))
+    fixed = qkv_constant.instantiate(qkv, target="trn2").compile(backend).run({qkv_constant.param_names[0]: qkv})
+    np.testing.assert_array_equal(np.asarray(out), np.asarray(fixed))
+    np.testing.assert_array_equal(np.asarray(out), got.transpose(0, 2, 1, 3))
+
+
+def test_the_plans_over_a_symbolic_s_take_auto_and_flash_and_refuse_resident():
+    """What lets the families publish ``strategy = ["auto", "flash"]`` honestly: the bundle builder checks the plan
+    makes one kernel call for each listed value, and the plans over a symbolic S refuse "resident" (their one
+    schedule is flash), so a family listing it cannot be published."""
+    spec = nki.spec(("B", "H", "S", "D"), "float32", dims={"B": (1, 2), "H": (1, 2), "S": (1, 512), "D": (1, 128)})
+    arg = _Arg(spec, nki.symbolic_shapes(spec)[0], "float32")
+    calls = [plan_attention(arg, arg, arg, strategy=st) for st in ("auto", "flash")]
+    assert calls[0][0] is calls[1][0] and calls[0][2] == calls[1][2]
+    qkv_spec = nki.spec(("B", "S", 3, "H", "D"), "float32", dims=_dims("float32", 1))
+    qkv_shape = nki.symbolic_shapes(qkv_spec)[0]
+    for plan, args in ((plan_attention, (arg, arg, arg)), (plan_attention_qkv, (_Arg(qkv_spec, qkv_shape, "float32"),
+                                                                               qkv_shape[3]))):  # fmt: skip
+        with pytest.raises(VitAttnShapeError, match="runs the flash schedule"):
+            plan(*args, strategy="resident")
+    with pytest.raises(VitAttnShapeError, match="strategy must be one of"):
+        plan_attention(arg, arg, arg, strategy="fast")
+
+
 SPLIT_CASES = [("float32", 1, t, 6, 64) for t in (1, 127, 128, 129, 197, 300, 513)]
 SPLIT_CASES += [("bfloat16", 1, 300, 16, 80), ("float32", 2, 129, 16, 72), ("bfloat16", 3, 70, 5, 24)]
 
@@ -235,18 +291,22 @@ def test_the_families_cover_every_sequence_length_and_head_dim_the_launcher_take
 # -- what the untrusted path runs: every launcher-accepted shape class, matched as a loader matches it -------------
 
 
-def _entry(entry, family, tmp_path):
+def _entry(entry, family, tmp_path, scaled=None):
     """The entry point as a loader makes it (``hub_client.entry.EntryPoint``) over kernel.toml's per-head view
     families alone (the models' fixed shapes only add to what runs), each family's IR the one traced here (its ranges
-    cut down: the same kernel, which is what ``ShapeFamily.independence`` reads)."""
+    cut down: the same kernel, which is what ``ShapeFamily.independence`` reads); the runtime-scale twins' IR is
+    ``scaled``'s, their scale required (the manifest's default null), as the builder records it."""
     from hub_client.entry import EntryPoint
     from hub_client.manifest import SpecRecord
 
     (tmp_path / "f.nkir").write_text(family.text)
+    if scaled is not None:
+        (tmp_path / "scaled.nkir").write_text(scaled.text)
     ep = next(e for e in read_package(families.TOML.parent).entry_points if e.name == entry)
-    specs = tuple(SpecRecord(s.id, s.args, dict(s.constants), "f.nkir", None,
-                             {n: (lo, hi, st) for n, lo, hi, st in s.dims}, {}, dict(s.keywords))
-                  for s in ep.specialisations if s.keywords)  # fmt: skip
+    specs = tuple(SpecRecord(s.id, s.args, dict(s.constants), "scaled.nkir" if s.scalars else "f.nkir", None,
+                             {n: (lo, hi, st) for n, lo, hi, st in s.dims},
+                             {n: (t, None) for n, t in s.scalars}, dict(s.keywords))
+                  for s in ep.specialisations if s.keywords and (scaled is not None or not s.scalars))  # fmt: skip
     return EntryPoint(entry, "acme/vit-attn", tmp_path, specs)
 
 
@@ -259,13 +319,21 @@ BATCHES, HEADS, DIMS = (1, 7, 257, 1000), (1, 17, 33, 64), (1, 72, 128)
 SEQS = (1, 197, 513, 2049, 8193, MAX_SEQ)
 
 
+# the keyword forms a call may add: the scale (a runtime-scale twin), the strategy the families' schedule is (flash,
+# and "auto"), and both; with the family each is routed to holding a runtime scale or not
+KEYWORDS = [({}, False), ({"scale": 0.1}, True), ({"strategy": "flash"}, False), ({"strategy": "auto"}, False),
+            ({"scale": 0.1, "strategy": "flash"}, True)]  # fmt: skip
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_every_shape_the_qkv_and_split_launchers_take_runs_without_trust(dtype, tmp_path):
-    """For batch, heads, head_dim and sequence length over what the launchers take (and the calls' keyword forms),
-    the loader routes the call to a family instance, or to instances over slices of B and H; past the launchers'
-    limits the launcher itself refuses, and so does the loader, naming the dimension and the range."""
+    """For batch, heads, head_dim and sequence length over what the launchers take (and the calls' keyword forms:
+    ``scale=`` and ``strategy="flash"``/``"auto"`` too), the loader routes the call to a family instance, or to
+    instances over slices of B and H; a call with ``scale=`` to a runtime-scale twin and one without to a family
+    computing 1 / sqrt(D) on chip. Past the launchers' limits the launcher itself refuses, and so does the loader,
+    naming the dimension and the range; ``strategy="resident"`` (not the families' schedule) is not matched."""
     (tmp_path / "q").mkdir(), (tmp_path / "s").mkdir()
-    qkv_entry = _entry("attention_qkv", _qkv_family(dtype, 1), tmp_path / "q")
+    qkv_entry = _entry("attention_qkv", _qkv_family(dtype, 1), tmp_path / "q", _qkv_family(dtype, 1, scale=0.1))
     split_entry = _entry("attention_split", _split_family(dtype, 1), tmp_path / "s")
     routes = set()
     for b in BATCHES:
@@ -273,15 +341,21 @@ def test_every_shape_the_qkv_and_split_launchers_take_runs_without_trust(dtype, 
             for d in DIMS:
                 for s in SEQS:
                     qkv = _Shape((b, s, 3 * h * d), dtype)
-                    plan_attention_qkv(qkv, h)  # the launcher takes it
-                    how, spec, _ = qkv_entry.route(qkv, num_heads=h)
-                    assert how in ("family", "parts"), (b, s, h, d)
-                    routes.add(how)
+                    for kwargs, scaled in KEYWORDS:
+                        plan_attention_qkv(qkv, h, **kwargs)  # the launcher takes it
+                        how, spec, _ = qkv_entry.route(qkv, num_heads=h, **kwargs)
+                        assert how in ("family", "parts") and bool(spec.scalars) == scaled, (b, s, h, d, kwargs)
+                        routes.add(how)
                     split = (_Shape((2 * h * d, b * s), dtype), _Shape((b * s, h * d), dtype))
-                    for call in ({"seq": s}, {"batch": b}, {"seq": s, "batch": b}):
+                    for call in ({"seq": s}, {"batch": b}, {"seq": s, "batch": b}, {"seq": s, "strategy": "flash"}):
                         plan_attention_split(*split, h, **call)
                         assert split_entry.route(*split, num_heads=h, **call)[0] in ("family", "parts"), (b, s, h)
     assert routes == {"family", "parts"}
+    qkv = _Shape((2, 197, 3 * 12 * 64), dtype)
+    plan_attention_qkv(qkv, 12, strategy="resident")  # the launcher runs it, by the concrete schedule, with trust
+    for kwargs in ({"strategy": "resident"}, {"strategy": "resident", "scale": 0.1}, {"strategy": "fast"}):
+        with pytest.raises(kernels.NoSpecialisationError, match="strategy in \\['auto', 'flash'\\]"):
+            qkv_entry.route(qkv, num_heads=12, **kwargs)
     for bad, why in [((1, MAX_SEQ + 1, 3 * 64), "dimension S = 16385 is outside the published range 1..16384"),
                      ((1, 8, 3 * 129), "dimension D = 129 is outside the published range 1..128")]:  # fmt: skip
         with pytest.raises(VitAttnShapeError, match="exceeds the limit"):
