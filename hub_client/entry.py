@@ -4,8 +4,10 @@ Without ``backend=`` (here or at ``get_kernel``) a call runs where nki_dsl's own
 (``nki.default_backend``: ``nki.use_backend``, ``NKI_BACKEND``, JAX arrays in, else NumPy).
 
 A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
-order) and its constants (keywords); a specialisation's runtime scalars (``epsilon``: any value, the manifest's
-default when left out) are passed to its IR after the arrays, as one-element arrays. The match's IR is parsed and
+order) and its constants (keywords; a constant listing values, ``strategy in ["auto", "flash"]``, matches any of
+them); a specialisation's runtime scalars (``epsilon``: any value, the manifest's default when left out; one with a
+null default is required, and a call without it matches another specialisation) are passed to its IR after the
+arrays, as one-element arrays. The match's IR is parsed and
 verified on first use and compiled once per (backend, target). A shape family (``N x 512:float32`` with
 ``N in 1..65536``) matches any call whose arrays fit it: the family's IR is parsed once, and instantiated and
 verified once per concrete shape (``_instance``), with no trust needed. A family may view the caller's arrays

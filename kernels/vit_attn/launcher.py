@@ -3,7 +3,8 @@ choose the strategy by shape, and run.
 
 ``plan_attention`` / ``plan_attention_qkv`` / ``plan_attention_split`` are what the Hub bundle builder traces for
 each declared specialisation: they pass the caller's arrays to the kernel unchanged and in order, and everything
-else (scale, strategy, eviction engines, num_heads) as compile-time constants. The qkv and split plans also take
+else (scale, strategy, eviction engines, num_heads) as compile-time constants, but for a family's given scale (a
+runtime scalar after the arrays). The qkv and split plans also take
 their arrays viewed per head (``qkv`` (B, S, 3, H, D); ``qkT`` (2, H, D, B, S) with ``v`` (B, S, H, D), outputs
 (B, S, H, D)): the form kernel.toml's families over the head count publish (``head_views.py``), which a loader
 makes from the caller's arrays by a reshape.
@@ -11,8 +12,11 @@ makes from the caller's arrays by a reshape.
 What runs without trust (a Hub kernel fetched without ``trust_remote_code``): every shape these launchers accept
 (head_dim 1..128, seq 1..16384, float32 and bfloat16, any batch and head count; kernels/vit_attn/README.md), by
 the models' published shapes and families, the families over the sequence length and, past a family's batch or
-head range, instances over slices (``hub_client/chunks.py``); ``scale=`` and ``strategy=`` only where a
-specialisation publishes them. tests/kernels/test_vit_attn_families.py enumerates the shape classes.
+head range, instances over slices (``hub_client/chunks.py``); ``scale=`` (the families' runtime-scale twins: a
+given scale over a symbolic shape is passed as a one-element float32 array, ``_family_scale``) and
+``strategy="auto"``/``"flash"`` (the families' ``strategy = ["auto", "flash"]``: over a symbolic S the plans make
+the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run.
+tests/kernels/test_vit_attn_families.py enumerates the shape classes with those keywords.
 """
 
 from __future__ import annotations
