@@ -373,6 +373,16 @@ def test_every_family_is_proved_at_its_declared_top():
             assert set(family.independence[0]) == {"B", "H"}
 
 
+def test_the_largest_box_runs_any_batch_in_parts_from_its_declared_ranges():
+    """The box up to the launcher's 16384 tokens, traced at its declared ranges (not cut down, as the coverage test's
+    IR is): its B and H loops stay loops (ranges from 1 to at least 2: a range of one value makes the trace index
+    batch 0, and no proof along B could hold), so a call with more batch elements or heads runs in parts. (B 1..1
+    and H 1..21 published before left every batch above 1 past 8192 tokens refused without trust.)"""
+    assert all(b_top >= 2 and h_top >= 2 for _, _, b_top, h_top in families.families())
+    for dtype in ("float32", "bfloat16"):
+        assert set(_qkv_family(dtype, MAX_SEQ, top=True).independence[0]) == {"B", "H"}
+
+
 def test_the_launchers_take_the_per_head_views():
     qkv = np.zeros((2, 5, 3, 4, 8), np.float32)
     assert plan_attention_qkv(qkv, 4)[0].__name__ == "attention_qkv_heads_kernel"
