@@ -144,8 +144,9 @@ def _alternatives_agree(pkg, ep, spec, call, first) -> None:
     for name, values in spec.constants:
         for value in values[1:] if isinstance(values, tuple) else ():
             launch, args, kwargs = call(base | {name: value})
-            same = launch is first[0] and len(args) == len(first[1]) and kwargs == first[2]
-            if not same or not all(_same_argument(a, b) for a, b in zip(args, first[1])):
+            same = launch is first[0] and len(args) == len(first[1]) and set(kwargs) == set(first[2])
+            pairs = list(zip(args, first[1])) + [(kwargs[k], first[2][k]) for k in kwargs if same]
+            if not same or not all(_same_argument(a, b) for a, b in pairs):
                 raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: {name}={value!r} makes another kernel call "
                                   f"than {name}={values[0]!r}, so one IR cannot serve both: list only the values "
                                   f"the plan treats alike")  # fmt: skip
@@ -157,7 +158,10 @@ def _same_argument(a, b) -> bool:
     if _is_array(a) and _is_array(b):
         return (tuple(a.shape) == tuple(b.shape) and str(a.dtype) == str(b.dtype)
                 and bool(np.array_equal(np.asarray(a), np.asarray(b))))  # fmt: skip
-    return not _is_array(a) and not _is_array(b) and type(a) is type(b) and a == b
+    try:
+        return not _is_array(a) and not _is_array(b) and type(a) is type(b) and bool(a == b)
+    except (TypeError, ValueError):  # (a value whose == is not a bool)
+        return False
 
 
 def scalar_arrays(spec, values: dict) -> list[np.ndarray]:
