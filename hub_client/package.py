@@ -172,19 +172,19 @@ def parse_scalars(raw: object, where: str) -> tuple[tuple[tuple[str, str], ...],
     if raw is None:
         return (), ()
 
-    def sample_ok(v):
-        return type(v) in (int, float) and abs(v) <= 3.4e38  # a finite number (NaN compares False)
+    def sample_ok(dtype, v):  # a finite number (NaN compares False), an int for an int32
+        return type(v) in ((int,) if dtype == "int32" else (int, float)) and abs(v) <= 3.4e38
 
     def entry_ok(v):
-        return v in SCALAR_DTYPES or (isinstance(v, dict) and set(v) == {"dtype", "sample"}
-                                      and v["dtype"] in SCALAR_DTYPES and sample_ok(v["sample"]))  # fmt: skip
+        return v in SCALAR_DTYPES or (isinstance(v, dict) and set(v) == {"dtype", "sample"} and v["dtype"] in
+                                      SCALAR_DTYPES and sample_ok(v["dtype"], v["sample"]))  # fmt: skip
 
     if not isinstance(raw, dict) or len(raw) > MAX_SCALARS or not all(
         isinstance(k, str) and SYMBOL.match(k) and entry_ok(v) for k, v in raw.items()
     ):
         raise BundleError(f"{where}: scalars must be a table of at most {MAX_SCALARS} identifiers to a dtype among "
                           f"{', '.join(SCALAR_DTYPES)}, such as {{ epsilon = \"float32\" }}, or to {{ dtype = .., "
-                          f"sample = a finite number }}; got {shown(raw)}")  # fmt: skip
+                          f"sample = a finite number }} (an int for int32); got {shown(raw)}")  # fmt: skip
     scalars = tuple((k, v if isinstance(v, str) else v["dtype"]) for k, v in raw.items())
     return scalars, tuple((k, v["sample"]) for k, v in raw.items() if isinstance(v, dict))
 

@@ -196,10 +196,11 @@ def test_a_sample_is_only_for_a_required_scalar_and_a_required_scalar_needs_one(
         build_bundle(_package(tmp_path / "a", REQUIRED_LINE), benchmarks=False)  # the plan's default is 1e-6
     with pytest.raises(BundleError, match="or the default None and a sample in kernel.toml"):
         build_bundle(_package(tmp_path / "b", launcher=_required), benchmarks=False)
-    for sample in ('"0.01"', "nan", "inf", "true"):
-        line = REQUIRED_LINE.replace("sample = 0.01", f"sample = {sample}")
+    for i, (dtype, sample) in enumerate([("float32", '"0.01"'), ("float32", "nan"), ("float32", "inf"),
+                                         ("float32", "true"), ("int32", "0.5")]):  # fmt: skip
+        line = REQUIRED_LINE.replace('dtype = "float32", sample = 0.01', f'dtype = "{dtype}", sample = {sample}')
         with pytest.raises(BundleError, match="or to { dtype = .., sample = a finite number }"):
-            build_bundle(_package(tmp_path / f"c{sample.strip(chr(34))}", line), benchmarks=False)
+            build_bundle(_package(tmp_path / f"c{i}", line), benchmarks=False)
 
 
 def test_a_constant_listing_values_the_plan_treats_apart_is_refused(tmp_path):
