@@ -105,6 +105,7 @@ class Region:
     groups: list
     writeback: list
     stats: dict = field(default_factory=dict)
+    stitched: dict = field(default_factory=dict)  # first group id -> ``stitch.Stitch`` of a pair run as one op
 
 
 def code(inst_n: int, k: int) -> int:

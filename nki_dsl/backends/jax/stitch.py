@@ -1,0 +1,266 @@
+"""Stitching a batched group of full tiles to the group of their ragged twins: one op over the tiles' rows laid
+end to end (128 + 69 = 197), instead of two ops.
+
+Why: a ragged dimension (the ViT attention kernel's 197 tokens) makes every stage of a software pipeline two
+groups for ``batching``: the full 128-row tiles, and the last tile, whose mask keeps 69 rows and which ``trim``
+computes on those rows only. Their keys differ (the mask), so XLA gets two ops per stage, each its own kernel for
+LLVM to compile. Padding the short tile to 128 rows merges them but computes (and selects away) 59 rows of poison
+per lane; concatenating computes exactly the rows both compute now.
+
+When: two groups of one level (neither reads the other) with the same number of lanes and the same op (name,
+attributes, immediates, operand and result shapes: ``reroll._signature``), where group ``a`` computes its whole
+iteration space unmasked and group ``b`` computes the box its static mask bounds along one iteration axis ``ax``
+(``trim``), nothing else of its mask left. Every operand whose axis maps onto ``ax`` (``trim.axes``, the table that
+makes computing on a box exact: along ``ax`` each output position reads only the operand positions mapped to it)
+is laid end to end, lane ``i`` of ``a`` then lane ``i`` of ``b``; every other operand must be the same elements in
+both lanes (the same sources, ``batch_plan.Inst.sources``: the K^T both tiles of a head multiply by). Every output
+must have an axis mapped onto ``ax`` (a reduction over ``ax`` has none: not stitched).
+
+How: the op is lowered once per lane over the joined extent (an op like ``a``'s with the joined shapes, no mask),
+vmapped over the lanes as ``batching`` lowers a group, and its outputs are cut back into each group's stacked
+outputs (``b``'s padded with poison to its full extent, as ``trim`` pads a box): the groups that read them and the
+write-back are planned as before. Every element is computed from the same operand elements by the same primitives
+as in the two ops. XLA folds the cut-and-join between consecutive stitched stages (slices of a concatenation).
+
+Switches, read at each lowering: ``NKI_JAX_STITCH=0`` (off), or ``ENABLED`` (tests).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from nki_dsl.backends.jax import access as acc
+from nki_dsl.backends.jax import batch_plan as bp
+from nki_dsl.backends.jax import runtime
+from nki_dsl.ir.nodes import Access, Op, Tensor
+
+ENABLED = True
+
+
+def enabled() -> bool:
+    return ENABLED and os.environ.get("NKI_JAX_STITCH", "1") != "0"
+
+
+@dataclass(frozen=True)
+class Stitch:
+    """Groups ``a`` (full tiles) and ``b`` (ragged twins) lowered as one op (``template``) over ``a``'s extent
+    ``n_a`` then ``b``'s box (``lo``, ``extent``) of ``n_b`` along each operand's joined axis."""
+
+    a: int
+    b: int
+    template: bp.Inst  # the joined op, its probe (reads as a's, writes unmasked)
+    joined: tuple  # per read operand (in probe order): its operand axis laid end to end, or None (shared)
+    # per read operand: None, or (producer pair (a, b), output, (A, b) map) when it is one affine read of the
+    # joined output of a stitched producer pair (no cut and join in between: XLA does not fold a concatenation
+    # of transposes, which cost the ViT kernel 0.08 s of compile and 30% of its run time)
+    direct: tuple
+    outputs: tuple  # per output (in probe order): (axis, full extent in b, b's box start, poison dtype name)
+    n_a: int
+    extent: int
+
+
+def _cut_of(ctx, name: str) -> dict:
+    return ctx._cut(name) if isinstance(ctx.op.operands.get(name), Access) else {}
+
+
+def _same_sources(x: bp.Inst, y: bp.Inst, name: str) -> bool:
+    """Do ``x`` and ``y`` read the same elements as operand ``name``?"""
+    (rx, sx, px), (ry, sy, py) = x.sources[name], y.sources[name]
+    vx, vy = x.read_access(name), y.read_access(name)
+    if rx != ry or tuple(vx.shape) != tuple(vy.shape):
+        return False
+    if (sx is None) != (sy is None):
+        return False
+    if sx is not None and not (np.array_equal(sx, sy) and np.array_equal(px, py)):
+        return False
+    # elements from before the run (code -1, or all of them) are read through the accesses themselves
+    if sx is None or (sx < 0).any():
+        return vx.tensor.name == vy.tensor.name and vx.index == vy.index
+    return True
+
+
+def _joined_op(op: Op, joined: dict, total: dict, result_axis) -> Op:
+    """``op`` with the operands of ``joined`` (name -> axis) and its result over the joined extents, unmasked."""
+    operands = {}
+    for name, v in op.operands.items():
+        if name in joined:
+            shape = list(v.shape)
+            shape[joined[name]] = total[name]
+            v = Access(v.tensor, v.index, tuple(shape))
+        operands[name] = v
+    result = op.result
+    if result is not None:
+        t = result.type
+        shape = list(t.shape)
+        shape[result_axis] = total[bp.RESULT]
+        result = Tensor(result.name, type(t)(tuple(shape), t.dtype, t.buffer, t.par_axis), result.kind)
+    return Op(op.name, operands, op.attrs, result, op.loc)
+
+
+def _output_shape(inst: bp.Inst, k: int) -> tuple:
+    name = inst.probe.writes[k][0]
+    return tuple(inst.op.result.type.shape if name == bp.RESULT else inst.op.operands[name].shape)
+
+
+def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of: np.ndarray, groups: list):
+    """The joined operand ``name`` (laid end to end along ``axis``) as one affine read of a stitched producer
+    pair's joined output: (pair, output, map), or None."""
+    pa, pb = ga.reads[name], gb.reads[name]
+    if len(pa) != 1 or len(pb) != 1 or pa[0].kind == "pre" or pb[0].kind == "pre" or pa[0].k != pb[0].k:
+        return None
+    p = pairs.get((pa[0].group, pb[0].group))
+    if p is None:
+        return None
+    k = pa[0].k
+    out_axis, _, lo, _ = p.outputs[k]
+    out_shape = _output_shape(groups[p.a].insts[0], k)
+    joined_shape = list(out_shape)
+    joined_shape[out_axis] = p.n_a + p.extent
+    lanes, positions = [], []
+    for g, side in ((ga, 0), (gb, 1)):
+        src = np.stack([inst.sources[name][1] for inst in g.insts])
+        pos = np.stack([inst.sources[name][2] for inst in g.insts])
+        if (src < 0).any():
+            return None
+        coords = list(np.unravel_index(pos, out_shape))
+        if side:  # b's box sits after a's extent in the joined output
+            along = coords[out_axis] - lo
+            if along.min() < 0 or along.max() >= p.extent:
+                return None
+            coords[out_axis] = along + p.n_a
+        lanes.append(lane_of[src // 16])
+        positions.append(np.ravel_multi_index(coords, joined_shape))
+    lane = np.concatenate(lanes, axis=axis + 1)
+    pos = np.concatenate(positions, axis=axis + 1)
+    fit = bp.fit_affine(np.ones(lane.shape, bool), lane, pos, tuple(joined_shape), whole=True)
+    if fit is None:
+        return None
+    plan = bp.affine_plan(fit, lane.shape, (len(groups[p.a].insts), *joined_shape))
+    if not (plan.box and plan.in_bounds):
+        return None
+    return (p.a, p.b), k, fit
+
+
+def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, groups) -> Stitch | None:
+    """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
+    ia, ib = ga.insts[0], gb.insts[0]
+    ca, cb = ctx_of(ia), ctx_of(ib)
+    if ca.full_mask is not None or ca.box or cb.box is None or len(cb.box) != 1 or cb.mask is not None:
+        return None
+    ((ax, (lo, extent)),) = cb.box.items()
+    n_a = ca.full_shape[ax]
+    if n_a != cb.full_shape[ax]:
+        return None
+    # every lane of b has the same box (the mask is part of the key); check each operand's role on every lane
+    joined, total = {}, {}
+    for name in ia.probe.reads:
+        cut = _cut_of(cb, name)
+        if cut:
+            ((k, _),) = cut.items()
+            joined[name], total[name] = k, n_a + extent
+        elif not all(_same_sources(x, y, name) for x, y in zip(ga.insts, gb.insts)):
+            return None
+    outputs = []
+    for name, _ in ia.probe.writes:
+        if name == bp.RESULT:
+            axis, full, dtype = ax, cb.full_shape[ax], ia.op.result.type.dtype
+            total[bp.RESULT] = n_a + extent
+        else:
+            cut = _cut_of(cb, name)
+            if not cut:
+                return None
+            ((axis, _),) = cut.items()
+            v = ia.op.operands[name]
+            full, dtype = v.shape[axis], types(v.tensor.name)
+            if name not in joined:  # (written only: its access in the joined op spans the joined extent too)
+                joined[name], total[name] = axis, n_a + extent
+        outputs.append((axis, full, lo, dtype))
+    op = _joined_op(ia.op, joined, total, ax)
+    probe = bp.Probe(ia.probe.reads, tuple((name, None) for name, _ in ia.probe.writes))
+    template = bp.Inst(op, -1, None, probe)
+    laid = tuple(joined.get(n) for n in ia.probe.reads)
+    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, groups)
+                   for n, k in zip(ia.probe.reads, laid))  # fmt: skip
+    return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent)
+
+
+def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
+    """``{first group id: Stitch}`` for the pairs of groups to lower as one op (each group in one pair at most),
+    planned level by level (a pair's operands may be read straight from a lower pair's joined output)."""
+    if not enabled():
+        return {}
+    gids = {id(g): i for i, g in enumerate(groups)}
+    lane_of = np.array([inst.lane for inst in insts], np.int64)
+    pairs: dict = {}  # (a, b) -> Stitch
+    by: dict = {}
+    for g in groups:
+        sig = g.insts[0].key[0]  # (the op's signature; the key's other half is its mask)
+        by.setdefault((g.level, sig, len(g.insts)), []).append(g)
+    out = {}
+    for members in by.values():
+        if len(members) < 2:
+            continue
+        used = set()
+        for ga in members:
+            for gb in members:
+                if ga is gb or id(ga) in used or id(gb) in used:
+                    continue
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, groups)
+                if s is not None:
+                    used |= {id(ga), id(gb)}
+                    out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
+    return out
+
+
+def _lay(a, b, axis_a, axis_b, joined, lanes):
+    """Operand values of groups a and b (stacked over lanes, or shared) laid end to end along ``joined``."""
+    if axis_a is None:
+        a = jnp.broadcast_to(a, (lanes, *a.shape))
+    if axis_b is None:
+        b = jnp.broadcast_to(b, (lanes, *b.shape))
+    return jnp.concatenate([a, b.astype(a.dtype)], axis=joined + 1)
+
+
+def direct_names(s: Stitch) -> set:
+    """The operands read straight from a producer pair's joined output (the groups' own reads are not needed)."""
+    return {n for n, d in zip(s.template.probe.reads, s.direct) if d is not None}
+
+
+def inputs(s: Stitch, va, xa, vb, xb, lanes: int, joined_outs: dict):
+    """The joined op's stacked operands from each group's (``va``/``xa``: values and vmap axes of ``a``) and the
+    joined outputs of the pairs run before (``joined_outs``: (a, b) -> outputs)."""
+    values, axes = [], []
+    for j, joined in enumerate(s.joined):
+        if s.direct[j] is not None:
+            pair, k, maps = s.direct[j]
+            out = joined_outs[pair][k]
+            shape = list(s.template.read_access(s.template.probe.reads[j]).shape)
+            values.append(acc.read(out, bp.affine_plan(maps, (lanes, *shape), out.shape), {}))
+            axes.append(0)
+        elif joined is None:
+            values.append(va[j])
+            axes.append(xa[j])
+        else:
+            values.append(_lay(va[j], vb[j], xa[j], xb[j], joined, lanes))
+            axes.append(0)
+    return values, axes
+
+
+def outputs(s: Stitch, res: list, zero_poison: bool) -> tuple[list, list]:
+    """The joined op's stacked outputs cut back into group a's and group b's (b's box padded with poison)."""
+    out_a, out_b = [], []
+    for value, (axis, full, lo, dtype) in zip(res, s.outputs):
+        ax = axis + 1
+        out_a.append(lax.slice_in_dim(value, 0, s.n_a, axis=ax))
+        box = lax.slice_in_dim(value, s.n_a, s.n_a + s.extent, axis=ax)
+        pads = [(0, 0, 0)] * box.ndim
+        pads[ax] = (lo, full - lo - s.extent, 0)
+        poison = jnp.asarray(runtime.poison(dtype, zero_poison), box.dtype)
+        out_b.append(lax.pad(box, poison, pads))
+    return out_a, out_b
+
