@@ -240,7 +240,9 @@ def _plan_region(ops: list, st: State, defined_before: set):
     groups = bp.form_groups(insts)
     if len(insts) - len(groups) < bp.MIN_SAVED:
         return None
-    bp.classify_reads(groups, insts)
+    stitched = stitch.pair_groups(groups, insts, lambda inst: ctxs[id(inst.op)],
+                                  lambda t: info.types[info.root(t)].dtype)  # fmt: skip
+    bp.classify_reads(groups, insts, stitch.direct_reads(stitched))
     region_refs: dict = {}
     for op in ops:
         for name in {v.tensor.name for v in op.operands.values() if isinstance(v, Access)}:
@@ -253,8 +255,7 @@ def _plan_region(ops: list, st: State, defined_before: set):
         return root in ends or root not in local or info.refs.get(root, 0) != region_refs.get(root, 0)
 
     region = bp.Region(insts, groups, bp.writeback(final, live))
-    region.stitched = stitch.pair_groups(groups, insts, lambda inst: ctxs[id(inst.op)],
-                                         lambda t: info.types[info.root(t)].dtype)  # fmt: skip
+    region.stitched = stitched
     return region
 
 

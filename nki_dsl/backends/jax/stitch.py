@@ -107,16 +107,31 @@ def _output_shape(inst: bp.Inst, k: int) -> tuple:
     return tuple(inst.op.result.type.shape if name == bp.RESULT else inst.op.operands[name].shape)
 
 
-def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of: np.ndarray, groups: list):
+def _producer(g: bp.Group, name: str, group_of: np.ndarray):
+    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None."""
+    src = [inst.sources[name][1] for inst in g.insts]
+    if any(s is None or s.size == 0 for s in src):
+        return None
+    first = int(src[0].flat[0])
+    if first < 0:
+        return None
+    gid, k = int(group_of[first // 16]), first % 16
+    for s in src:
+        if (s < 0).any() or (s % 16 != k).any() or (group_of[s // 16] != gid).any():
+            return None
+    return gid, k
+
+
+def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of, group_of, groups: list):
     """The joined operand ``name`` (laid end to end along ``axis``) as one affine read of a stitched producer
     pair's joined output: (pair, output, map), or None."""
-    pa, pb = ga.reads[name], gb.reads[name]
-    if len(pa) != 1 or len(pb) != 1 or pa[0].kind == "pre" or pb[0].kind == "pre" or pa[0].k != pb[0].k:
+    pa, pb = _producer(ga, name, group_of), _producer(gb, name, group_of)
+    if pa is None or pb is None or pa[1] != pb[1]:
         return None
-    p = pairs.get((pa[0].group, pb[0].group))
+    p = pairs.get((pa[0], pb[0]))
     if p is None:
         return None
-    k = pa[0].k
+    k = pa[1]
     out_axis, _, lo, _ = p.outputs[k]
     out_shape = _output_shape(groups[p.a].insts[0], k)
     joined_shape = list(out_shape)
@@ -146,7 +161,7 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     return (p.a, p.b), k, fit
 
 
-def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, groups) -> Stitch | None:
+def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, group_of, groups) -> Stitch | None:
     """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
     ia, ib = ga.insts[0], gb.insts[0]
     ca, cb = ctx_of(ia), ctx_of(ib)
@@ -184,7 +199,7 @@ def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, group
     probe = bp.Probe(ia.probe.reads, tuple((name, None) for name, _ in ia.probe.writes))
     template = bp.Inst(op, -1, None, probe)
     laid = tuple(joined.get(n) for n in ia.probe.reads)
-    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, groups)
+    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, group_of, groups)
                    for n, k in zip(ia.probe.reads, laid))  # fmt: skip
     return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent)
 
@@ -196,6 +211,7 @@ def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
         return {}
     gids = {id(g): i for i, g in enumerate(groups)}
     lane_of = np.array([inst.lane for inst in insts], np.int64)
+    group_of = np.array([inst.group for inst in insts], np.int64)
     pairs: dict = {}  # (a, b) -> Stitch
     by: dict = {}
     for g in groups:
@@ -210,7 +226,7 @@ def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
             for gb in members:
                 if ga is gb or id(ga) in used or id(gb) in used:
                     continue
-                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, groups)
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, group_of, groups)
                 if s is not None:
                     used |= {id(ga), id(gb)}
                     out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
@@ -224,6 +240,12 @@ def _lay(a, b, axis_a, axis_b, joined, lanes):
     if axis_b is None:
         b = jnp.broadcast_to(b, (lanes, *b.shape))
     return jnp.concatenate([a, b.astype(a.dtype)], axis=joined + 1)
+
+
+def direct_reads(stitched: dict) -> set:
+    """(group id, operand) of every operand a stitched pair reads straight from a producer pair (``classify_reads``
+    need not plan those)."""
+    return {(g, n) for s in stitched.values() for g in (s.a, s.b) for n in direct_names(s)}
 
 
 def direct_names(s: Stitch) -> set:
