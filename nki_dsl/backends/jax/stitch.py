@@ -134,31 +134,35 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     k = pa[1]
     out_axis, _, lo, _ = p.outputs[k]
     out_shape = _output_shape(groups[p.a].insts[0], k)
-    joined_shape = list(out_shape)
-    joined_shape[out_axis] = p.n_a + p.extent
-    lanes, positions = [], []
-    for g, side in ((ga, 0), (gb, 1)):
+    fits = []
+    for g in (ga, gb):  # each side's map into its own group's output (lane, coordinates)
         src = np.stack([inst.sources[name][1] for inst in g.insts])
         pos = np.stack([inst.sources[name][2] for inst in g.insts])
-        if (src < 0).any():
+        fit = bp.fit_affine(np.ones(src.shape, bool), lane_of[src // 16], pos, out_shape, whole=True)
+        if fit is None:
             return None
-        coords = list(np.unravel_index(pos, out_shape))
-        if side:  # b's box sits after a's extent in the joined output
-            along = coords[out_axis] - lo
-            if along.min() < 0 or along.max() >= p.extent:
-                return None
-            coords[out_axis] = along + p.n_a
-        lanes.append(lane_of[src // 16])
-        positions.append(np.ravel_multi_index(coords, joined_shape))
-    lane = np.concatenate(lanes, axis=axis + 1)
-    pos = np.concatenate(positions, axis=axis + 1)
-    fit = bp.fit_affine(np.ones(lane.shape, bool), lane, pos, tuple(joined_shape), whole=True)
-    if fit is None:
+        fits.append((fit, src.shape))
+    ((A, b), shape_a), ((A_b, b_b), shape_b) = fits
+    # b's elements must come from its box (laid after a's extent in the joined output), and one map must give
+    # both sides: at b's position x - n_a (along the joined axis) it reads joined coordinate y + (n_a - lo)
+    o = out_axis + 1
+    corners = np.stack([np.zeros(len(shape_b), np.int64), np.asarray(shape_b, np.int64) - 1])
+    along = b_b[o] + np.minimum(A_b[:, o] * corners[0], A_b[:, o] * corners[1]).sum(), \
+        b_b[o] + np.maximum(A_b[:, o] * corners[0], A_b[:, o] * corners[1]).sum()
+    if along[0] < lo or along[1] >= lo + p.extent or not np.array_equal(A, A_b):
         return None
-    plan = bp.affine_plan(fit, lane.shape, (len(groups[p.a].insts), *joined_shape))
+    shifted = b_b - shape_a[axis + 1] * A[axis + 1]
+    shifted[o] += p.n_a - lo
+    if not np.array_equal(shifted, b):
+        return None
+    joined_shape = list(out_shape)
+    joined_shape[out_axis] = p.n_a + p.extent
+    lanes_shape = list(shape_a)
+    lanes_shape[axis + 1] += shape_b[axis + 1]
+    plan = bp.affine_plan((A, b), lanes_shape, (len(groups[p.a].insts), *joined_shape))
     if not (plan.box and plan.in_bounds):
         return None
-    return (p.a, p.b), k, fit
+    return (p.a, p.b), k, (A, b)
 
 
 def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, group_of, groups) -> Stitch | None:
