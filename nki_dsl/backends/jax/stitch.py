@@ -107,25 +107,23 @@ def _output_shape(inst: bp.Inst, k: int) -> tuple:
     return tuple(inst.op.result.type.shape if name == bp.RESULT else inst.op.operands[name].shape)
 
 
-def _producer(g: bp.Group, name: str, group_of: np.ndarray):
-    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None."""
+def _producer(g: bp.Group, name: str, output_of: np.ndarray):
+    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None
+    (``output_of``: per code + 1, its producer's group * 16 + output, -1 for the pre-run value)."""
     src = [inst.sources[name][1] for inst in g.insts]
     if any(s is None or s.size == 0 for s in src):
         return None
-    first = int(src[0].flat[0])
-    if first < 0:
+    tags = [output_of[s + 1] for s in src]
+    first = int(tags[0].flat[0])
+    if first < 0 or any(int(t.min()) != first or int(t.max()) != first for t in tags):
         return None
-    gid, k = int(group_of[first // 16]), first % 16
-    for s in src:
-        if (s < 0).any() or (s % 16 != k).any() or (group_of[s // 16] != gid).any():
-            return None
-    return gid, k
+    return divmod(first, 16)
 
 
-def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of, group_of, groups: list):
+def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of, output_of, groups: list):
     """The joined operand ``name`` (laid end to end along ``axis``) as one affine read of a stitched producer
     pair's joined output: (pair, output, map), or None."""
-    pa, pb = _producer(ga, name, group_of), _producer(gb, name, group_of)
+    pa, pb = _producer(ga, name, output_of), _producer(gb, name, output_of)
     if pa is None or pb is None or pa[1] != pb[1]:
         return None
     p = pairs.get((pa[0], pb[0]))
@@ -138,7 +136,7 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     for g in (ga, gb):  # each side's map into its own group's output (lane, coordinates)
         src = np.stack([inst.sources[name][1] for inst in g.insts])
         pos = np.stack([inst.sources[name][2] for inst in g.insts])
-        fit = bp.fit_affine(np.ones(src.shape, bool), lane_of[src // 16], pos, out_shape, whole=True)
+        fit = bp.fit_affine(np.ones(src.shape, bool), lane_of[src + 1], pos, out_shape, whole=True)
         if fit is None:
             return None
         fits.append((fit, src.shape))
@@ -165,7 +163,7 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     return (p.a, p.b), k, (A, b)
 
 
-def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, group_of, groups) -> Stitch | None:
+def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, output_of, groups) -> Stitch | None:
     """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
     ia, ib = ga.insts[0], gb.insts[0]
     ca, cb = ctx_of(ia), ctx_of(ib)
@@ -203,7 +201,7 @@ def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, group
     probe = bp.Probe(ia.probe.reads, tuple((name, None) for name, _ in ia.probe.writes))
     template = bp.Inst(op, -1, None, probe)
     laid = tuple(joined.get(n) for n in ia.probe.reads)
-    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, group_of, groups)
+    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, output_of, groups)
                    for n, k in zip(ia.probe.reads, laid))  # fmt: skip
     return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent)
 
@@ -214,8 +212,11 @@ def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
     if not enabled():
         return {}
     gids = {id(g): i for i, g in enumerate(groups)}
-    lane_of = np.array([inst.lane for inst in insts], np.int64)
-    group_of = np.array([inst.group for inst in insts], np.int64)
+    # per output code + 1 (``batch_plan.code``; 0: the pre-run value): its producer's lane, and group * 16 + output
+    codes = np.arange(-1, 16 * len(insts))
+    n, k = np.divmod(np.maximum(codes, 0), 16)
+    lane_of = np.array([inst.lane for inst in insts], np.int64)[n]
+    output_of = np.where(codes < 0, -1, np.array([inst.group for inst in insts], np.int64)[n] * 16 + k)
     pairs: dict = {}  # (a, b) -> Stitch
     by: dict = {}
     for g in groups:
@@ -230,7 +231,7 @@ def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
             for gb in members:
                 if ga is gb or id(ga) in used or id(gb) in used:
                     continue
-                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, group_of, groups)
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, output_of, groups)
                 if s is not None:
                     used |= {id(ga), id(gb)}
                     out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
