@@ -278,16 +278,36 @@ def inputs(s: Stitch, va, xa, vb, xb, lanes: int, joined_outs: dict):
     return values, axes
 
 
-def outputs(s: Stitch, res: list, zero_poison: bool) -> tuple[list, list]:
-    """The joined op's stacked outputs cut back into group a's and group b's (b's box padded with poison)."""
-    out_a, out_b = [], []
-    for value, (axis, full, lo, dtype) in zip(res, s.outputs):
+class _Cut:
+    """One group's stacked outputs cut from the joined op's (``side`` 0: a's, 1: b's box padded with poison),
+    each made when first indexed: most are read only through the joined outputs (``Stitch.direct``)."""
+
+    def __init__(self, s: Stitch, res: list, side: int, zero_poison: bool):
+        self.s, self.res, self.side, self.zero_poison = s, res, side, zero_poison
+        self.made: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.res)
+
+    def __getitem__(self, k: int):
+        if k not in self.made:
+            self.made[k] = self._cut(k)
+        return self.made[k]
+
+    def _cut(self, k: int):
+        s, value = self.s, self.res[k]
+        axis, full, lo, dtype = s.outputs[k]
         ax = axis + 1
-        out_a.append(lax.slice_in_dim(value, 0, s.n_a, axis=ax))
+        if self.side == 0:
+            return lax.slice_in_dim(value, 0, s.n_a, axis=ax)
         box = lax.slice_in_dim(value, s.n_a, s.n_a + s.extent, axis=ax)
         pads = [(0, 0, 0)] * box.ndim
         pads[ax] = (lo, full - lo - s.extent, 0)
-        poison = jnp.asarray(runtime.poison(dtype, zero_poison), box.dtype)
-        out_b.append(lax.pad(box, poison, pads))
-    return out_a, out_b
+        poison = jnp.asarray(runtime.poison(dtype, self.zero_poison), box.dtype)
+        return lax.pad(box, poison, pads)
 
+
+def outputs(s: Stitch, res: list, zero_poison: bool) -> tuple:
+    """The joined op's stacked outputs cut back into group a's and group b's (b's box padded with poison), as
+    sequences indexed by output."""
+    return _Cut(s, res, 0, zero_poison), _Cut(s, res, 1, zero_poison)
