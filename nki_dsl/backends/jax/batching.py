@@ -9,6 +9,8 @@ the elements program order would), rounded the same way. Compiled, the two agree
 CPU hands a dot or reduction to a YNNPACK kernel chosen by shape, whose summation order differs between a
 [lanes, 128, 197] and a [128, 197] operand (an ulp; with ``xla_cpu_experimental_ynn_fusion_type=""`` they agree,
 tests/backends/jax/test_batching.py). Re-rolled runs (``reroll``) are left to re-rolling.
+A group of full tiles and the group of their ragged twins run as one op over their rows laid end to end
+(``stitch``).
 
 Switches, read at each lowering: ``NKI_JAX_BATCH=0`` (off), or ``ENABLED`` (tests).
 """
