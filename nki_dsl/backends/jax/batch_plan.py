@@ -105,6 +105,7 @@ class Region:
     groups: list
     writeback: list
     stats: dict = field(default_factory=dict)
+    stitched: dict = field(default_factory=dict)  # first group id -> ``stitch.Stitch`` of a pair run as one op
 
 
 def code(inst_n: int, k: int) -> int:
@@ -284,11 +285,13 @@ def form_groups(insts: list) -> list:
     return out
 
 
-def classify_reads(groups: list, insts: list) -> None:
-    """Per group and operand, how the stacked operand is assembled (``Read``)."""
-    for g in groups:
+def classify_reads(groups: list, insts: list, skip=frozenset()) -> None:
+    """Per group and operand, how the stacked operand is assembled (``Read``); not for the (group id, operand)
+    pairs of ``skip`` (read otherwise: ``stitch``)."""
+    for gid, g in enumerate(groups):
         for name in g.insts[0].probe.reads:
-            g.reads[name] = _read_plan(g, name, insts, groups)
+            if (gid, name) not in skip:
+                g.reads[name] = _read_plan(g, name, insts, groups)
 
 
 @dataclass

@@ -9,6 +9,8 @@ the elements program order would), rounded the same way. Compiled, the two agree
 CPU hands a dot or reduction to a YNNPACK kernel chosen by shape, whose summation order differs between a
 [lanes, 128, 197] and a [128, 197] operand (an ulp; with ``xla_cpu_experimental_ynn_fusion_type=""`` they agree,
 tests/backends/jax/test_batching.py). Re-rolled runs (``reroll``) are left to re-rolling.
+A group of full tiles and the group of their ragged twins run as one op over their rows laid end to end
+(``stitch``).
 
 Switches, read at each lowering: ``NKI_JAX_BATCH=0`` (off), or ``ENABLED`` (tests).
 """
@@ -27,7 +29,7 @@ from jax import lax
 
 from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax import batch_plan as bp
-from nki_dsl.backends.jax import runtime
+from nki_dsl.backends.jax import runtime, stitch
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.reroll import _excluded, _signature
 from nki_dsl.ir.indirect import hbm_operand
@@ -240,7 +242,9 @@ def _plan_region(ops: list, st: State, defined_before: set):
     groups = bp.form_groups(insts)
     if len(insts) - len(groups) < bp.MIN_SAVED:
         return None
-    bp.classify_reads(groups, insts)
+    stitched = stitch.pair_groups(groups, insts, lambda inst: ctxs[id(inst.op)],
+                                  lambda t: info.types[info.root(t)].dtype)  # fmt: skip
+    bp.classify_reads(groups, insts, stitch.direct_reads(stitched))
     region_refs: dict = {}
     for op in ops:
         for name in {v.tensor.name for v in op.operands.values() if isinstance(v, Access)}:
@@ -252,7 +256,9 @@ def _plan_region(ops: list, st: State, defined_before: set):
         # dead after the run: made in this body (afresh each time it runs) and named by no op outside the run
         return root in ends or root not in local or info.refs.get(root, 0) != region_refs.get(root, 0)
 
-    return bp.Region(insts, groups, bp.writeback(final, live))
+    region = bp.Region(insts, groups, bp.writeback(final, live))
+    region.stitched = stitched
+    return region
 
 
 # -- lowering ---------------------------------------------------------------------------------------------------
@@ -356,10 +362,15 @@ def _mask_expr(mask: np.ndarray):
     return np.ones(mask.shape, bool) if expr is None else jnp.broadcast_to(expr, mask.shape)
 
 
-def _inputs(st: State, g: bp.Group, outs: dict):
-    """The stacked operands of a group (and the vmap axis of each: None for one value every lane shares)."""
+def _inputs(st: State, g: bp.Group, outs: dict, skip=()):
+    """The stacked operands of a group (and the vmap axis of each: None for one value every lane shares); the
+    operands named in ``skip`` are left None."""
     values, axes = [], []
     for name in g.insts[0].probe.reads:
+        if name in skip:
+            values.append(None)
+            axes.append(None)
+            continue
         parts = g.reads[name]
         if len(parts) == 1 and parts[0].kind == "pre":
             value, batched = _pre(st, g, name)
@@ -376,16 +387,32 @@ def _inputs(st: State, g: bp.Group, outs: dict):
 
 def _run_groups(st: State, region: bp.Region, run_op) -> dict:
     outs: dict = {}
+    joined: dict = {}  # (a, b) of a stitched pair -> its joined outputs
     for gid, g in enumerate(region.groups):
-        outs[gid] = _run_group(st, g, outs, run_op)
+        if gid in outs:  # (the second group of a stitched pair)
+            continue
+        s = region.stitched.get(gid)
+        if s is None:
+            outs[gid] = _run_group(st, g, outs, run_op)
+            continue
+        ga, gb = region.groups[s.a], region.groups[s.b]
+        skip = stitch.direct_names(s)
+        values, axes = stitch.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), len(ga.insts),
+                                     joined)  # fmt: skip
+        res = joined[(s.a, s.b)] = _run_lanes(st, s.template, values, axes, len(ga.insts), run_op)
+        outs[s.a], outs[s.b] = stitch.outputs(s, res, st.zero_poison)
     return outs
 
 
 def _run_group(st: State, g: bp.Group, outs: dict, run_op) -> list:
-    template = g.insts[0]
-    names = list(template.probe.reads)
     values, axes = _inputs(st, g, outs)
+    return _run_lanes(st, g.insts[0], values, axes, len(g.insts), run_op)
 
+
+def _run_lanes(st: State, template: bp.Inst, values: list, axes: list, lanes: int, run_op) -> list:
+    """``template``'s op lowered once per lane (``jax.vmap`` over the stacked operands ``values``, vmap axes
+    ``axes``): its outputs in probe order, each stacked over the lanes."""
+    names = list(template.probe.reads)
     order = [n for n, _ in template.probe.writes]
 
     def lane(*vals):
@@ -396,10 +423,10 @@ def _run_group(st: State, g: bp.Group, outs: dict, run_op) -> list:
         by_name = {n: v for n, v, _ in ls.written}
         return tuple(by_name[n] for n in order)
 
-    if len(g.insts) == 1:
+    if lanes == 1:
         res = lane(*(v if a is None else v[0] for v, a in zip(values, axes)))
         return [r[None] for r in res]
-    res = jax.vmap(lane, in_axes=tuple(axes), axis_size=len(g.insts))(*values)
+    res = jax.vmap(lane, in_axes=tuple(axes), axis_size=lanes)(*values)
     return list(res)
 
 

@@ -1,0 +1,313 @@
+"""Stitching a batched group of full tiles to the group of their ragged twins: one op over the tiles' rows laid
+end to end (128 + 69 = 197), instead of two ops.
+
+Why: a ragged dimension (the ViT attention kernel's 197 tokens) makes every stage of a software pipeline two
+groups for ``batching``: the full 128-row tiles, and the last tile, whose mask keeps 69 rows and which ``trim``
+computes on those rows only. Their keys differ (the mask), so XLA gets two ops per stage, each its own kernel for
+LLVM to compile. Padding the short tile to 128 rows merges them but computes (and selects away) 59 rows of poison
+per lane; concatenating computes exactly the rows both compute now.
+
+When: two groups of one level (neither reads the other) with the same number of lanes and the same op (name,
+attributes, immediates, operand and result shapes: ``reroll._signature``), where group ``a`` computes its whole
+iteration space unmasked and group ``b`` computes the box its static mask bounds along one iteration axis ``ax``
+(``trim``), nothing else of its mask left. Every operand whose axis maps onto ``ax`` (``trim.axes``, the table that
+makes computing on a box exact: along ``ax`` each output position reads only the operand positions mapped to it)
+is laid end to end, lane ``i`` of ``a`` then lane ``i`` of ``b``; every other operand must be the same elements in
+both lanes (the same sources, ``batch_plan.Inst.sources``: the K^T both tiles of a head multiply by). Every output
+must have an axis mapped onto ``ax`` (a reduction over ``ax`` has none: not stitched).
+
+How: the op is lowered once per lane over the joined extent (an op like ``a``'s with the joined shapes, no mask),
+vmapped over the lanes as ``batching`` lowers a group, and its outputs are cut back into each group's stacked
+outputs (``b``'s padded with poison to its full extent, as ``trim`` pads a box): the groups that read them and the
+write-back are planned as before. Every element is computed from the same operand elements by the same primitives
+as in the two ops. XLA folds the cut-and-join between consecutive stitched stages (slices of a concatenation).
+
+Switches, read at each lowering: ``NKI_JAX_STITCH=0`` (off), or ``ENABLED`` (tests).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from nki_dsl.backends.jax import access as acc
+from nki_dsl.backends.jax import batch_plan as bp
+from nki_dsl.backends.jax import runtime
+from nki_dsl.ir.nodes import Access, Op, Tensor
+
+ENABLED = True
+
+
+def enabled() -> bool:
+    return ENABLED and os.environ.get("NKI_JAX_STITCH", "1") != "0"
+
+
+@dataclass(frozen=True)
+class Stitch:
+    """Groups ``a`` (full tiles) and ``b`` (ragged twins) lowered as one op (``template``) over ``a``'s extent
+    ``n_a`` then ``b``'s box (``lo``, ``extent``) of ``n_b`` along each operand's joined axis."""
+
+    a: int
+    b: int
+    template: bp.Inst  # the joined op, its probe (reads as a's, writes unmasked)
+    joined: tuple  # per read operand (in probe order): its operand axis laid end to end, or None (shared)
+    # per read operand: None, or (producer pair (a, b), output, (A, b) map) when it is one affine read of the
+    # joined output of a stitched producer pair (no cut and join in between: XLA does not fold a concatenation
+    # of transposes, which cost the ViT kernel 0.08 s of compile and 30% of its run time)
+    direct: tuple
+    outputs: tuple  # per output (in probe order): (axis, full extent in b, b's box start, poison dtype name)
+    n_a: int
+    extent: int
+
+
+def _cut_of(ctx, name: str) -> dict:
+    return ctx._cut(name) if isinstance(ctx.op.operands.get(name), Access) else {}
+
+
+def _same_sources(x: bp.Inst, y: bp.Inst, name: str) -> bool:
+    """Do ``x`` and ``y`` read the same elements as operand ``name``?"""
+    (rx, sx, px), (ry, sy, py) = x.sources[name], y.sources[name]
+    vx, vy = x.read_access(name), y.read_access(name)
+    if rx != ry or tuple(vx.shape) != tuple(vy.shape):
+        return False
+    if (sx is None) != (sy is None):
+        return False
+    if sx is not None and not (np.array_equal(sx, sy) and np.array_equal(px, py)):
+        return False
+    # elements from before the run (code -1, or all of them) are read through the accesses themselves
+    if sx is None or (sx < 0).any():
+        return vx.tensor.name == vy.tensor.name and vx.index == vy.index
+    return True
+
+
+def _joined_op(op: Op, joined: dict, total: dict, result_axis) -> Op:
+    """``op`` with the operands of ``joined`` (name -> axis) and its result over the joined extents, unmasked."""
+    operands = {}
+    for name, v in op.operands.items():
+        if name in joined:
+            shape = list(v.shape)
+            shape[joined[name]] = total[name]
+            v = Access(v.tensor, v.index, tuple(shape))
+        operands[name] = v
+    result = op.result
+    if result is not None:
+        t = result.type
+        shape = list(t.shape)
+        shape[result_axis] = total[bp.RESULT]
+        result = Tensor(result.name, type(t)(tuple(shape), t.dtype, t.buffer, t.par_axis), result.kind)
+    return Op(op.name, operands, op.attrs, result, op.loc)
+
+
+def _output_shape(inst: bp.Inst, k: int) -> tuple:
+    name = inst.probe.writes[k][0]
+    return tuple(inst.op.result.type.shape if name == bp.RESULT else inst.op.operands[name].shape)
+
+
+def _producer(g: bp.Group, name: str, output_of: np.ndarray):
+    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None
+    (``output_of``: per code + 1, its producer's group * 16 + output, -1 for the pre-run value)."""
+    src = [inst.sources[name][1] for inst in g.insts]
+    if any(s is None or s.size == 0 for s in src):
+        return None
+    tags = [output_of[s + 1] for s in src]
+    first = int(tags[0].flat[0])
+    if first < 0 or any(int(t.min()) != first or int(t.max()) != first for t in tags):
+        return None
+    return divmod(first, 16)
+
+
+def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of, output_of, groups: list):
+    """The joined operand ``name`` (laid end to end along ``axis``) as one affine read of a stitched producer
+    pair's joined output: (pair, output, map), or None."""
+    pa, pb = _producer(ga, name, output_of), _producer(gb, name, output_of)
+    if pa is None or pb is None or pa[1] != pb[1]:
+        return None
+    p = pairs.get((pa[0], pb[0]))
+    if p is None:
+        return None
+    k = pa[1]
+    out_axis, _, lo, _ = p.outputs[k]
+    out_shape = _output_shape(groups[p.a].insts[0], k)
+    fits = []
+    for g in (ga, gb):  # each side's map into its own group's output (lane, coordinates)
+        src = np.stack([inst.sources[name][1] for inst in g.insts])
+        pos = np.stack([inst.sources[name][2] for inst in g.insts])
+        fit = bp.fit_affine(np.ones(src.shape, bool), lane_of[src + 1], pos, out_shape, whole=True)
+        if fit is None:
+            return None
+        fits.append((fit, src.shape))
+    ((A, b), shape_a), ((A_b, b_b), shape_b) = fits
+    # b's elements must come from its box (laid after a's extent in the joined output), and one map must give
+    # both sides: at b's position x - n_a (along the joined axis) it reads joined coordinate y + (n_a - lo)
+    o = out_axis + 1
+    corners = np.stack([np.zeros(len(shape_b), np.int64), np.asarray(shape_b, np.int64) - 1])
+    along = b_b[o] + np.minimum(A_b[:, o] * corners[0], A_b[:, o] * corners[1]).sum(), \
+        b_b[o] + np.maximum(A_b[:, o] * corners[0], A_b[:, o] * corners[1]).sum()
+    if along[0] < lo or along[1] >= lo + p.extent or not np.array_equal(A, A_b):
+        return None
+    shifted = b_b - shape_a[axis + 1] * A[axis + 1]
+    shifted[o] += p.n_a - lo
+    if not np.array_equal(shifted, b):
+        return None
+    joined_shape = list(out_shape)
+    joined_shape[out_axis] = p.n_a + p.extent
+    lanes_shape = list(shape_a)
+    lanes_shape[axis + 1] += shape_b[axis + 1]
+    plan = bp.affine_plan((A, b), lanes_shape, (len(groups[p.a].insts), *joined_shape))
+    if not (plan.box and plan.in_bounds):
+        return None
+    return (p.a, p.b), k, (A, b)
+
+
+def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, output_of, groups) -> Stitch | None:
+    """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
+    ia, ib = ga.insts[0], gb.insts[0]
+    ca, cb = ctx_of(ia), ctx_of(ib)
+    if ca.full_mask is not None or ca.box or cb.box is None or len(cb.box) != 1 or cb.mask is not None:
+        return None
+    ((ax, (lo, extent)),) = cb.box.items()
+    n_a = ca.full_shape[ax]
+    if n_a != cb.full_shape[ax]:
+        return None
+    # every lane of b has the same box (the mask is part of the key); check each operand's role on every lane
+    joined, total = {}, {}
+    for name in ia.probe.reads:
+        cut = _cut_of(cb, name)
+        if cut:
+            ((k, _),) = cut.items()
+            joined[name], total[name] = k, n_a + extent
+        elif not all(_same_sources(x, y, name) for x, y in zip(ga.insts, gb.insts)):
+            return None
+    outputs = []
+    for name, _ in ia.probe.writes:
+        if name == bp.RESULT:
+            axis, full, dtype = ax, cb.full_shape[ax], ia.op.result.type.dtype
+            total[bp.RESULT] = n_a + extent
+        else:
+            cut = _cut_of(cb, name)
+            if not cut:
+                return None
+            ((axis, _),) = cut.items()
+            v = ia.op.operands[name]
+            full, dtype = v.shape[axis], types(v.tensor.name)
+            if name not in joined:  # (written only: its access in the joined op spans the joined extent too)
+                joined[name], total[name] = axis, n_a + extent
+        outputs.append((axis, full, lo, dtype))
+    op = _joined_op(ia.op, joined, total, ax)
+    probe = bp.Probe(ia.probe.reads, tuple((name, None) for name, _ in ia.probe.writes))
+    template = bp.Inst(op, -1, None, probe)
+    laid = tuple(joined.get(n) for n in ia.probe.reads)
+    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, output_of, groups)
+                   for n, k in zip(ia.probe.reads, laid))  # fmt: skip
+    return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent)
+
+
+def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
+    """``{first group id: Stitch}`` for the pairs of groups to lower as one op (each group in one pair at most),
+    planned level by level (a pair's operands may be read straight from a lower pair's joined output)."""
+    if not enabled():
+        return {}
+    gids = {id(g): i for i, g in enumerate(groups)}
+    # per output code + 1 (``batch_plan.code``; 0: the pre-run value): its producer's lane, and group * 16 + output
+    codes = np.arange(-1, 16 * len(insts))
+    n, k = np.divmod(np.maximum(codes, 0), 16)
+    lane_of = np.array([inst.lane for inst in insts], np.int64)[n]
+    output_of = np.where(codes < 0, -1, np.array([inst.group for inst in insts], np.int64)[n] * 16 + k)
+    pairs: dict = {}  # (a, b) -> Stitch
+    by: dict = {}
+    for g in groups:
+        sig = g.insts[0].key[0]  # (the op's signature; the key's other half is its mask)
+        by.setdefault((g.level, sig, len(g.insts)), []).append(g)
+    out = {}
+    for members in by.values():
+        if len(members) < 2:
+            continue
+        used = set()
+        for ga in members:
+            for gb in members:
+                if ga is gb or id(ga) in used or id(gb) in used:
+                    continue
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, output_of, groups)
+                if s is not None:
+                    used |= {id(ga), id(gb)}
+                    out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
+    return out
+
+
+def _lay(a, b, axis_a, axis_b, joined, lanes):
+    """Operand values of groups a and b (stacked over lanes, or shared) laid end to end along ``joined``."""
+    if axis_a is None:
+        a = jnp.broadcast_to(a, (lanes, *a.shape))
+    if axis_b is None:
+        b = jnp.broadcast_to(b, (lanes, *b.shape))
+    return jnp.concatenate([a, b.astype(a.dtype)], axis=joined + 1)
+
+
+def direct_reads(stitched: dict) -> set:
+    """(group id, operand) of every operand a stitched pair reads straight from a producer pair (``classify_reads``
+    need not plan those)."""
+    return {(g, n) for s in stitched.values() for g in (s.a, s.b) for n in direct_names(s)}
+
+
+def direct_names(s: Stitch) -> set:
+    """The operands read straight from a producer pair's joined output (the groups' own reads are not needed)."""
+    return {n for n, d in zip(s.template.probe.reads, s.direct) if d is not None}
+
+
+def inputs(s: Stitch, va, xa, vb, xb, lanes: int, joined_outs: dict):
+    """The joined op's stacked operands from each group's (``va``/``xa``: values and vmap axes of ``a``) and the
+    joined outputs of the pairs run before (``joined_outs``: (a, b) -> outputs)."""
+    values, axes = [], []
+    for j, joined in enumerate(s.joined):
+        if s.direct[j] is not None:
+            pair, k, maps = s.direct[j]
+            out = joined_outs[pair][k]
+            shape = list(s.template.read_access(s.template.probe.reads[j]).shape)
+            values.append(acc.read(out, bp.affine_plan(maps, (lanes, *shape), out.shape), {}))
+            axes.append(0)
+        elif joined is None:
+            values.append(va[j])
+            axes.append(xa[j])
+        else:
+            values.append(_lay(va[j], vb[j], xa[j], xb[j], joined, lanes))
+            axes.append(0)
+    return values, axes
+
+
+class _Cut:
+    """One group's stacked outputs cut from the joined op's (``side`` 0: a's, 1: b's box padded with poison),
+    each made when first indexed: most are read only through the joined outputs (``Stitch.direct``)."""
+
+    def __init__(self, s: Stitch, res: list, side: int, zero_poison: bool):
+        self.s, self.res, self.side, self.zero_poison = s, res, side, zero_poison
+        self.made: dict = {}
+
+    def __len__(self) -> int:
+        return len(self.res)
+
+    def __getitem__(self, k: int):
+        if k not in self.made:
+            self.made[k] = self._cut(k)
+        return self.made[k]
+
+    def _cut(self, k: int):
+        s, value = self.s, self.res[k]
+        axis, full, lo, dtype = s.outputs[k]
+        ax = axis + 1
+        if self.side == 0:
+            return lax.slice_in_dim(value, 0, s.n_a, axis=ax)
+        box = lax.slice_in_dim(value, s.n_a, s.n_a + s.extent, axis=ax)
+        pads = [(0, 0, 0)] * box.ndim
+        pads[ax] = (lo, full - lo - s.extent, 0)
+        poison = jnp.asarray(runtime.poison(dtype, self.zero_poison), box.dtype)
+        return lax.pad(box, poison, pads)
+
+
+def outputs(s: Stitch, res: list, zero_poison: bool) -> tuple:
+    """The joined op's stacked outputs cut back into group a's and group b's (b's box padded with poison), as
+    sequences indexed by output."""
+    return _Cut(s, res, 0, zero_poison), _Cut(s, res, 1, zero_poison)
