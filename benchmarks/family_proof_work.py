@@ -72,7 +72,8 @@ def main() -> None:
         new, steps = _run(links, False, args.cap)
         old_text = f"{old:10.3f}" if old is not None else f"{'>' + str(int(args.cap)):>10}"
         new_text = f"{new:9.3f}" if new is not None else f"{'>' + str(int(args.cap)):>9}"
-        ratio = f"{old / new:8.0f}" if old is not None and new else f"{'>' + str(int(args.cap / new)) if new else '-':>8}"
+        capped = f"{'>' + str(int(args.cap / new)) if new else '-':>8}"
+        ratio = f"{old / new:8.0f}" if old is not None and new else capped
         print(f"{links:>6} {old_text} {new_text} {ratio} {steps if steps is not None else '-':>12}")
 
 
