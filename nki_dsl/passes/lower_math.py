@@ -192,16 +192,29 @@ def _mean(op, ctx, x, r):
 def _var(op, ctx, x, r):
     # np.var: mean with kept axes, x - mean, its square, the sum of squares, divided by the count
     axis, n = op.attrs["axis"], Imm(_count(x, op.attrs["axis"]))
-    kept = tuple(1 if k in normalize_axes(axis, len(x.shape)) else s for k, s in enumerate(x.shape))
-    if op.mask is not None:
-        raise NotImplementedError("a masked nl.var is not lowered (its mask is over the result axes)")
+    reduced = normalize_axes(axis, len(x.shape))
+    kept = tuple(1 if k in reduced else s for k, s in enumerate(x.shape))
+    inner = _over_input_axes(op, reduced, len(x.shape))  # the steps before the last reduction span x's rank
     total, mean = _tmp(ctx, op, F32, kept), _tmp(ctx, op, F32, kept)
     centered, square, sq_total = _tmp(ctx, op, F32, x.shape), _tmp(ctx, op, F32, x.shape), _tmp(ctx, op, F32)
-    return [_tensor_reduce(ctx, op, "add", x, axis, True, total), alu(ctx, op, "divide", full(total), n, mean),
-            alu(ctx, op, "subtract", x, full(mean), centered),
-            alu(ctx, op, "multiply", full(centered), full(centered), square),
-            _tensor_reduce(ctx, op, "add", full(square), axis, op.attrs["keepdims"], sq_total),
-            alu(ctx, op, "divide", full(sq_total), n, r)]  # fmt: skip
+    steps = [ctx.op("nisa.tensor_reduce", op, {"data": x}, {"op": "add", "axis": tuple(axis), "keepdims": True},
+                    total, inner),
+             alu(ctx, op, "divide", full(total), n, mean, inner),
+             alu(ctx, op, "subtract", x, full(mean), centered, inner),
+             alu(ctx, op, "multiply", full(centered), full(centered), square, inner),
+             _tensor_reduce(ctx, op, "add", full(square), axis, op.attrs["keepdims"], sq_total),
+             alu(ctx, op, "divide", full(sq_total), n, r)]  # fmt: skip
+    return steps
+
+
+def _over_input_axes(op: Op, reduced, rank: int):
+    """A reduction's mask (over its result's axes, constraining kept axes only: the tracer refuses a mask on a
+    reduced axis of ``var``) renamed onto its input's axes, for the steps that keep every input axis. With
+    ``keepdims`` the axes already line up; without, result axis ``j`` is the ``j``-th kept input axis."""
+    if op.mask is None or op.attrs["keepdims"]:
+        return op.mask
+    kept_axes = [k for k in range(rank) if k not in reduced]
+    return op.mask.rename({f"d{j}": f"d{k}" for j, k in enumerate(kept_axes)})
 
 
 REDUCE_FORMS = {"mean": _mean, "var": _var}

@@ -5,7 +5,7 @@ A rule ``rule(op, ctx) -> list[Stmt]`` returns the statements that replace ``op`
 rule are kept as they are. ``RewriteContext`` gives rules fresh tensor names, op construction with attribute
 defaults from the op table, and what they need to know about the program around the op.
 
-A rule that cannot rewrite its op (a form it does not handle, such as a masked ``nl.var``) raises; the engine
+A rule that cannot rewrite its op (a form it does not handle) raises; the engine
 turns that into ``NkiRewriteError``, a diagnostic naming the op, its source line, the pass (as the rule id) and
 the reason, so neither the verifier (which lowers a kernel to judge its placement, ``passes/verifier.py``) nor a
 compile lets a bare ``KeyError`` or ``NotImplementedError`` reach the user.

@@ -146,6 +146,36 @@ def test_a_mean_under_a_mask_on_its_reduced_axis_is_refused_with_the_fix():
 
 
 @nki.jit
+def masked_variances(rows, cube):
+    """``nl.var`` under a mask on its kept axes: over the rows of a ragged row tile (``rows`` [100, 64] loaded into
+    128 partitions, the last 28 poison) with keepdims, and per column of ``cube`` [128, 16, 8] reduced along its
+    16-long middle axis without keepdims, the mask on the result's last axis (the input's last axis, poison past
+    column 5): NumPy's two-pass mean-then-squares, step by step, only where the mask holds."""
+    out = nl.ndarray((128, 9), dtype=nl.float32, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_r = nl.arange(64)[None, :]
+    i_c = nl.arange(16)[None, :, None]
+    i_k = nl.arange(8)[None, None, :]
+    tile = nl.load(rows[i_p, i_r], mask=(i_p < 100))
+    nl.store(out[i_p, 0], value=nl.var(tile, axis=1, keepdims=True, mask=(i_p < 100)), mask=(i_p < 100))
+    block = nl.load(cube[nl.arange(128)[:, None, None], i_c, i_k], mask=(i_k < 5))
+    i_f = nl.arange(8)[None, :]
+    nl.store(out[i_p, 1 + i_f], value=nl.var(block, axis=1, mask=(i_f < 5)), mask=(i_f < 5))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_variance_under_a_mask_on_its_kept_axes_is_numpys_where_the_mask_holds(backend):
+    rng = np.random.default_rng(9)
+    rows = rng.standard_normal((100, 64)).astype(np.float32)
+    cube = rng.uniform(-2, 3, size=(128, 16, 8)).astype(np.float32)
+    got = np.asarray(run(masked_variances, rows, cube, backend=backend))
+    np.testing.assert_allclose(got[:100, 0], f64(rows).var(axis=1), rtol=1e-5)
+    # the cube's mask is on the input's last axis: taken as its middle (reduced) one, the mean would use 5 of 16
+    np.testing.assert_allclose(got[:, 1:6], f64(cube).var(axis=1)[:, :5], rtol=1e-5)
+
+
+@nki.jit
 def layernorm_v2_ragged(input_tensor, epsilon, gamma_vector, beta_vector):
     """The layernorm tutorial's v2 for any row count and hidden size: bn_stats over bn_stats_fmax-column chunks
     of each row tile, the last chunk (and the last row tile) ragged and masked, then bn_aggr and tensor_scalar."""
