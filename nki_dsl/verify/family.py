@@ -61,7 +61,9 @@ and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the interval
   ``stop``), program ids and axes, passing the op's mask, puts the index below 0 or at or past the dimension
   (``verify/integer_sets.py``, exact, and "maybe" when its search gives up, which refuses the family). The
   questions of one proof share ``MAX_PROOF_STEPS`` steps of that search: past them the family is refused, naming
-  the access being proved and the bound (family IR is untrusted text, bounded in time).
+  the access being proved and the bound (family IR is untrusted text, bounded in time). ``mask-range`` bounds
+  each mask constraint's magnitude by its terms' over the variables' ranges, shape symbols over their intervals:
+  run on the family's IR, its bound holds for every instance.
 
 Diagnostics carry rule ``shape-family`` for the family's form and the broken rule's own id otherwise, and name
 the dimension and its range.
@@ -88,7 +90,7 @@ from nki_dsl.verify.allocator_view import Lowering
 from nki_dsl.verify.block_schedule import SYMBOLIC_LOOPS
 from nki_dsl.verify.integer_sets import Work, WorkExhaustedError, at_least, has_point
 from nki_dsl.verify.rational_sets import may_have_point
-from nki_dsl.verify.rules import RULE_IDS
+from nki_dsl.verify.rules import RULE_IDS, mask_range
 from nki_dsl.verify.rules.out_of_bounds import _mask_for
 
 RULE = "shape-family"
@@ -109,7 +111,7 @@ RULE_ARGUMENTS = {
     "double-row": BLIND, "shared-hbm-scope": BLIND, "direct-allocation": BLIND, "indirect-dma": BLIND,
     "core-sync": BLIND, "bitcast": BLIND, "core-race": BLIND, "hbm-view": BLIND,
     "affine-dependence": MONOTONE, "budget": MONOTONE,
-    "out-of-bounds": PROVEN,
+    "out-of-bounds": PROVEN, "mask-range": PROVEN,
 }  # fmt: skip
 
 
@@ -267,6 +269,7 @@ def prove(kernel: Kernel, target: Target, budget: IRBudget | None = None, *, low
             found.append(_at(diag, f"at the top of the family ({_names(upper_values)})"))
     found += _offsets_cancel(kernel)
     found += _out_of_bounds(kernel)
+    found += mask_range.check(kernel, target)  # its bound takes each symbol at its interval's larger end
     return _unique(found)
 
 
