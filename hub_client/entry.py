@@ -31,7 +31,7 @@ import nki_dsl as nki
 from hub_client import chunks, execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
 from hub_client.manifest import FLOAT32_MAX, INT32_RANGE, SpecRecord
-from hub_client.package import describe_dim
+from hub_client.package import describe_dim, shown
 
 
 def _dtype_name(a) -> str:
@@ -79,19 +79,35 @@ def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
         ok = isinstance(v, numbers.Real) and not isinstance(v, bool | np.bool_)
         if ok and dtype == "int32":
             ok = isinstance(v, numbers.Integral) and INT32_RANGE[0] <= int(v) <= INT32_RANGE[1]
-        elif ok:
-            ok = bool(abs(float(v)) <= FLOAT32_MAX)  # (NaN compares False)
+        elif ok:  # (an int past float64's range is compared exactly: float() of it would raise OverflowError)
+            ok = bool(abs(int(v)) <= FLOAT32_MAX) if isinstance(v, numbers.Integral) else bool(abs(float(v)) <=
+                                                                                                FLOAT32_MAX)
         if not ok:
             kind = "real number float32 holds (finite, at most 3.4e38 in size)" if dtype == "float32" else "int32"
             raise ScalarArgumentError(f"{label}: {name} must be a {kind} (passed to the kernel as {dtype}), got "
-                                      f"{v!r}")  # fmt: skip
+                                      f"{shown(v)}")  # fmt: skip
         out[name] = np.full((1,), v, dtype=dtype)
     return out
 
 
-def _bound(kernel, args: tuple, scalars: dict) -> dict:
-    """The IR's parameters bound: the arrays in order, then the runtime scalars by name."""
-    return dict(zip(execute.param_names(kernel), args)) | scalars
+def _bound(kernel, args: tuple, scalars: dict, label: str) -> dict:
+    """The IR's parameters bound: the arrays in order, then the runtime scalars by name. The IR is the authority: a
+    manifest record whose args or scalars are not its parameters' (another shape, dtype or name, one too few) is
+    refused here, naming the parameter; a backend indexes its arrays as the IR says and does not check them."""
+    params = execute.param_types(kernel)
+    names = [n for n, _, _ in params]
+    if len(params) != len(args) + len(scalars) or set(names[len(args):]) != set(scalars):
+        given = ", ".join([f"{len(args)} arrays"] + list(scalars))
+        raise IRRejectedError(f"{label}: the IR's parameters are {', '.join(names)}, the manifest's record gives "
+                              f"{given}: the record does not describe its IR")  # fmt: skip
+    bound = dict(zip(names, args)) | scalars
+    for name, shape, dtype in params:
+        a = bound[name]
+        if tuple(a.shape) != shape or _dtype_name(a) != dtype:
+            raise IRRejectedError(f"{label}: parameter %{name} of the IR is {'x'.join(map(str, shape))}:{dtype}, "
+                                  f"the call's matching value is {'x'.join(map(str, a.shape))}:{_dtype_name(a)}: "
+                                  f"the manifest's record does not describe its IR")  # fmt: skip
+    return bound
 
 
 MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
@@ -165,9 +181,9 @@ class EntryPoint:
 
     def _missing(self, args, kwargs, near: list[str] = ()) -> NoSpecialisationError:
         got = ", ".join(
-            f"{'x'.join(map(str, a.shape))}:{_dtype_name(a)}" if hasattr(a, "shape") else repr(a) for a in args
+            f"{'x'.join(map(str, a.shape))}:{_dtype_name(a)}" if hasattr(a, "shape") else shown(a) for a in args
         )
-        got += "".join(f", {k}={v!r}" for k, v in kwargs.items())
+        got += "".join(f", {k if len(k) <= 64 else k[:64] + '...'}={shown(v)}" for k, v in kwargs.items())  # (cut)
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
             + "".join(f", {k} in {list(v)!r}" if isinstance(v, tuple | list) else f", {k}={v!r}"
@@ -212,11 +228,12 @@ class EntryPoint:
         scalars = _runtime_scalars(spec, kwargs, label)
         if how == "ir":
             compiled = self._ir(spec, target)
-            return self._run(compiled, _bound(compiled.kernel, args, scalars), backend, target)
+            return self._run(compiled, _bound(compiled.kernel, args, scalars, f"{label} ({spec.ir})"), backend, target)
 
         def one(arrays, values):
             compiled = self._instance(spec, values, arrays + tuple(scalars.values()), target)  # (scalars: all [1])
-            return self._run(compiled, _bound(compiled.kernel, arrays, scalars), backend, target)
+            bound = _bound(compiled.kernel, arrays, scalars, f"{label} ({spec.ir})")
+            return self._run(compiled, bound, backend, target)
 
         values, over, proved = detail
         arrays = families.to_kernel(spec, args, values)

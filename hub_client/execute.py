@@ -44,3 +44,7 @@ def parse_family(text: str, budget: nki.IRBudget | None = None) -> nki.ShapeFami
 
 def param_names(traced: nki.TracedKernel) -> list[str]:
     return traced.param_names
+
+
+def param_types(traced: nki.TracedKernel) -> list[tuple[str, tuple[int, ...], str]]:
+    return traced.param_types

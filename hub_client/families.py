@@ -18,7 +18,7 @@ import numpy as np
 
 from hub_client.errors import IRRejectedError
 from hub_client.manifest import SpecRecord
-from hub_client.package import MAX_DIM, ArgSpec
+from hub_client.package import MAX_DIM, ArgSpec, shown
 
 
 def bind(spec: SpecRecord, args: tuple, kwargs: dict | None = None) -> tuple[dict[str, int] | None, str | None]:
@@ -97,7 +97,7 @@ def _keyword_values(spec: SpecRecord, kwargs: dict) -> tuple[dict[str, int] | No
             continue
         v = kwargs[k]
         if isinstance(v, bool | np.bool_) or not isinstance(v, numbers.Integral) or not 1 <= int(v) <= MAX_DIM:
-            return None, f"{k}={v!r} gives dimension {name}, so it must be an int in 1..{MAX_DIM}"
+            return None, f"{k}={shown(v)} gives dimension {name}, so it must be an int in 1..{MAX_DIM}"
         out[name] = int(v)
     return out, None
 
@@ -128,9 +128,9 @@ def values_of(spec: SpecRecord, args: tuple, kwargs: dict) -> tuple[dict[str, in
             known = math.prod(values.get(m, 1) if isinstance(m, str) else m for m in members if m not in unknown)
             if not unknown:
                 if known != got:
-                    shown = " x ".join(map(str, members))
+                    product = " x ".join(map(str, members))
                     return None, (f"dimension {members[0]} is {values[members[0]]} in one array and {got} in another"
-                                  if len(members) == 1 else f"axis {k} of argument {i} is {got}, not {shown} = "
+                                  if len(members) == 1 else f"axis {k} of argument {i} is {got}, not {product} = "
                                   f"{known}")  # fmt: skip
                 progress = True
             elif len(unknown) == 1 and got % known == 0:

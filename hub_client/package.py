@@ -28,6 +28,8 @@ def shown(value: object, limit: int = 100) -> str:
     """``repr(value)`` for a message, cut at ``limit`` characters: a hostile manifest's values are not echoed whole."""
     if isinstance(value, str):
         return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
+    if isinstance(value, int) and value.bit_length() > 3 * limit:  # (past 4,300 digits repr raises ValueError)
+        return f"an int of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
 

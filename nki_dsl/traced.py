@@ -25,6 +25,13 @@ class TracedKernel:
         """The kernel's tensor parameters, in order: the names ``compile(...).run`` takes its arrays by."""
         return [p.name for p in self.ir.params]
 
+    @property
+    def param_types(self) -> list[tuple[str, tuple[int, ...], str]]:
+        """Each parameter's ``(name, shape, dtype name)``, in order: what ``compile(...).run`` must be given (the
+        backends index the arrays as the IR says; a caller binding arrays from elsewhere, a Hub manifest, checks
+        them against these)."""
+        return [(p.name, tuple(p.type.shape), p.type.dtype) for p in self.ir.params]
+
     def compile(self, backend: str | None = None, target: str | Target = DEFAULT_TARGET):
         """An executable of this (verified) kernel on ``backend`` (default: ``nki.default_backend()``, which sees
         no arrays yet): ``.run({param name: array})`` returns the outputs; the simulator's also keeps the run's

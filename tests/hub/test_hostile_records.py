@@ -1,0 +1,118 @@
+"""A published manifest's records are untrusted: an attacker publishes both the manifest and the IR it names, and
+the digests only prove they are the files published. So a record whose args or runtime scalars are not its IR's
+parameters (another shape or dtype, a scalar named like an array, one parameter too few) is refused by the loader,
+naming the IR file and the parameter, instead of reaching a backend that indexes arrays as the IR says (a raw
+``ValueError``/``KeyError``/``IndexError``, or a float16 or complex array silently computed as float32).
+
+A careless caller's values are data too: a runtime scalar past float64's range, an int of thousands of digits, a
+ten-million-character keyword end in the loader's own errors, quoted at most a few hundred characters."""
+
+import json
+
+import numpy as np
+import pytest
+
+import kernels
+from hub_client.bundle import build_bundle
+from hub_client.errors import ScalarArgumentError
+from hub_client.manifest import MANIFEST, dump
+from tests.hub.test_runtime_scalars import _package
+
+CONCRETE = '{ args = ["128x64:float32", "64:float32"], constants = { epsilon = 1e-6 } },'
+
+
+def _tampered(tmp_path, line, field, value):
+    """The rmsnorm bundle of one specialisation ``line``, its record's ``field`` replaced by ``value`` (the manifest
+    re-dumped: the attacker publishes it so)."""
+    bundle = build_bundle(_package(tmp_path / "pkg", line), benchmarks=False)
+    raw = json.loads(bundle.files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0][field] = value
+    out = tmp_path / "bundle"
+    bundle.write(out)
+    (out / MANIFEST).write_bytes(dump(raw))
+    return kernels.get_local_kernel(out)
+
+
+def _arrays(args):
+    return [np.ones(tuple(int(n) for n in a.split(":")[0].split("x")), a.split(":")[1]) for a in args]
+
+
+@pytest.mark.parametrize("args, why", [
+    (["128x64:float16", "64:float32"], "parameter %x of the IR is 128x64:float32, the call's matching value is "
+                                       "128x64:float16"),
+    (["128x64:complex64", "64:float32"], "parameter %x of the IR is 128x64:float32, the call's matching value is "
+                                         "128x64:complex64"),
+    (["64x64:float32", "64:float32"], "parameter %x of the IR is 128x64:float32, the call's matching value is "
+                                      "64x64:float32"),
+    (["128x32:float32", "32:float32"], "parameter %x of the IR is 128x64:float32"),
+    (["128x64x2:float32", "64:float32"], "parameter %x of the IR is 128x64:float32"),
+    (["128x64:float32"], "the IR's parameters are x, g, the manifest's record gives 1 arrays"),
+])  # fmt: skip
+def test_a_record_whose_args_are_not_its_irs_parameters_is_refused(tmp_path, args, why):
+    k = _tampered(tmp_path, CONCRETE, "args", args)
+    with pytest.raises(kernels.IRRejectedError) as e:
+        k.rmsnorm(*_arrays(args))
+    assert why in str(e.value) and "ir/rmsnorm/128x64-float32_64-float32__epsilon-1e-06.nkir" in str(e.value)
+    assert "the record does not describe its IR" in str(e.value) or "does not describe its IR" in str(e.value)
+
+
+WIDTHS = '{ args = ["N x W:float32", "W:float32"], dims = { N = "1..65536", W = "1..4096" }, ' \
+         'scalars = { epsilon = "float32" } },'  # fmt: skip
+
+
+@pytest.mark.parametrize("scalars, why", [
+    ({"x": {"dtype": "float32", "default": 1.0}}, "the IR's parameters are x, g, epsilon, the manifest's record "
+                                                  "gives 2 arrays, x"),
+    ({"eps": {"dtype": "float32", "default": 1.0}}, "the IR's parameters are x, g, epsilon, the manifest's record "
+                                                    "gives 2 arrays, eps"),
+    ({"epsilon": {"dtype": "int32", "default": 1}}, "parameter %epsilon of the IR is 1:float32, the call's matching "
+                                                    "value is 1:int32"),
+    ({}, "takes 3 arrays, got 2"),
+])  # fmt: skip
+def test_a_record_whose_scalars_are_not_its_irs_parameters_is_refused(tmp_path, scalars, why):
+    k = _tampered(tmp_path, WIDTHS, "scalars", scalars)
+    with pytest.raises(kernels.IRRejectedError) as e:
+        k.rmsnorm(np.ones((3, 8), np.float32), np.ones(8, np.float32))
+    assert why in str(e.value)
+
+
+def test_an_untampered_record_still_runs(tmp_path):
+    k = _tampered(tmp_path, CONCRETE, "args", ["128x64:float32", "64:float32"])
+    x = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    want = x / np.sqrt(np.mean(x.astype(np.float64) ** 2, axis=1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(k.rmsnorm(x, np.ones(64, np.float32)), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def widths(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("widths")
+    return kernels.get_local_kernel(build_bundle(_package(tmp, WIDTHS), benchmarks=False).write(tmp / "b"))
+
+
+X, G = np.ones((3, 8), np.float32), np.ones(8, np.float32)
+
+
+@pytest.mark.parametrize("value, shown", [
+    (10**400, "got an int of 1329 bits"), (-(10**400), "got an int of 1329 bits"),
+    (10**5000, "got an int of 16610 bits"), ("y" * 10**7, "(10000000 characters)"),
+    (np.array(0.5), "got array(0.5)"), (float("nan"), "got nan"),
+], ids=["past-float64", "past-minus-float64", "5000-digits", "long-string", "0-d", "nan"])  # fmt: skip
+def test_a_scale_no_float32_holds_is_refused_and_quoted_in_bounds(widths, value, shown):
+    with pytest.raises(ScalarArgumentError, match="epsilon must be a real number float32 holds") as e:
+        widths.rmsnorm(X, G, epsilon=value)
+    assert shown in str(e.value) and len(str(e.value)) < 400
+
+
+def test_an_int_or_a_numpy_scalar_is_a_scale(widths):
+    for value in (2, np.int64(2), np.float32(2.0), 2.0):
+        np.testing.assert_allclose(widths.rmsnorm(X, G, epsilon=value), X / np.sqrt(3.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kwargs, shown", [({"foo": 10**5000}, "foo=an int of 16610 bits"),
+                                           ({"foo": "y" * 10**7}, "(10000000 characters)"),
+                                           ({"z" * 10**6: 1}, "z" * 64 + "...=1")],
+                         ids=["5000-digits", "long-value", "long-name"])  # fmt: skip
+def test_an_unknown_keyword_is_quoted_in_bounds(widths, kwargs, shown):
+    with pytest.raises(kernels.NoSpecialisationError) as e:
+        widths.rmsnorm(X, G, **kwargs)
+    assert shown in str(e.value) and len(str(e.value)) < 2000
