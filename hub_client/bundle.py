@@ -36,7 +36,16 @@ from hub_client.families import merge_outputs
 from hub_client.hf_variant import variant_files
 from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
 from hub_client.npz import npz_bytes
-from hub_client.package import ArgSpec, KernelPackage, Specialisation, check_version, parse_shape, read_package
+from hub_client.package import (
+    ArgSpec,
+    KernelPackage,
+    Specialisation,
+    check_version,
+    holds,
+    parse_shape,
+    read_package,
+    shown,
+)
 from hub_client.package_import import function_at, import_package_dir
 
 TARGET = "trn2"
@@ -132,8 +141,25 @@ def scalar_defaults(pkg, ep, spec, plan) -> dict[str, float | int]:
             raise BundleError(f"{pkg.name}.{ep.name}: runtime scalar {name!r} needs a numeric default in the plan's "
                               f"signature ({ep.plan}), which callers that leave it out get (or the default None and "
                               f"a sample in kernel.toml: a scalar every call must give)")  # fmt: skip
+        if not holds(dtype, default):  # (the manifest refuses the default too; the kernel's array would overflow)
+            raise BundleError(f"{pkg.name}.{ep.name}: runtime scalar {name!r}'s default {shown(default)} in the plan's "
+                              f"signature ({ep.plan}) is not a finite number {dtype} holds (for an int32, an int "
+                              f"within its range)")  # fmt: skip
         out[name] = float(default) if dtype == "float32" else int(default)
     return out
+
+
+def _plan_takes(pkg, ep, spec, plan) -> None:
+    """Every name kernel.toml gives the plan (constants, runtime scalars, keywords giving dimensions) is one of its
+    parameters, or it takes ``**kwargs``: the builder calls it with them."""
+    params = inspect.signature(plan).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    given = [n for n, _ in spec.constants] + [n for n, _ in spec.scalars] + [k for k, _ in spec.keywords]
+    missing = [n for n in given if n not in params or params[n].kind is inspect.Parameter.POSITIONAL_ONLY]
+    if missing:
+        raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: kernel.toml gives the plan {shown(missing[0])}, "
+                          f"which is no keyword parameter of {ep.plan}")  # fmt: skip
 
 
 def _alternatives_agree(pkg, ep, spec, call, first) -> None:
@@ -342,6 +368,7 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
         plan, reference = _function(module, ep.plan, pkg), _function(module, ep.reference, pkg)
         records = []
         for spec in ep.specialisations:
+            _plan_takes(pkg, ep, spec, plan)
             if spec.dims:
                 records.append(_family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate,
                                               baseline))  # fmt: skip

@@ -30,8 +30,8 @@ import numpy as np
 import nki_dsl as nki
 from hub_client import chunks, execute, families
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
-from hub_client.manifest import FLOAT32_MAX, INT32_RANGE, SpecRecord
-from hub_client.package import describe_dim, shown
+from hub_client.manifest import SpecRecord
+from hub_client.package import FLOAT32_MAX, INT32_RANGE, describe_dim, shown
 
 
 def _dtype_name(a) -> str:

@@ -20,6 +20,8 @@ from hub_client.package import (
     SCALAR_DTYPES,
     ArgSpec,
     check_version,
+    distinct_names,
+    holds,
     parse_dims,
     parse_shape,
     shown,
@@ -104,19 +106,6 @@ def _listed(path: object, files: dict, where: str) -> str:
     return path
 
 
-INT32_RANGE = (-(1 << 31), (1 << 31) - 1)  # what an int32 runtime scalar holds (the loader checks callers too)
-FLOAT32_MAX = 3.4028234663852886e38
-
-
-def _holds(dtype: str, value: object) -> bool:
-    """Is ``value`` (parsed JSON) a number ``dtype`` holds? The loader passes the default to the kernel as a
-    one-element array of that dtype: an int32 past its range, or a float past float32's or not finite, would
-    overflow there instead of being refused here."""
-    if dtype == "int32":
-        return type(value) is int and INT32_RANGE[0] <= value <= INT32_RANGE[1]
-    return type(value) in (float, int) and abs(value) <= FLOAT32_MAX  # NaN compares False: refused too
-
-
 def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int | None]]:
     """A record's ``"scalars": {"epsilon": {"dtype": "float32", "default": 1e-06}}``; ``"default": null``: a
     required scalar (a call that leaves it out does not match the specialisation)."""
@@ -127,7 +116,7 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int | None
         ok = isinstance(s, dict) and set(s) == {"dtype", "default"} and s["dtype"] in SCALAR_DTYPES
         ok = ok and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", name) is not None
         default = s.get("default") if ok else None
-        if not ok or (default is not None and not _holds(s["dtype"], default)):
+        if not ok or (default is not None and not holds(s["dtype"], default)):
             label = name if len(name) <= 64 else name[:64] + "..."  # a hostile name is not echoed whole
             raise BundleError(f"manifest: {where}scalars.{label} must be {{\"dtype\": one of "
                               f"{', '.join(SCALAR_DTYPES)}, \"default\": a finite number it holds, or null (the "
@@ -140,8 +129,8 @@ def _constants(raw: object, where: str) -> dict:
     """A record's ``"constants": {"num_heads": 12, "strategy": ["auto", "flash"]}``: a number, string or boolean a
     call's keyword must equal, or a list of at most ``MAX_CONSTANT_VALUES`` distinct ones it may equal any of (kept
     as a tuple)."""
-    def one(v):
-        return isinstance(v, bool | int | float | str) and (not isinstance(v, str) or len(v) <= 256)
+    def one(v):  # (not NaN, which JSON's reader takes: no call's value equals it)
+        return isinstance(v, bool | int | float | str) and v == v and (not isinstance(v, str) or len(v) <= 256)
 
     def many(v):
         return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
@@ -149,23 +138,14 @@ def _constants(raw: object, where: str) -> dict:
 
     if not isinstance(raw, dict) or not all(isinstance(k, str) and (one(v) or many(v)) for k, v in raw.items()):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
-                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones")
+                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones "
+                          f"(never NaN, which no call's value equals)")  # fmt: skip
     return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
 
 
 # A specialisation's id: what ``Specialisation.id`` makes (the library's longest is 152 characters). It names the
 # specialisation in every refusal and cache key, so it is bounded.
 _SPEC_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,255}\Z")
-
-
-def _distinct_names(dims: dict, constants: dict, scalars: dict, where: str) -> None:
-    """A dimension, a constant and a runtime scalar never share a name: a call's keyword ``N=5`` would otherwise
-    match a constant ``N`` while the family binds ``N`` from the arrays' shapes to another value."""
-    for a, b, what in ((dims, constants, "dimension and a constant"), (dims, scalars, "dimension and a runtime scalar"),
-                       (constants, scalars, "constant and a runtime scalar")):  # fmt: skip
-        both = sorted(set(a) & set(b))
-        if both:
-            raise BundleError(f"manifest: {where}: {shown(both[0])} is both a {what}")
 
 
 MAX_PARAMETERS = 64
@@ -256,7 +236,7 @@ def parse(data: bytes) -> Manifest:
                 raise BundleError(f"manifest: {where}id {shown(spec_id)} must be 1 to 255 of [A-Za-z0-9_.-] (what "
                                   f"publishing makes of a specialisation)")  # fmt: skip
             scalars = _scalars(s.get("scalars", {}), where)
-            _distinct_names(dims, constants, scalars, f"{where}(id {spec_id})")
+            distinct_names(dims, constants, scalars, f"manifest: {where}(id {spec_id})")
             keywords = _keywords(s.get("keywords", {}), dims, set(constants) | set(scalars), where)
             returns = _returns(s.get("returns", []), dims, where)
             if (keywords or returns or any(a.groups for a in args)) and not dims:

@@ -166,6 +166,17 @@ def parse_dims(raw: object, args: tuple[ArgSpec, ...], where: str) -> tuple[tupl
 # the kernel and ships test vectors with: ``scalars = { scale = { dtype = "float32", sample = 0.125 } }``.
 SCALAR_DTYPES = ("float32", "int32")
 MAX_SCALARS = 16  # runtime scalars of one specialisation
+INT32_RANGE = (-(1 << 31), (1 << 31) - 1)  # what an int32 runtime scalar holds (the loader checks callers too)
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def holds(dtype: str, value: object) -> bool:
+    """Is ``value`` (parsed JSON or TOML, or a plan's default) a number ``dtype`` holds? The loader and the builder
+    pass it to the kernel as a one-element array of that dtype: an int32 past its range, or a float past float32's
+    or not finite, would overflow there instead of being refused here."""
+    if dtype == "int32":
+        return type(value) is int and INT32_RANGE[0] <= value <= INT32_RANGE[1]
+    return type(value) in (float, int) and abs(value) <= FLOAT32_MAX  # NaN compares False: refused too
 
 
 def parse_scalars(raw: object, where: str) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, float], ...]]:
@@ -174,19 +185,17 @@ def parse_scalars(raw: object, where: str) -> tuple[tuple[tuple[str, str], ...],
     if raw is None:
         return (), ()
 
-    def sample_ok(dtype, v):  # a finite number (NaN compares False), an int for an int32
-        return type(v) in ((int,) if dtype == "int32" else (int, float)) and abs(v) <= 3.4e38
-
     def entry_ok(v):
         return v in SCALAR_DTYPES or (isinstance(v, dict) and set(v) == {"dtype", "sample"} and v["dtype"] in
-                                      SCALAR_DTYPES and sample_ok(v["dtype"], v["sample"]))  # fmt: skip
+                                      SCALAR_DTYPES and holds(v["dtype"], v["sample"]))  # fmt: skip
 
     if not isinstance(raw, dict) or len(raw) > MAX_SCALARS or not all(
         isinstance(k, str) and SYMBOL.match(k) and entry_ok(v) for k, v in raw.items()
     ):
         raise BundleError(f"{where}: scalars must be a table of at most {MAX_SCALARS} identifiers to a dtype among "
                           f"{', '.join(SCALAR_DTYPES)}, such as {{ epsilon = \"float32\" }}, or to {{ dtype = .., "
-                          f"sample = a finite number }} (an int for int32); got {shown(raw)}")  # fmt: skip
+                          f"sample = a finite number }} it holds (for an int32, an int within its range); got "
+                          f"{shown(raw)}")  # fmt: skip
     scalars = tuple((k, v if isinstance(v, str) else v["dtype"]) for k, v in raw.items())
     return scalars, tuple((k, v["sample"]) for k, v in raw.items() if isinstance(v, dict))
 
@@ -203,6 +212,20 @@ def parse_keywords(raw: object, dims, constants, scalars, where: str) -> tuple[t
         raise BundleError(f"{where}: keywords must map keywords (not constants or runtime scalars) to the family's "
                           f"dimensions, such as {{ num_heads = \"H\" }}")  # fmt: skip
     return tuple(sorted(raw.items()))
+
+
+def distinct_names(dims, constants, scalars, where: str) -> None:
+    """A dimension, a constant and a runtime scalar never share a name (each a collection of names, or of pairs
+    whose first item is one): a call's keyword ``N=5`` would otherwise match a constant ``N`` while the family
+    binds ``N`` from the arrays' shapes to another value."""
+    def names(c):
+        return {n if isinstance(n, str) else n[0] for n in c}
+
+    for a, b, what in ((dims, constants, "dimension and a constant"), (dims, scalars, "dimension and a runtime scalar"),
+                       (constants, scalars, "constant and a runtime scalar")):  # fmt: skip
+        both = sorted(names(a) & names(b))
+        if both:
+            raise BundleError(f"{where}: {shown(both[0])} is both a {what}")
 
 
 def _value_id(v) -> str:
@@ -294,17 +317,18 @@ MAX_CONSTANT_VALUES = 16  # values one constant may list
 
 def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
     """``constants = { num_heads = 12, strategy = ["auto", "flash"] }``: a number or string the call must match, or
-    a list of distinct ones it may take any of (kept as a tuple)."""
+    a list of distinct ones it may take any of (kept as a tuple). Not NaN (TOML has it): no call's value equals it."""
     def one(v):
-        return isinstance(v, bool | int | float | str)
+        return isinstance(v, bool | int | float | str) and v == v and (not isinstance(v, str) or len(v) <= 256)
 
     def many(v):
         return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
             {(type(x), x) for x in v}) == len(v)  # fmt: skip
 
     if not isinstance(raw, dict) or not all(one(v) or many(v) for v in raw.values()):
-        raise BundleError(f"{where}: constants must be a table of numbers or strings, or of lists of at most "
-                          f"{MAX_CONSTANT_VALUES} distinct ones (values a call may take any of)")  # fmt: skip
+        raise BundleError(f"{where}: constants must be a table of numbers (not NaN) or strings (at most 256 "
+                          f"characters), or of lists of at most {MAX_CONSTANT_VALUES} distinct ones (values a call may "
+                          f"take any of)")  # fmt: skip
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
 
 
@@ -338,17 +362,21 @@ def read_package(root: str | Path) -> KernelPackage:
     entries = []
     for ep_name, ep in sorted(data.get("entry-points", {}).items()):
         where = f"{toml}: [entry-points.{ep_name}]"
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", ep_name) or "plan" not in ep or "reference" not in ep:
+        named = re.match(r"^[A-Za-z_][A-Za-z0-9_]*\Z", ep_name)
+        if not named or not isinstance(ep, dict) or not {"plan", "reference"} <= set(ep):
             raise BundleError(f"{where}: needs an identifier name, plan = 'module:function' and reference")
         specs = []
         for s in ep.get("specialisations", []):
+            if not isinstance(s, dict):
+                raise BundleError(f"{where}: each of specialisations must be a table such as {{ args = [...] }}, got "
+                                  f"{shown(s)}")  # fmt: skip
+            if not isinstance(s.get("args", []), list):
+                raise BundleError(f"{where}: a specialisation's args must be a list such as [\"N x 512:float32\"]")
             args = tuple(ArgSpec.parse(a) for a in s.get("args", []))
             constants, (scalars, samples) = _constants(s.get("constants", {}), where), parse_scalars(s.get("scalars"),
                                                                                                    where)
-            if set(dict(constants)) & set(dict(scalars)):
-                raise BundleError(f"{where}: {', '.join(sorted(set(dict(constants)) & set(dict(scalars))))} is both "
-                                  f"a constant and a runtime scalar")  # fmt: skip
             dims = parse_dims(s.get("dims"), args, where)
+            distinct_names(dims, constants, scalars, where)
             keywords, returns = parse_keywords(s.get("keywords"), dims, constants, scalars, where), s.get("returns", [])
             try:
                 named = {x for r in returns for x in parse_shape(r)[0] if isinstance(x, str)}
