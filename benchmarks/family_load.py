@@ -15,7 +15,6 @@ family of every library manifest (``kernels/*/kernel.toml``) with its trace+prov
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import nki_dsl as nki  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from kernels.linear.launcher import plan_layernorm_mlp, plan_layernorm_qkv, plan_mlp  # noqa: E402
 from kernels.softmax.launcher import plan_softmax  # noqa: E402
 from kernels.vit_attn.launcher import plan_attention_qkv  # noqa: E402
@@ -36,15 +36,6 @@ class _Arg:
         self.dtype = nki.language.bfloat16 if spec.dtype == "bfloat16" else np.dtype(spec.dtype)
 
 
-def _cpu(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.process_time()
-        fn()
-        times.append(time.process_time() - t)
-    return statistics.median(times)
-
-
 def _case(name, plan, shapes, dtype, dims, constants, value, repeat):
     """``shapes``: every argument's shape (the symbols those of ``dims``); ``value``: the size every symbol takes."""
     specs = [nki.spec(shape, dtype, dims={d: dims[d] for d in shape if isinstance(d, str)}) for shape in shapes]
@@ -53,13 +44,14 @@ def _case(name, plan, shapes, dtype, dims, constants, value, repeat):
     family = nki.trace(launch, *specs, target="trn2", **kwargs)  # traces and proves
     prove = time.process_time() - t
     text = family.text
-    parse = _cpu(lambda: nki.parse_family(text), repeat)
+    parse = median_time(lambda: nki.parse_family(text), repeat, time.process_time)
     concrete_shapes = [tuple(value if isinstance(s, str) else s for s in shape) for shape in shapes]
-    instance = _cpu(lambda: nki.parse_family(text).instantiate(*concrete_shapes, target="trn2"), repeat) - parse
+    instance = median_time(lambda: nki.parse_family(text).instantiate(*concrete_shapes, target="trn2"), repeat,
+                           time.process_time) - parse  # fmt: skip
     np_dtype = nki.language.bfloat16 if dtype == "bfloat16" else dtype
     claunch, cargs, ckw = plan(*[np.zeros(s, np_dtype) for s in concrete_shapes], **constants)
     concrete_text = nki.trace(claunch, *[nki.spec(a.shape, dtype) for a in cargs], target="trn2", **ckw).text
-    concrete = _cpu(lambda: nki.parse_ir(concrete_text, target="trn2"), repeat)
+    concrete = median_time(lambda: nki.parse_ir(concrete_text, target="trn2"), repeat, time.process_time)
     print(f"{name}: trace+prove {prove * 1e3:.0f} ms (once, at publish); parse_family {parse * 1e3:.1f} ms; "
           f"instantiate+verify at {concrete_shapes[0]} {instance * 1e3:.1f} ms vs parse_ir of that shape's IR "
           f"{concrete * 1e3:.1f} ms: ratio {instance / concrete:.2f}")  # fmt: skip

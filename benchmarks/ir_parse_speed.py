@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 import nki_dsl as nki  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from kernels.matmul import matmul_tiled  # noqa: E402
 from kernels.rmsnorm import rmsnorm_rows  # noqa: E402
 from kernels.softmax import softmax_rows  # noqa: E402
@@ -71,15 +71,6 @@ def realistic_ir(nbytes: int) -> str:
     return "\n".join(head + out + ["}"]) + "\n"
 
 
-def _median(fn, repeat: int, clock=time.perf_counter) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = clock()
-        fn()
-        times.append(clock() - t0)
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--megabytes", type=float, default=1.0)
@@ -91,10 +82,11 @@ def main() -> None:
         text = realistic_ir(size)
         n_ops = text.count(" loc(")
         doc = json.dumps([{"op": line.split("(")[0].strip(), "line": line} for line in text.splitlines()])
-        t_json = _median(lambda: json.loads(doc), args.repeat)  # noqa: B023
-        t_parse = _median(lambda: nki.parse_ir_unverified(text, budget=BUDGET), args.repeat)  # noqa: B023
-        cpu_parse = _median(lambda: nki.parse_ir_unverified(text, budget=BUDGET), args.repeat, time.process_time)  # noqa: B023
-        t_full = _median(lambda: nki.parse_ir(text, budget=BUDGET), args.repeat)  # noqa: B023
+        t_json = median_time(lambda: json.loads(doc), args.repeat)  # noqa: B023
+        t_parse = median_time(lambda: nki.parse_ir_unverified(text, budget=BUDGET), args.repeat)  # noqa: B023
+        cpu_parse = median_time(lambda: nki.parse_ir_unverified(text, budget=BUDGET), args.repeat,  # noqa: B023
+                                time.process_time)  # fmt: skip
+        t_full = median_time(lambda: nki.parse_ir(text, budget=BUDGET), args.repeat)  # noqa: B023
         mb = len(text.encode()) / 1e6
         print(f"{mb:.2f} MB of IR ({n_ops} ops): parse {t_parse:.3f} s ({mb / t_parse:.2f} MB/s; CPU time "
               f"{cpu_parse:.3f} s), "

@@ -11,9 +11,7 @@ the two give the same numbers bit for bit.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parents[1]))
 
 import nki_dsl as nki  # noqa: E402
+from benchmarks.timing import median_time  # noqa: E402
 from hub_client import chunks  # noqa: E402
 from kernels.rmsnorm import launcher  # noqa: E402
 from tests.kernels.family_args import FamilyArg  # noqa: E402
@@ -31,16 +30,6 @@ def family(rows_top: int):
     stand_ins = [FamilyArg(s, shape, "float32") for s, shape in zip(specs, nki.symbolic_shapes(*specs))]
     launch, args, kwargs = launcher.plan_rmsnorm(*stand_ins)
     return nki.trace(launch, *[a.spec for a in args], target="trn2", **kwargs)
-
-
-def median_wall(fn, repeat: int) -> float:
-    fn()  # warm-up: instantiation, verification, code generation
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -73,7 +62,7 @@ def main() -> None:
     cuts = chunks.sizes(a.rows, 1, a.top, 1, proved["N"].block)
     m1 = instance(whole_family, a.rows)[0].profile("trn2").latency_us
     m2 = sum(instance(parts_family, c)[0].profile("trn2").latency_us for c in cuts)
-    w1, w2 = median_wall(whole, a.repeat), median_wall(parts, a.repeat)
+    w1, w2 = median_time(whole, a.repeat, warm=True), median_time(parts, a.repeat, warm=True)
     print(f"N = {a.rows}: parts {cuts} (blocks of {proved['N'].block}), the same numbers bit for bit")
     print(f"modelled trn2: one instance {m1:.1f} us, parts {m2:.1f} us ({m2 / m1:.4f}x)")
     print(f"NumPy per call: one instance {w1 * 1e3:.1f} ms, parts {w2 * 1e3:.1f} ms ({w2 / w1:.2f}x)")
