@@ -91,3 +91,15 @@ def settings():
 
 def cache_dir() -> Path:
     return settings().cache_dir
+
+
+def fetched_without_trust(bundle, repo_id: str):
+    """``bundle`` published to the registry fixture as ``repo_id`` and fetched (major 1) with no trust: the kernel,
+    checked to run its IR only (no published Python imported)."""
+    import kernels
+    from hub_client.publish import publish
+
+    publish(bundle, repo_id, settings())
+    k = kernels.get_kernel(repo_id, version=1)
+    assert k.info.trusted is False and k.module is None
+    return k

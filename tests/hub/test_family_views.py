@@ -14,10 +14,9 @@ import kernels
 from hub_client.bundle import Bundle, build_bundle
 from hub_client.errors import BundleError
 from hub_client.manifest import MANIFEST, dump, parse
-from hub_client.publish import publish
 from kernels.vit_attn.reference import attention_qkv as qkv_reference
 from kernels.vit_attn.reference import attention_split as split_reference
-from tests.hub.conftest import settings
+from tests.hub.conftest import fetched_without_trust
 from tests.hub.library_packages import families_only
 
 
@@ -42,10 +41,7 @@ def views_bundle(tmp_path_factory):
 
 @pytest.fixture
 def vit(registry, views_bundle):
-    publish(views_bundle, "acme/vit-attn", settings())
-    k = kernels.get_kernel("acme/vit-attn", version=1)
-    assert k.info.trusted is False and k.module is None
-    return k
+    return fetched_without_trust(views_bundle, "acme/vit-attn")
 
 
 def test_attention_qkv_runs_any_head_count_and_head_dim_without_trust(vit):

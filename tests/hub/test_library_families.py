@@ -17,7 +17,7 @@ from kernels.linear import reference as linear_reference
 from kernels.linear.widths import toml_line
 from kernels.matmul.reference import matmul as matmul_reference
 from kernels.vit_attn.reference import attention_split as attention_split_reference
-from tests.hub.conftest import settings
+from tests.hub.conftest import fetched_without_trust, settings
 from tests.hub.library_packages import ROOT, families_only
 
 BF16 = nl.bfloat16
@@ -310,9 +310,7 @@ def test_row_kernels_run_widths_and_epsilons_nobody_declared_without_trust(regis
 
 def test_matmul_runs_past_8192_without_trust(registry, bundles):
     """The tiled family reaches 16384 (the untrusted-IR budget holds it there): N = 12288, fetched without trust."""
-    publish(bundles["matmul"], "acme/matmul", settings())
-    k = kernels.get_kernel("acme/matmul", version=1)
-    assert k.info.trusted is False and k.module is None
+    k = fetched_without_trust(bundles["matmul"], "acme/matmul")
     lhsT, rhs = _arrays(np.random.default_rng(11), [(256, 128), (256, 12288)], np.float32)
     from kernels.matmul import matmul as local
 

@@ -12,9 +12,8 @@ import pytest
 import kernels
 from hub_client.bundle import build_bundle
 from hub_client.errors import ScalarArgumentError
-from hub_client.publish import publish
 from kernels.vit_attn.reference import attention, attention_qkv
-from tests.hub.conftest import settings
+from tests.hub.conftest import fetched_without_trust
 from tests.hub.library_packages import families_only
 
 
@@ -34,10 +33,7 @@ def keywords_bundle(tmp_path_factory):
 
 @pytest.fixture
 def vit(registry, keywords_bundle):
-    publish(keywords_bundle, "acme/vit-attn", settings())
-    k = kernels.get_kernel("acme/vit-attn", version=1)
-    assert k.info.trusted is False and k.module is None
-    return k
+    return fetched_without_trust(keywords_bundle, "acme/vit-attn")
 
 
 def _close(out, expected):

@@ -87,26 +87,27 @@ def _two_blocks(x):
     return out
 
 
-@nki.jit
-def _first_blocks_only(x):
-    """Only the first two blocks are copied: a mask on the loop's index alone."""
+def _copy_blocks(x, store_mask):
+    """out = x over ceil(N / T) blocks of T rows, each loaded under ``r < N`` and stored under ``store_mask(r, i,
+    n)``: the kernels below differ only in that mask."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     n = x.shape[0]
     for i in nl.affine_range((n + T - 1) // T):
         r = T * i + I_P
-        nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=(r < n) & (i + 0 * I_P < 2))
+        nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=store_mask(r, i, n))
     return out
+
+
+@nki.jit
+def _first_blocks_only(x):
+    """Only the first two blocks are copied: a mask on the loop's index alone."""
+    return _copy_blocks(x, lambda r, i, n: (r < n) & (i + 0 * I_P < 2))
 
 
 @nki.jit
 def _all_but_last_row(x):
     """Every row but the call's last: the mask ``T*i + p + 1 < N`` drops each part's last row instead."""
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    n = x.shape[0]
-    for i in nl.affine_range((n + T - 1) // T):
-        r = T * i + I_P
-        nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=(r + 1 < n))
-    return out
+    return _copy_blocks(x, lambda r, i, n: r + 1 < n)
 
 
 @nki.jit
@@ -184,12 +185,7 @@ def _sum_of_columns_left_of_the_end(x):
 @nki.jit
 def _first_half(x):
     """Only the rows below N / 2: a mask on twice the row, which each part would take at its own half."""
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    n = x.shape[0]
-    for i in nl.affine_range((n + T - 1) // T):
-        r = T * i + I_P
-        nl.store(out[r, I_F], value=nl.load(x[r, I_F], mask=(r < n)), mask=(2 * r < n))
-    return out
+    return _copy_blocks(x, lambda r, i, n: 2 * r < n)
 
 
 @nki.jit
