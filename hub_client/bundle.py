@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from hub_client.package import (
     holds,
     parse_shape,
     read_package,
+    shape_at,
     shown,
 )
 from hub_client.package_import import function_at, import_package_dir
@@ -87,12 +87,8 @@ def _function(package, ref: str, pkg: KernelPackage):
 def _inputs(spec: Specialisation, values: dict[str, int] | None = None) -> list[np.ndarray]:
     seed = int(hashlib.sha256((spec.id + repr(sorted((values or {}).items()))).encode()).hexdigest()[:8], 16)
     rng = np.random.default_rng(seed)
-    return [(2.0 * rng.standard_normal(_shape_at(a, values))).astype(nki.language.bfloat16 if a.dtype == "bfloat16"
-            else a.dtype) for a in spec.args]  # fmt: skip
-
-
-def _shape_at(a: ArgSpec, values: dict[str, int] | None) -> tuple[int, ...]:
-    return tuple(values[s] if isinstance(s, str) else s for s in a.shape)
+    return [(2.0 * rng.standard_normal(shape_at(a.shape, values or {}))).astype(
+        nki.language.bfloat16 if a.dtype == "bfloat16" else a.dtype) for a in spec.args]  # fmt: skip
 
 
 def _samples(spec: Specialisation) -> list[dict[str, int]]:
@@ -100,7 +96,7 @@ def _samples(spec: Specialisation) -> list[dict[str, int]]:
     130 rows: not multiples of the 128-partition tile) and its largest, those whose inputs are small enough for test
     vectors; the last of them ships as the family's vectors."""
     def fits(values):
-        return sum(int(np.prod(_shape_at(a, values))) for a in spec.args) <= MAX_TEST_VECTOR_ELEMENTS
+        return sum(int(np.prod(shape_at(a.shape, values or {}))) for a in spec.args) <= MAX_TEST_VECTOR_ELEMENTS
 
     def near(k):  # every dimension as close to k as its range (and step) allows
         return {n: min(hi, max(lo, k // step * step)) for n, lo, hi, step in spec.dims}
@@ -489,8 +485,7 @@ def _keyword_values(spec: Specialisation, values: dict) -> dict:
 
 def _caller_spec(spec: Specialisation, values: dict) -> Specialisation:
     """One instance as the caller sees it: the groups of args merged, the keywords' values as constants."""
-    args = tuple(ArgSpec(tuple(math.prod(_shape_at(ArgSpec(m, a.dtype), values)) for m in a.call_axes), a.dtype)
-                 for a in spec.args)  # fmt: skip
+    args = tuple(ArgSpec(shape_at(a.shape, values, a.groups), a.dtype) for a in spec.args)
     return Specialisation(args, tuple(sorted((*spec.constants, *_keyword_values(spec, values).items()))),
                           scalars=spec.scalars)  # fmt: skip
 

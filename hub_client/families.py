@@ -18,7 +18,7 @@ import numpy as np
 
 from hub_client.errors import IRRejectedError
 from hub_client.manifest import SpecRecord
-from hub_client.package import MAX_DIM, ArgSpec, shown
+from hub_client.package import MAX_DIM, ArgSpec, shape_at, shown
 
 
 def bind(spec: SpecRecord, args: tuple, kwargs: dict | None = None) -> tuple[dict[str, int] | None, str | None]:
@@ -54,7 +54,7 @@ def above(spec: SpecRecord, args: tuple, kwargs: dict | None = None) -> dict[str
 def to_kernel(spec: SpecRecord, args: tuple, values: dict[str, int]) -> tuple:
     """The caller's arrays as the kernel takes them: each reshaped to the kernel's axes (row-major, a view of a
     contiguous array) where ``args`` group axes."""
-    return tuple(a.reshape(_at(s.shape, values)) if s.groups else a for a, s in zip(args, spec.args))
+    return tuple(a.reshape(shape_at(s.shape, values)) if s.groups else a for a, s in zip(args, spec.args))
 
 
 def to_caller(spec: SpecRecord, out, values: dict[str, int], label: str):
@@ -73,21 +73,10 @@ def merge_outputs(returns: tuple, out, values: dict[str, int], refuse):
         raise refuse(f"the kernel returns {len(outs)} outputs, the manifest's returns names {len(returns)}")
     merged = []
     for o, (shape, groups) in zip(outs, returns):
-        if tuple(o.shape) != _at(shape, values):
-            raise refuse(f"an output of shape {tuple(o.shape)} is not the manifest's returns {_at(shape, values)}")
-        merged.append(o.reshape(_at(shape, values, groups)) if groups else o)
+        if tuple(o.shape) != shape_at(shape, values):
+            raise refuse(f"an output of shape {tuple(o.shape)} is not the manifest's returns {shape_at(shape, values)}")
+        merged.append(o.reshape(shape_at(shape, values, groups)) if groups else o)
     return tuple(merged) if isinstance(out, tuple) else merged[0]
-
-
-def _at(shape: tuple, values: dict[str, int], groups: tuple[int, ...] = ()) -> tuple[int, ...]:
-    sizes = [values[x] if isinstance(x, str) else x for x in shape]
-    if not groups:
-        return tuple(sizes)
-    out, k = [], 0
-    for g in groups:
-        out.append(math.prod(sizes[k:k + g]))
-        k += g
-    return tuple(out)
 
 
 def _keyword_values(spec: SpecRecord, kwargs: dict) -> tuple[dict[str, int] | None, str | None]:

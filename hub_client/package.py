@@ -6,6 +6,7 @@ touches the network.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -76,6 +77,19 @@ def format_shape(shape: tuple, groups: tuple[int, ...]) -> str:
         out.append(f"({members})" if g > 1 else members)
         k += g
     return " x ".join(out)
+
+
+def shape_at(shape: tuple, values: dict[str, int], groups: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """``shape`` (ints and dimension names) at the dimensions' ``values``; with ``groups`` (``parse_shape``'s), each
+    group's axes merged into one, their product: the shape the caller's array has."""
+    sizes = [values[x] if isinstance(x, str) else x for x in shape]
+    if not groups:
+        return tuple(sizes)
+    out, k = [], 0
+    for g in groups:
+        out.append(math.prod(sizes[k:k + g]))
+        k += g
+    return tuple(out)
 
 
 @dataclass(frozen=True)
