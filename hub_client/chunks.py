@@ -9,7 +9,8 @@ every instance is verified within the budget as any family instance is. A row ke
 ``N`` in blocks of 128 (one row tile per iteration, the ragged last one masked): its slices start at multiples of
 128, so a call with ``N = 70000`` over a family ``N in 1..65536`` runs as instances of 65536 and 4464 rows. What it
 costs: ``ceil(B / top)`` launches instead of one (each with its fixed per-launch cost), one copy of each output into
-the joined array, and at most two instances (the top and the remainder) to verify and cache per shape of the rest
+the joined array, and at most two instances (the top and the remainder; a few more when the rest, below a range's
+bottom, borrows from several parts) to verify and cache per shape of the rest
 (``benchmarks/row_parts.py``: 1.0035x the modelled trn2 latency of one instance at N = 70000).
 """
 
@@ -27,19 +28,28 @@ def sizes(n: int, lo: int, hi: int, step: int, block: int = 1) -> list[int]:
     but the last a multiple of ``block`` too (the kernel computes each block of ``block`` rows from that block
     alone, so a slice starts at a multiple of it): as many as fit at the top rounded down to a multiple of both
     (one instance reused for all of them), then the rest; a rest below ``lo`` takes what it lacks, rounded up to a
-    multiple of both, from the chunk before it."""
+    multiple of both, from the chunks before it, the last first, each keeping at least ``lo`` (rounded up), or joins
+    the chunk before it when the two fit in ``hi``."""
     unit = math.lcm(step, block)
     top = hi // unit * unit
     if top < max(lo, 1):
         raise ValueError(f"no part in {lo}..{hi} is a multiple of {unit}")
     full, rest = divmod(n, top)
     out = [top] * full
+    if rest and rest < lo and out and top + rest <= hi:  # the last part need not be a multiple of the block
+        out.pop()
+        rest += top
     if rest and rest < lo:
-        borrow = -(-(lo - rest) // unit) * unit
-        if not out or top - borrow < lo:
+        need = -(-(lo - rest) // unit) * unit
+        floor = -(-lo // unit) * unit  # the least a chunk before the last keeps: a multiple of both
+        for k in range(len(out) - 1, -1, -1):
+            take = min(need, out[k] - floor)
+            out[k], rest, need = out[k] - take, rest + take, need - take
+            if not need:
+                break
+        if need or rest > hi:
             raise ValueError(f"{n} cannot be cut into parts in {lo}..{hi}" +
                              (f" that start at multiples of {block}" if block > 1 else ""))  # fmt: skip
-        out[-1], rest = top - borrow, rest + borrow
     return out + ([rest] if rest else [])
 
 
