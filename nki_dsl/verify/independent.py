@@ -177,6 +177,11 @@ def _mask_problem(mask: Mask | None, extents, name: str, names: set[str], enclos
 
 def _why_not(kernel: Kernel, name: str) -> tuple[str | None, int]:
     label = name[1:]
+    # condition 5 first, without walking the body: an output's rank is bounded, so few symbols reach the walks
+    # below (a family declaring a thousand dimensions does not make a thousand walks over its ops)
+    for t in kernel.outputs:
+        if name not in t.type.shape:
+            return f"output %{t.name} has no dimension {label}, so instances over slices cannot be joined", 1
     stops, why = _block_stops(kernel, name)
     if why:
         return why, 1
@@ -247,9 +252,6 @@ def _why_not(kernel: Kernel, name: str) -> tuple[str | None, int]:
                             f"at the same place in every iteration"), 1  # fmt: skip
                 if a.tensor.kind == "param":
                     return f"{where} writes parameter %{a.tensor.name}, which has no dimension {label}", 1
-    for t in kernel.outputs:
-        if id(t) not in has:
-            return f"output %{t.name} has no dimension {label}, so instances over slices cannot be joined", 1
     if not x_vars and has:
         return f"no loop runs over {label}", 1
     return None, block

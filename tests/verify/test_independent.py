@@ -87,6 +87,23 @@ def _total(x):
 
 
 @nki.jit
+def _copy_and_total(x):
+    """Each element copied, and the sum over the batch accumulated beside it into a tile made outside the loop (and
+    stored into a batch-wide output element by element: what an instance over a slice gets is its slice's sum)."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    total = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((nl.par_dim(128), 64), dtype=nl.float32)
+    acc[I_P, I_F] = nl.zeros((128, 64), dtype=nl.float32)
+    for b in nl.affine_range(x.shape[0]):
+        tile = nl.load(x[b, I_P, I_F])
+        acc[I_P, I_F] += tile
+        nl.store(out[b, I_P, I_F], value=tile)
+    for b in nl.affine_range(x.shape[0]):
+        nl.store(total[b, I_P, I_F], value=acc[I_P, I_F])
+    return out, total
+
+
+@nki.jit
 def _first_elements_only(x):
     """Only the first three elements are copied: a mask on the batch loop's index."""
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -110,7 +127,8 @@ def _pairs(x):
     (_running_sum, "is not an affine_range(0, B, 1)"),
     (_plus_first, "along B at 0, not at the index of the loop over B"),
     (_reversed, "uses B"),
-    (_total, "defined outside the loop"),
+    (_total, "output %0 has no dimension B"),
+    (_copy_and_total, "defined outside the loop"),
     (_first_elements_only, "depends on B"),
 ])  # fmt: skip
 def test_a_kernel_that_mixes_batch_elements_is_not_independent_along_them(kernel, why):
