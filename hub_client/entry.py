@@ -84,8 +84,9 @@ def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
                                                                                                 FLOAT32_MAX)
         if not ok:
             kind = "real number float32 holds (finite, at most 3.4e38 in size)" if dtype == "float32" else "int32"
+            hint = "; pass a Python number (float(value))" if getattr(v, "shape", None) == () else ""
             raise ScalarArgumentError(f"{label}: {name} must be a {kind} (passed to the kernel as {dtype}), got "
-                                      f"{shown(v)}")  # fmt: skip
+                                      f"{shown(v)}{hint}")  # fmt: skip
         out[name] = np.full((1,), v, dtype=dtype)
     return out
 

@@ -103,6 +103,17 @@ def test_a_scale_no_float32_holds_is_refused_and_quoted_in_bounds(widths, value,
     assert shown in str(e.value) and len(str(e.value)) < 400
 
 
+def test_a_0_d_array_scale_is_refused_saying_what_to_pass(widths):
+    jnp = pytest.importorskip("jax.numpy")
+
+    for value in (np.array(0.5), jnp.array(0.5)):
+        with pytest.raises(ScalarArgumentError, match=r"; pass a Python number \(float\(value\)\)"):
+            widths.rmsnorm(X, G, epsilon=value)
+    with pytest.raises(ScalarArgumentError) as e:
+        widths.rmsnorm(X, G, epsilon=np.ones(1))
+    assert "pass a Python number" not in str(e.value)
+
+
 def test_an_int_or_a_numpy_scalar_is_a_scale(widths):
     for value in (2, np.int64(2), np.float32(2.0), 2.0):
         np.testing.assert_allclose(widths.rmsnorm(X, G, epsilon=value), X / np.sqrt(3.0), rtol=1e-6)
