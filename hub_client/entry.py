@@ -112,6 +112,11 @@ def _bound(kernel, args: tuple, scalars: dict, label: str) -> dict:
 
 
 MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
+MAX_LISTED = 40  # specialisations (and near misses) a refusal lists: a manifest may hold thousands
+
+
+def _more(n: int) -> str:
+    return f"\n  ... and {n - MAX_LISTED} more" if n > MAX_LISTED else ""
 
 
 @dataclass
@@ -193,9 +198,10 @@ class EntryPoint:
                       for k, (t, d) in s.scalars.items())
             + "".join(f", {k}={n}" for k, n in s.keywords.items()) + ")"
             + "".join(f" with {describe_dim(n, *d)}" for n, d in s.dims.items())
-            for s in self.specialisations
+            for s in self.specialisations[:MAX_LISTED]
         )  # fmt: skip
-        why = "".join(f"\n{n}" for n in near)
+        have += _more(len(self.specialisations))
+        why = "".join(f"\n{n}" for n in near[:MAX_LISTED]) + _more(len(near))
         return NoSpecialisationError(
             f"{self._label}: no published specialisation of {self.name} for ({got}).{why}\nPublished:\n{have}\n"
             f"Without trust only these verified IR specialisations run. To run any shape with the kernel's published "

@@ -18,6 +18,7 @@ from hub_client.package import (
     MAX_CONSTANT_VALUES,
     MAX_SCALARS,
     SCALAR_DTYPES,
+    SYMBOL,
     ArgSpec,
     check_version,
     distinct_names,
@@ -136,10 +137,11 @@ def _constants(raw: object, where: str) -> dict:
         return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
             {(type(x), x) for x in v}) == len(v)  # fmt: skip
 
-    if not isinstance(raw, dict) or not all(isinstance(k, str) and (one(v) or many(v)) for k, v in raw.items()):
+    if not isinstance(raw, dict) or not all(SYMBOL.match(k) and (one(v) or many(v)) for k, v in raw.items()):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
                           f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones "
-                          f"(never NaN, which no call's value equals)")  # fmt: skip
+                          f"(names: identifiers of at most 64 characters; never NaN, which no call's value "
+                          f"equals)")  # fmt: skip
     return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
 
 

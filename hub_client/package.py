@@ -339,10 +339,10 @@ def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
         return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
             {(type(x), x) for x in v}) == len(v)  # fmt: skip
 
-    if not isinstance(raw, dict) or not all(one(v) or many(v) for v in raw.values()):
+    if not isinstance(raw, dict) or not all(SYMBOL.match(k) and (one(v) or many(v)) for k, v in raw.items()):
         raise BundleError(f"{where}: constants must be a table of numbers (not NaN) or strings (at most 256 "
                           f"characters), or of lists of at most {MAX_CONSTANT_VALUES} distinct ones (values a call may "
-                          f"take any of)")  # fmt: skip
+                          f"take any of), named by identifiers")  # fmt: skip
     return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
 
 

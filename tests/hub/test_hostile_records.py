@@ -127,3 +127,30 @@ def test_an_unknown_keyword_is_quoted_in_bounds(widths, kwargs, shown):
     with pytest.raises(kernels.NoSpecialisationError) as e:
         widths.rmsnorm(X, G, **kwargs)
     assert shown in str(e.value) and len(str(e.value)) < 2000
+
+
+def test_a_refusal_lists_at_most_forty_specialisations(tmp_path):
+    """A manifest may hold thousands of records: a call none matches is refused with the first 40 and a count."""
+    bundle = build_bundle(_package(tmp_path / "pkg", CONCRETE), benchmarks=False)
+    raw = json.loads(bundle.files[MANIFEST])
+    (record,) = raw["entry_points"]["rmsnorm"]["specialisations"]
+    raw["entry_points"]["rmsnorm"]["specialisations"] = [record | {"id": f"s{i}"} for i in range(5000)]
+    bundle.write(tmp_path / "bundle")
+    (tmp_path / "bundle" / MANIFEST).write_bytes(dump(raw))
+    k = kernels.get_local_kernel(tmp_path / "bundle")
+    with pytest.raises(kernels.NoSpecialisationError) as e:
+        k.rmsnorm(X, G)
+    assert str(e.value).count("rmsnorm(128x64:float32, 64:float32, epsilon=1e-06)") == 40
+    assert "... and 4960 more" in str(e.value)
+
+
+def test_the_manifest_refuses_a_constant_named_by_no_identifier(tmp_path):
+    from hub_client.errors import BundleError
+    from hub_client.manifest import parse
+
+    raw = json.loads(build_bundle(_package(tmp_path, CONCRETE), benchmarks=False).files[MANIFEST])
+    for name in ("x" * 100_000, "a b", ""):
+        raw["entry_points"]["rmsnorm"]["specialisations"][0]["constants"] = {name: 1}
+        with pytest.raises(BundleError, match="names: identifiers of at most 64 characters") as e:
+            parse(dump(raw))
+        assert len(str(e.value)) < 400
