@@ -154,3 +154,44 @@ def test_the_manifest_refuses_a_constant_named_by_no_identifier(tmp_path):
         with pytest.raises(BundleError, match="names: identifiers of at most 64 characters") as e:
             parse(dump(raw))
         assert len(str(e.value)) < 400
+
+
+@pytest.fixture(scope="module")
+def widths_manifest(tmp_path_factory):
+    return json.loads(build_bundle(_package(tmp_path_factory.mktemp("m"), WIDTHS), benchmarks=False).files[MANIFEST])
+
+
+def _refused(raw, field, value, match):
+    from hub_client.errors import BundleError
+    from hub_client.manifest import parse
+
+    raw = json.loads(json.dumps(raw))
+    raw["entry_points"]["rmsnorm"]["specialisations"][0][field] = value
+    with pytest.raises(BundleError, match=match) as e:
+        parse(dump(raw))
+    assert len(str(e.value)) < 500
+
+
+@pytest.mark.parametrize("record", [
+    {"dtype": "float32", "default": True}, {"dtype": "float32", "default": [1.0]}, {"dtype": "float32", "default": {}},
+    {"dtype": "float32", "default": float("nan")}, {"dtype": "float32", "default": float("inf")},
+    {"dtype": "float32", "default": -1e39}, {"dtype": "int32", "default": -(2**31) - 1},
+    {"dtype": "int32", "default": True},
+    {"dtype": ["float32"], "default": 1.0}, {"dtype": None, "default": 1.0}, [], "float32",
+])  # fmt: skip
+def test_the_manifest_refuses_a_scalar_of_no_dtype_it_holds(widths_manifest, record):
+    _refused(widths_manifest, "scalars", {"epsilon": record}, "scalars.epsilon must be")
+
+
+@pytest.mark.parametrize("dims", [{"N": "9..3", "W": "1..4096"}, {"N": [-3, 9], "W": "1..4096"},
+                                  {"N": [1, 2**41], "W": "1..4096"}, {"N": [1.0, 9], "W": "1..4096"},
+                                  {"N": "1..99999999999999", "W": "1..4096"}, {"N": [2, 9, 2], "W": "1..4096"},
+                                  {"N": [0, 5], "W": "1..4096"}, {"N": "1..65536"}, {"N": True, "W": "1..4096"},
+                                  {"N": " " * 100_000, "W": "1..4096"}])  # fmt: skip
+def test_the_manifest_refuses_a_dimension_range_that_is_reversed_negative_huge_or_not_integers(widths_manifest, dims):
+    _refused(widths_manifest, "dims", dims, r"dims")
+
+
+def test_the_manifest_refuses_a_keyword_that_is_also_a_runtime_scalar(widths_manifest):
+    _refused(widths_manifest, "keywords", {"epsilon": "N"}, "keywords must map at most 16 keywords \\(not constants "
+                                                            "or scalars\\)")  # fmt: skip
