@@ -3,7 +3,7 @@ and what a shape family's instances are (``family.py``)."""
 
 from __future__ import annotations
 
-from nki_dsl import backends
+from nki_dsl import backends, dtypes
 from nki_dsl.ir.nodes import Kernel
 from nki_dsl.targets import DEFAULT_TARGET, Target, get_target
 
@@ -27,10 +27,11 @@ class TracedKernel:
 
     @property
     def param_types(self) -> list[tuple[str, tuple[int, ...], str]]:
-        """Each parameter's ``(name, shape, dtype name)``, in order: what ``compile(...).run`` must be given (the
-        backends index the arrays as the IR says; a caller binding arrays from elsewhere, a Hub manifest, checks
-        them against these)."""
-        return [(p.name, tuple(p.type.shape), p.type.dtype) for p in self.ir.params]
+        """Each parameter's ``(name, shape, NumPy dtype name of the arrays it takes)``, in order: what
+        ``compile(...).run`` must be given (the backends index the arrays as the IR says; a caller binding arrays
+        from elsewhere, a Hub manifest, checks them against these). The NumPy name, not the NKI one: a
+        ``float8_e4m3`` parameter takes ``float8_e4m3fn`` arrays, a ``bool_`` one ``bool`` arrays."""
+        return [(p.name, tuple(p.type.shape), dtypes.get(p.type.dtype).user_dtype.name) for p in self.ir.params]
 
     def compile(self, backend: str | None = None, target: str | Target = DEFAULT_TARGET):
         """An executable of this (verified) kernel on ``backend`` (default: ``nki.default_backend()``, which sees
