@@ -94,20 +94,16 @@ def _runtime_scalars(spec: SpecRecord, kwargs: dict, label: str) -> dict:
 def _bound(kernel, args: tuple, scalars: dict, label: str) -> dict:
     """The IR's parameters bound: the arrays in order, then the runtime scalars by name. The IR is the authority: a
     manifest record whose args or scalars are not its parameters' (another shape, dtype or name, one too few) is
-    refused here, naming the parameter; a backend indexes its arrays as the IR says and does not check them."""
-    params = execute.param_types(kernel)
-    names = [n for n, _, _ in params]
-    if len(params) != len(args) + len(scalars) or set(names[len(args):]) != set(scalars):
-        given = ", ".join([f"{len(args)} arrays"] + list(scalars))
-        raise IRRejectedError(f"{label}: the IR's parameters are {', '.join(names)}, the manifest's record gives "
-                              f"{given}: the record does not describe its IR")  # fmt: skip
+    refused here, naming the parameter (``execute.mismatch``)."""
+    names = execute.param_names(kernel)
     bound = dict(zip(names, args)) | scalars
-    for name, shape, dtype in params:
-        a = bound[name]
-        if tuple(a.shape) != shape or _dtype_name(a) != dtype:
-            raise IRRejectedError(f"{label}: parameter %{name} of the IR is {'x'.join(map(str, shape))}:{dtype}, "
-                                  f"the call's matching value is {'x'.join(map(str, a.shape))}:{_dtype_name(a)}: "
-                                  f"the manifest's record does not describe its IR")  # fmt: skip
+    if len(names) != len(args) + len(scalars) or set(names[len(args):]) != set(scalars):
+        given = "".join(f", {n}" for n in scalars)
+        why = f"the IR's parameters are {', '.join(names)}; given {len(args)} arrays{given}"
+    else:
+        why = execute.mismatch(kernel, bound)
+    if why:
+        raise IRRejectedError(f"{label}: {why}: the manifest's record does not describe its IR")
     return bound
 
 
@@ -146,7 +142,7 @@ class EntryPoint:
     def _ir(self, spec: SpecRecord, target: nki.Target) -> _Compiled:
         key = (spec.id, target)
         if key not in self._parsed:
-            text = (self._snapshot / spec.ir).read_text()
+            text = self._text(spec)
             try:
                 ir = execute.parse_verified(text, target)
             except Exception as e:  # nki_dsl's parse/verification errors carry the verifier's message
@@ -158,8 +154,16 @@ class EntryPoint:
         """The family's parsed IR (its form checked), parsed once."""
         family = self._families.get(spec.id)
         if family is None:
-            family = self._families[spec.id] = execute.parse_family((self._snapshot / spec.ir).read_text())
+            family = self._families[spec.id] = execute.parse_family(self._text(spec))
         return family
+
+    def _text(self, spec: SpecRecord) -> str:
+        """The IR file's text: UTF-8 whatever the locale, and a file that is not is refused like any bad IR."""
+        try:
+            return (self._snapshot / spec.ir).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise IRRejectedError(f"{self._label}: {spec.ir} was refused: not UTF-8 text ({e.reason} at byte "
+                                  f"{e.start})") from None  # fmt: skip
 
     def _instance(self, spec: SpecRecord, values: dict, args: tuple, target: nki.Target) -> _Compiled:
         """A family's concrete kernel for this call's shape: bound, range-checked, instantiated and verified (within

@@ -8,6 +8,8 @@ every path computes with the same executables. Only nki_dsl's public API is used
 
 from __future__ import annotations
 
+import numpy as np
+
 import nki_dsl as nki
 
 DEFAULT_BACKEND = "numpy"  # the reference: what bundles are built and their test vectors made on
@@ -46,5 +48,18 @@ def param_names(traced: nki.TracedKernel) -> list[str]:
     return traced.param_names
 
 
-def param_types(traced: nki.TracedKernel) -> list[tuple[str, tuple[int, ...], str]]:
-    return traced.param_types
+def mismatch(traced: nki.TracedKernel, named: dict) -> str | None:
+    """Why ``named`` (parameter name -> array, from a manifest's record or test vectors: untrusted) is not what the
+    IR's parameters take (a name missing or extra, another shape or dtype), or None. A backend indexes its arrays
+    as the IR says and does not check them."""
+    params = traced.param_types
+    names = [n for n, _, _ in params]
+    if set(named) != set(names):
+        return f"the IR's parameters are {', '.join(names)}; given {', '.join(named) or 'none'}"
+    for name, shape, dtype in params:
+        a = named[name]
+        got = np.dtype(a.dtype).name
+        if tuple(a.shape) != shape or got != dtype:
+            return (f"parameter %{name} of the IR is {'x'.join(map(str, shape))}:{dtype}, given "
+                    f"{'x'.join(map(str, a.shape))}:{got}")  # fmt: skip
+    return None

@@ -69,7 +69,12 @@ def _check_one(spec, read: Callable[[str], bytes], target: nki.Target, backend: 
         dtype = spec.scalars.get(name, ("a runtime scalar of the manifest",))[0]
         if np.dtype(a.dtype).name != dtype:
             return "invalid", f"arg{i} is 1:{a.dtype}, runtime scalar {name} is 1:{dtype}"
-    actual = execute.compile_ir(ir, backend, target).run(dict(zip(execute.param_names(ir), args)))
+    named = dict(zip(execute.param_names(ir), args))
+    why = execute.mismatch(ir, named) if len(args) == len(named) else (
+        f"{len(args)} vectors for the IR's {len(named)} parameters")
+    if why:
+        return "invalid", f"the vectors do not fit {spec.ir}: {why}"
+    actual = execute.compile_ir(ir, backend, target).run(named)
     if actual.shape != expected.shape:
         return "mismatch", f"output shape {actual.shape}, expected {expected.shape}"
     a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
