@@ -18,9 +18,9 @@ from hub_client.package import (
     MAX_CONSTANT_VALUES,
     MAX_SCALARS,
     SCALAR_DTYPES,
-    SYMBOL,
     ArgSpec,
     check_version,
+    constants_ok,
     distinct_names,
     holds,
     parse_dims,
@@ -127,17 +127,9 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int | None
 
 
 def _constants(raw: object, where: str) -> dict:
-    """A record's ``"constants": {"num_heads": 12, "strategy": ["auto", "flash"]}``: a number, string or boolean a
-    call's keyword must equal, or a list of at most ``MAX_CONSTANT_VALUES`` distinct ones it may equal any of (kept
-    as a tuple)."""
-    def one(v):  # (not NaN, which JSON's reader takes: no call's value equals it)
-        return isinstance(v, bool | int | float | str) and v == v and (not isinstance(v, str) or len(v) <= 256)
-
-    def many(v):
-        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
-            {(type(x), x) for x in v}) == len(v)  # fmt: skip
-
-    if not isinstance(raw, dict) or not all(SYMBOL.match(k) and (one(v) or many(v)) for k, v in raw.items()):
+    """A record's ``"constants": {"num_heads": 12, "strategy": ["auto", "flash"]}``: what kernel.toml's are
+    (``package.constants_ok``); a list kept as a tuple."""
+    if not constants_ok(raw):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
                           f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones "
                           f"(names: identifiers of at most 64 characters; never NaN, which no call's value "

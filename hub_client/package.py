@@ -329,9 +329,10 @@ def check_version(text: str) -> str:
 MAX_CONSTANT_VALUES = 16  # values one constant may list
 
 
-def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
-    """``constants = { num_heads = 12, strategy = ["auto", "flash"] }``: a number or string the call must match, or
-    a list of distinct ones it may take any of (kept as a tuple). Not NaN (TOML has it): no call's value equals it."""
+def constants_ok(raw: object) -> bool:
+    """Is ``raw`` (parsed TOML or JSON) a table of constants: identifiers to a number, a string of at most 256
+    characters or a boolean, or to a list of at most ``MAX_CONSTANT_VALUES`` distinct ones (values a call may take
+    any of)? Never NaN (TOML and JSON both read it): no call's value equals it."""
     def one(v):
         return isinstance(v, bool | int | float | str) and v == v and (not isinstance(v, str) or len(v) <= 256)
 
@@ -339,7 +340,14 @@ def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
         return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
             {(type(x), x) for x in v}) == len(v)  # fmt: skip
 
-    if not isinstance(raw, dict) or not all(SYMBOL.match(k) and (one(v) or many(v)) for k, v in raw.items()):
+    return isinstance(raw, dict) and all(isinstance(k, str) and SYMBOL.match(k) and (one(v) or many(v))
+                                         for k, v in raw.items())  # fmt: skip
+
+
+def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
+    """``constants = { num_heads = 12, strategy = ["auto", "flash"] }``: a number or string the call must match, or
+    a list of distinct ones it may take any of (kept as a tuple)."""
+    if not constants_ok(raw):
         raise BundleError(f"{where}: constants must be a table of numbers (not NaN) or strings (at most 256 "
                           f"characters), or of lists of at most {MAX_CONSTANT_VALUES} distinct ones (values a call may "
                           f"take any of), named by identifiers")  # fmt: skip
