@@ -40,3 +40,16 @@ def test_three_hundred_dimensions_with_twelve_digit_divisors_are_proved():
     symbols = "\n".join(f"  symbol $q{k} = ({10**12 - k}*$N + {k}) // {10**12 // (k + 2)}" for k in range(300))
     masks = ", ".join([f"$q{k} - d0 - 128*i0 >= 1" for k in range(0, 300, 2)] + [TIGHT])
     _prove(SOFTMAX.replace("  symbol $_0", symbols + "\n  symbol $_0").replace(MASK, f"mask[{masks}]"))
+
+
+@pytest.mark.parametrize("top, why", [
+    (2**30, "budget max_tensor_bytes exceeded"),
+    (2**38, "loop i0 has range(0, 2147483648, 1); loop bounds must fit a signed 32-bit index"),
+    (2**40, "loop i0 has range(0, 8589934592, 1); loop bounds must fit a signed 32-bit index"),
+])  # fmt: skip
+def test_a_range_whose_top_breaks_the_loop_bound_or_the_budget_is_refused(top, why):
+    # At N = 2**38 the top's row loop no longer fits 32 bits: ``structure`` refused the upper kernel, which stopped
+    # the budget checks after it, and its refusal was not reported: the family was proved up to 2**40.
+    with pytest.raises(nki.NkiVerificationError) as e:
+        _prove(SOFTMAX.replace("symbol $N in [1, 65536]", f"symbol $N in [1, {top}]"))
+    assert why in str(e.value) and f"at the top of the family (N = {top}" in str(e.value)
