@@ -18,8 +18,10 @@ shape, an index into an on-chip tensor, an on-chip type, another op's result typ
 or count terms, which substitution only folds). Which rules read (a)-(c) (grep the rules for ``.mask``,
 ``trip_count``/``.stop`` and ``type.shape``): masks are read by
 ``mask-vars`` (which variables: the same in every instance), ``structure`` (well-formed: likewise) and
-``out-of-bounds``; trip counts by ``structure`` (ints: every instance's are), ``affine-dependence``, the budgets
-and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the intervals), ``rank`` (how many: fixed),
+``out-of-bounds``; trip counts by ``structure`` (ints: every instance's are; a loop's bounds fit 32 bits, which
+can only break more as they grow: the upper kernel's structure refusals are reported, below),
+``affine-dependence``, the budgets and ``out-of-bounds``; HBM dimensions by ``structure`` (sizes >= 0: the
+intervals), ``rank`` (how many: fixed),
 ``shape`` (allocations are exempt, and a reshape keeps each symbolic dimension as a dimension of its own,
 ``_reshape_form``, so its element-count check gives every instance the lowest one's answer) and
 ``out-of-bounds``. So:
