@@ -41,12 +41,13 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
         for what, mask, space in masks:
             if not isinstance(mask, Mask):
                 continue
-            for c in mask.constraints:
-                reach = _magnitude(c, loops, grid, space, symbols)
-                if reach > INT32_MAX:
-                    msg = (f"{what} constraint {c} >= 0 reaches magnitude {_short(reach)} over its loops, axes "
-                           f"and symbols, past {INT32_MAX}: engines evaluate masks in int32 arithmetic")  # fmt: skip
-                    found.append(d.diagnostic(op, RULE, msg))
+            over = [(c, r) for c in mask.constraints if (r := _magnitude(c, loops, grid, space, symbols)) > INT32_MAX]
+            if over:
+                (c, reach), more = over[0], len(over) - 1
+                others = f" (and {more} more of its constraints)" if more else ""
+                msg = (f"{what} constraint {c} >= 0 reaches magnitude {_short(reach)} over its loops, axes and "
+                       f"symbols{others}, past {INT32_MAX}: engines evaluate masks in int32 arithmetic")  # fmt: skip
+                found.append(d.diagnostic(op, RULE, msg))
     return found
 
 
