@@ -106,6 +106,7 @@ class Region:
     writeback: list
     stats: dict = field(default_factory=dict)
     stitched: dict = field(default_factory=dict)  # first group id -> ``stitch.Stitch`` of a pair run as one op
+    joins: dict = field(default_factory=dict)  # unit id -> ``contract.Join``: an accumulation run as one matmul
 
 
 def code(inst_n: int, k: int) -> int:

@@ -10,7 +10,8 @@ CPU hands a dot or reduction to a YNNPACK kernel chosen by shape, whose summatio
 [lanes, 128, 197] and a [128, 197] operand (an ulp; with ``xla_cpu_experimental_ynn_fusion_type=""`` they agree,
 tests/backends/jax/test_batching.py). Re-rolled runs (``reroll``) are left to re-rolling.
 A group of full tiles and the group of their ragged twins run as one op over their rows laid end to end
-(``stitch``).
+(``stitch``); an accumulation over split contraction tiles runs as one matmul over the joined tiles
+(``contract``).
 
 Switches, read at each lowering: ``NKI_JAX_BATCH=0`` (off), or ``ENABLED`` (tests).
 """
@@ -29,7 +30,7 @@ from jax import lax
 
 from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax import batch_plan as bp
-from nki_dsl.backends.jax import runtime, stitch
+from nki_dsl.backends.jax import contract, runtime, stitch
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.reroll import _excluded, _signature
 from nki_dsl.ir.indirect import hbm_operand
@@ -258,6 +259,7 @@ def _plan_region(ops: list, st: State, defined_before: set):
 
     region = bp.Region(insts, groups, bp.writeback(final, live))
     region.stitched = stitched
+    region.joins = contract.plan(groups, stitched, lambda t: info.types[info.root(t)].dtype)
     return region
 
 
@@ -388,25 +390,31 @@ def _inputs(st: State, g: bp.Group, outs: dict, skip=()):
 def _run_groups(st: State, region: bp.Region, run_op) -> dict:
     outs: dict = {}
     joined: dict = {}  # (a, b) of a stitched pair -> its joined outputs
+    ran: dict = {}  # unit id -> (template, operand values, vmap axes) it ran on (``contract`` reads them)
     for gid, g in enumerate(region.groups):
         if gid in outs:  # (the second group of a stitched pair)
             continue
-        s = region.stitched.get(gid)
+        s, join = region.stitched.get(gid), region.joins.get(gid)
+        lanes = len(g.insts)
+        template = g.insts[0] if s is None else s.template
+        if join is not None:  # an accumulation over split contraction tiles: one matmul over the joined tiles
+            product = _run_lanes(st, join.template, *contract.joined_inputs(join, ran, lanes), lanes, run_op)[0]
+            values, axes = contract.add_inputs(template, product, lanes)
+        elif s is None:
+            values, axes = _inputs(st, g, outs)
+        else:
+            ga, gb = region.groups[s.a], region.groups[s.b]
+            skip = stitch.direct_names(s)
+            values, axes = stitch.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), lanes,
+                                         joined)  # fmt: skip
+        res = _run_lanes(st, template, values, axes, lanes, run_op)
+        ran[gid] = (template, values, axes)
         if s is None:
-            outs[gid] = _run_group(st, g, outs, run_op)
-            continue
-        ga, gb = region.groups[s.a], region.groups[s.b]
-        skip = stitch.direct_names(s)
-        values, axes = stitch.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), len(ga.insts),
-                                     joined)  # fmt: skip
-        res = joined[(s.a, s.b)] = _run_lanes(st, s.template, values, axes, len(ga.insts), run_op)
-        outs[s.a], outs[s.b] = stitch.outputs(s, res, st.zero_poison)
+            outs[gid] = res
+        else:
+            joined[(s.a, s.b)] = res
+            outs[s.a], outs[s.b] = stitch.outputs(s, res, st.zero_poison)
     return outs
-
-
-def _run_group(st: State, g: bp.Group, outs: dict, run_op) -> list:
-    values, axes = _inputs(st, g, outs)
-    return _run_lanes(st, g.insts[0], values, axes, len(g.insts), run_op)
 
 
 def _run_lanes(st: State, template: bp.Inst, values: list, axes: list, lanes: int, run_op) -> list:
