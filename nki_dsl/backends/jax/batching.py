@@ -243,8 +243,14 @@ def _plan_region(ops: list, st: State, defined_before: set):
     groups = bp.form_groups(insts)
     if len(insts) - len(groups) < bp.MIN_SAVED:
         return None
+
+    def flat_of(v):
+        root = info.root(v.tensor.name)
+        got = bp.flat_indices(st.index(v), tuple(v.shape), _held_shape(st, root), static)
+        return None if got is None or got[1] is not None else got[0]
+
     stitched = stitch.pair_groups(groups, insts, lambda inst: ctxs[id(inst.op)],
-                                  lambda t: info.types[info.root(t)].dtype)  # fmt: skip
+                                  lambda t: info.types[info.root(t)].dtype, flat_of)  # fmt: skip
     bp.classify_reads(groups, insts, stitch.direct_reads(stitched))
     region_refs: dict = {}
     for op in ops:
@@ -289,12 +295,16 @@ def _same_access(a: Access, b: Access) -> bool:
 
 def _pre(st: State, g: bp.Group, name: str):
     """Operand ``name`` of every lane read from the state as it was before the run: ``(value, batched?)``."""
-    accesses = [inst.read_access(name) for inst in g.insts]
+    return _read_lanes(st, [inst.read_access(name) for inst in g.insts], g.lane_access, name)
+
+
+def _read_lanes(st: State, accesses: list, memo: dict, key):
+    """Each lane's access read from the state: ``(value, batched?)`` (``memo[key]``: their lane access)."""
     if all(_same_access(accesses[0], a) for a in accesses):
         return st.read(accesses[0]), False
-    lane_access = g.lane_access.get(name)
+    lane_access = memo.get(key)
     if lane_access is None:
-        lane_access = g.lane_access[name] = bp.lane_access(accesses) or False
+        lane_access = memo[key] = bp.lane_access(accesses) or False
     if lane_access:
         return st.read(lane_access), True
     return jnp.stack([st.read(a) for a in accesses]), True
@@ -404,9 +414,14 @@ def _run_groups(st: State, region: bp.Region, run_op) -> dict:
             values, axes = _inputs(st, g, outs)
         else:
             ga, gb = region.groups[s.a], region.groups[s.b]
-            skip = stitch.direct_names(s)
+            skip = stitch.direct_names(s) | stitch.whole_names(s)
+
+            def whole(name, s=s, ga=ga):
+                value, batched = _read_lanes(st, stitch.whole_accesses(s, ga, name), ga.lane_access, ("whole", name))
+                return value, (0 if batched else None)
+
             values, axes = stitch.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), lanes,
-                                         joined)  # fmt: skip
+                                         joined, whole)  # fmt: skip
         res = _run_lanes(st, template, values, axes, lanes, run_op)
         ran[gid] = (template, values, axes)
         if s is None:

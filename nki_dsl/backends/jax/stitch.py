@@ -20,7 +20,9 @@ How: the op is lowered once per lane over the joined extent (an op like ``a``'s 
 vmapped over the lanes as ``batching`` lowers a group, and its outputs are cut back into each group's stacked
 outputs (``b``'s padded with poison to its full extent, as ``trim`` pads a box): the groups that read them and the
 write-back are planned as before. Every element is computed from the same operand elements by the same primitives
-as in the two ops. XLA folds the cut-and-join between consecutive stitched stages (slices of a concatenation).
+as in the two ops. XLA folds the cut-and-join between consecutive stitched stages (slices of a concatenation). An
+operand both groups read from before the run, whose two tiles lie end to end in one tensor (the rows of a ragged
+load), is read once over the joined extent (``Stitch.whole``) instead of twice and joined.
 
 Switches, read at each lowering: ``NKI_JAX_STITCH=0`` (off), or ``ENABLED`` (tests).
 """
@@ -62,6 +64,11 @@ class Stitch:
     outputs: tuple  # per output (in probe order): (axis, full extent in b, b's box start, poison dtype name)
     n_a: int
     extent: int
+    # per read operand: True when it is laid end to end from elements before the run that lie end to end in one
+    # tensor (b's right after a's along its joined axis): then read once over the joined extent (``whole``), one
+    # slice instead of two joined by a concatenation (which XLA does not fold through the reads' reshapes and
+    # transposes: the ViT kernel's q^T tiles cost a kernel of their own to join)
+    whole: tuple = ()
 
 
 def _cut_of(ctx, name: str) -> dict:
@@ -163,7 +170,45 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     return (p.a, p.b), k, (A, b)
 
 
-def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, output_of, groups) -> Stitch | None:
+def _pre_run_only(inst: bp.Inst, name: str) -> bool:
+    src = inst.sources[name][1]
+    return src is None or not (src >= 0).any()
+
+
+def _whole(ga: bp.Group, gb: bp.Group, name: str, axis: int, shape: tuple, flat_of) -> bool:
+    """Does every lane of ``a`` then ``b`` read, as operand ``name``, the pre-run elements of one access of
+    ``shape`` (lane ``i`` of ``a``'s access over the joined extent along ``axis``)? ``flat_of(access)``: the flat
+    positions an access reads in its tensor, None when not all inside it or not known at trace time."""
+    for x, y in zip(ga.insts, gb.insts):
+        if not (_pre_run_only(x, name) and _pre_run_only(y, name)):
+            return False
+        va, vb = x.read_access(name), y.read_access(name)
+        n = va.shape[axis]
+        if va.tensor.name != vb.tensor.name or n + vb.shape[axis] != shape[axis]:
+            return False
+        fj, fa, fb = flat_of(Access(va.tensor, va.index, shape)), flat_of(va), flat_of(vb)
+        if fj is None or fa is None or fb is None:
+            return False
+        if not (np.array_equal(fj[(slice(None),) * axis + (slice(0, n),)], fa)
+                and np.array_equal(fj[(slice(None),) * axis + (slice(n, None),)], fb)):  # fmt: skip
+            return False
+    return True
+
+
+def whole_accesses(s: Stitch, ga: bp.Group, name: str) -> list:
+    """Per lane, the access read once for operand ``name`` of a pair (``Stitch.whole``): lane ``i`` of ``a``'s,
+    over the joined extent."""
+    shape = tuple(s.template.read_access(name).shape)
+    return [Access(x.read_access(name).tensor, x.read_access(name).index, shape) for x in ga.insts]
+
+
+def whole_names(s: Stitch) -> set:
+    return {n for n, w in zip(s.template.probe.reads, s.whole) if w}
+
+
+def _pair(
+    ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, output_of, groups, flat_of=None
+) -> Stitch | None:
     """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
     ia, ib = ga.insts[0], gb.insts[0]
     ca, cb = ctx_of(ia), ctx_of(ib)
@@ -203,12 +248,16 @@ def _pair(ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, outpu
     laid = tuple(joined.get(n) for n in ia.probe.reads)
     direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, output_of, groups)
                    for n, k in zip(ia.probe.reads, laid))  # fmt: skip
-    return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent)
+    whole = tuple(k is not None and d is None and flat_of is not None
+                  and _whole(ga, gb, n, k, tuple(template.read_access(n).shape), flat_of)
+                  for n, k, d in zip(ia.probe.reads, laid, direct))  # fmt: skip
+    return Stitch(gids[id(ga)], gids[id(gb)], template, laid, direct, tuple(outputs), n_a, extent, whole)
 
 
-def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
+def pair_groups(groups: list, insts: list, ctx_of, types, flat_of=None) -> dict:
     """``{first group id: Stitch}`` for the pairs of groups to lower as one op (each group in one pair at most),
-    planned level by level (a pair's operands may be read straight from a lower pair's joined output)."""
+    planned level by level (a pair's operands may be read straight from a lower pair's joined output, or from
+    before the run in one piece: ``flat_of``, see ``_whole``)."""
     if not enabled():
         return {}
     gids = {id(g): i for i, g in enumerate(groups)}
@@ -231,7 +280,7 @@ def pair_groups(groups: list, insts: list, ctx_of, types) -> dict:
             for gb in members:
                 if ga is gb or id(ga) in used or id(gb) in used:
                     continue
-                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, output_of, groups)
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, output_of, groups, flat_of)
                 if s is not None:
                     used |= {id(ga), id(gb)}
                     out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
@@ -248,9 +297,9 @@ def _lay(a, b, axis_a, axis_b, joined, lanes):
 
 
 def direct_reads(stitched: dict) -> set:
-    """(group id, operand) of every operand a stitched pair reads straight from a producer pair (``classify_reads``
-    need not plan those)."""
-    return {(g, n) for s in stitched.values() for g in (s.a, s.b) for n in direct_names(s)}
+    """(group id, operand) of every operand a stitched pair reads straight from a producer pair or in one piece
+    from before the run (``classify_reads`` need not plan those)."""
+    return {(g, n) for s in stitched.values() for g in (s.a, s.b) for n in direct_names(s) | whole_names(s)}
 
 
 def direct_names(s: Stitch) -> set:
@@ -258,12 +307,17 @@ def direct_names(s: Stitch) -> set:
     return {n for n, d in zip(s.template.probe.reads, s.direct) if d is not None}
 
 
-def inputs(s: Stitch, va, xa, vb, xb, lanes: int, joined_outs: dict):
-    """The joined op's stacked operands from each group's (``va``/``xa``: values and vmap axes of ``a``) and the
-    joined outputs of the pairs run before (``joined_outs``: (a, b) -> outputs)."""
+def inputs(s: Stitch, va, xa, vb, xb, lanes: int, joined_outs: dict, read_whole=None):
+    """The joined op's stacked operands from each group's (``va``/``xa``: values and vmap axes of ``a``), the
+    joined outputs of the pairs run before (``joined_outs``: (a, b) -> outputs) and, for the operands read in one
+    piece (``Stitch.whole``), ``read_whole(name) -> (value, vmap axis)``."""
     values, axes = [], []
     for j, joined in enumerate(s.joined):
-        if s.direct[j] is not None:
+        if s.whole and s.whole[j]:
+            value, axis = read_whole(s.template.probe.reads[j])
+            values.append(value)
+            axes.append(axis)
+        elif s.direct[j] is not None:
             pair, k, maps = s.direct[j]
             out = joined_outs[pair][k]
             shape = list(s.template.read_access(s.template.probe.reads[j]).shape)
