@@ -45,6 +45,10 @@ ratio to plain jax.jit in the same rounds.
 ``--stitch`` likewise with stitching off and on (``NKI_JAX_STITCH=0/1``, a batched group of full tiles and the
 group of their ragged twins as one op over their rows end to end, ``nki_dsl/backends/jax/stitch.py``).
 
+``--contract`` likewise with contraction joining off and on (``NKI_JAX_CONTRACT=0/1``, an accumulation over split
+contraction tiles, ``acc = S0.T @ M0; acc += S1.T @ M1``, as one matmul over the joined tiles,
+``nki_dsl/backends/jax/contract.py``).
+
 ``--opt-level A,B`` instead times every kernel compiled at LLVM optimisation levels A and B
 (``NKI_JAX_XLA_OPT_LEVEL``, ``nki_dsl/backends/jax/executables.py``; ``xla`` for XLA's own default): first call
 and steady-state ratio to plain jax.jit (compiled at XLA's defaults) of each, in the same rounds.
@@ -339,13 +343,14 @@ def main() -> int:
     parser.add_argument("--batch", action="store_true", help="ViT attention with batching off/on, and its cost")
     parser.add_argument("--trim", action="store_true", help="ViT attention with trimming to mask boxes off/on")
     parser.add_argument("--stitch", action="store_true", help="ViT attention with ragged-tile stitching off/on")
+    parser.add_argument("--contract", action="store_true", help="ViT attention with contraction joining off/on")
     parser.add_argument("--opt-level", metavar="A,B", help="every kernel at these LLVM optimisation levels")
     args = parser.parse_args()
     if args.opt_level:
         opt_level_table(args.opt_level.split(","), args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
         return 0
-    if args.trim or args.stitch:
-        switch = "NKI_JAX_TRIM" if args.trim else "NKI_JAX_STITCH"
+    if args.trim or args.stitch or args.contract:
+        switch = "NKI_JAX_TRIM" if args.trim else "NKI_JAX_STITCH" if args.stitch else "NKI_JAX_CONTRACT"
         switch_table(switch, args.repeat, args.cpu, args.first, args.sample_ms / 1e3)
         return 0
     if args.batch:
