@@ -54,6 +54,34 @@ def _split_contraction(s, v, acc_dtype=nl.float32, peek: bool = False):
     return (out, partial) if peek else out
 
 
+@nki.jit
+def _ragged_both(s, v):
+    """As ``_split_contraction``, the output rows (``m`` = 197) in tiles too: a 128-row tile and a 69-row one
+    under ``rows < m``, which ``stitch`` runs as one op per stage; the joined accumulation is then one of
+    stitched pairs."""
+    heads, k, m = s.shape
+    n = v.shape[2]
+    out = nl.ndarray((heads, m, n), dtype=s.dtype, buffer=nl.shared_hbm)
+    i_p, i_q, i_o = nl.arange(P)[:, None], nl.arange(P)[None, :], nl.arange(n)[None, :]
+    tiles = [(k0, min(P, k - k0)) for k0 in range(0, k, P)]
+    for h in range(heads):
+        mvs = [nl.load(v[h, k0 + nl.arange(size)[:, None], i_o]) for k0, size in tiles]  # (both row tiles' V)
+        for m0 in range(0, m, P):
+            rows, cols = m0 + i_p < m, m0 + i_q < m
+            acc = nl.ndarray((nl.par_dim(P), n), dtype=nl.float32, buffer=nl.psum)
+            for j, (k0, size) in enumerate(tiles):
+                i_k = nl.arange(size)[:, None]
+                st = nl.load(s[h, k0 + i_k, m0 + i_q], mask=cols)
+                mv = mvs[j]
+                product = nisa.nc_matmul(st, mv, mask=rows)
+                if j == 0:
+                    acc[i_p, i_o] = product
+                else:
+                    acc[i_p, i_o] += product
+            nl.store(out[h, m0 + i_p, i_o], value=nl.copy(acc[i_p, i_o], dtype=s.dtype, mask=rows), mask=rows)
+    return out
+
+
 def _inputs(heads=6, k=197, m=32, n=24):
     rng = np.random.default_rng(0)
     return (rng.standard_normal((heads, k, m)).astype(np.float32),
@@ -108,3 +136,15 @@ def test_the_switch_turns_joining_off(monkeypatch):
     assert _lowered(ir, (s, v), True, monkeypatch)[1].count(" dot(") == 2
     monkeypatch.setenv("NKI_JAX_CONTRACT", "1")
     assert _lowered(ir, (s, v), True, monkeypatch)[1].count(" dot(") == 1
+
+
+def test_stitched_pairs_accumulating_over_a_ragged_contraction_are_one_dot(monkeypatch):
+    s, v = _inputs(m=197)
+    ir = nki.trace(_ragged_both, s, v).ir
+    (on,), text_on = _lowered(ir, (s, v), True, monkeypatch)
+    (off,), text_off = _lowered(ir, (s, v), False, monkeypatch)
+    np.testing.assert_allclose(on, off, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(on, np.einsum("hkm,hkn->hmn", s, v), rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(on, np.asarray(nki.jit(_ragged_both.fn)(s, v)), rtol=2e-5, atol=2e-5)
+    # stitched: one dot per k tile over the 197 rows, then joined: one
+    assert (text_on.count(" dot("), text_off.count(" dot(")) == (1, 2)
