@@ -394,21 +394,22 @@ def fit_affine(sel: np.ndarray, lane, pos: np.ndarray, out_shape: tuple, lo=None
     limits = np.array(([np.iinfo(np.int64).max] if lane is not None else []) + list(out_shape), np.int64)
     if (least < 0).any() or (most >= limits).any():
         return None
-    # then every selected position at once: the (lane, flat position) the map gives against the actual one
+    # then every selected position at once: the flat position (and the lane) the map gives against the actual
+    # ones, compared apart (the bounds above keep each predicted coordinate inside ``out_shape``, so the flat
+    # positions agree exactly when the coordinates do): no full-size (lane, position) array is built
     strides = np.array([int(np.prod(out_shape[j + 1:])) for j in range(len(out_shape))], np.int64)
-    if lane is not None:
-        strides = np.concatenate([[int(np.prod(out_shape))], strides])
-    coef, const = A @ strides, int(b @ strides)
-    pred = np.full((1,) * sel.ndim, const, np.int64)
-    for a, n in enumerate(sel.shape):
-        if coef[a]:
-            pred = pred + coef[a] * (np.arange(n) - lo[a]).reshape([n if k == a else 1 for k in range(sel.ndim)])
-    actual = pos.astype(np.int64) if lane is None else lane.astype(np.int64) * int(np.prod(out_shape)) + pos
-    if whole:
-        if not (np.broadcast_to(pred, sel.shape) == actual).all():
+    rows = [(A[:, 1:] if lane is not None else A) @ strides, int((b[1:] if lane is not None else b) @ strides), pos]
+    checks = [rows] if lane is None else [rows, [A[:, 0], int(b[0]), lane]]
+    for coef, const, actual in checks:
+        pred = np.full((1,) * sel.ndim, const, np.int64)
+        for a, n in enumerate(sel.shape):
+            if coef[a]:
+                pred = pred + coef[a] * (np.arange(n) - lo[a]).reshape([n if k == a else 1 for k in range(sel.ndim)])
+        if whole:
+            if not (actual == pred).all():
+                return None
+        elif not (np.broadcast_to(pred, sel.shape)[sel] == actual[sel]).all():
             return None
-    elif not (np.broadcast_to(pred, sel.shape)[sel] == actual[sel]).all():
-        return None
     return A, b
 
 
