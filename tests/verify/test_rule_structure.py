@@ -1,6 +1,8 @@
 """The tracer and the parser only build well-formed IR, so these tests alter it by hand, as a pass or a Hub
 bundle the parser's grammar allows could."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -86,3 +88,30 @@ def test_a_loop_whose_bounds_are_not_ints_is_refused(reverified, field, value):
     setattr(loop, field, value)
     (diag,) = reverified(ir).diagnostics
     assert (diag.rule, diag.message) == ("structure", "loop i0 bounds must be ints")
+
+
+@nki.jit
+def _times(x, factor):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.load(x), factor))  # the immediate
+    return out
+
+
+IMMEDIATES = [(2**31 - 1, False), (-(2**31), False), (2**32 - 1, False), (2**32, True), (-(2**31) - 1, True),
+              (10**18, True), (2.0**40, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize("factor, refused", IMMEDIATES)
+def test_an_integer_immediate_must_fit_int32_or_uint32(factor, refused):
+    # Found by the IR fuzzer: y=999999999999999999 ran on NumPy (fp32 * a Python int) and was a raw OverflowError
+    # in JAX (its weak ints are int32); an int32 tile times it is an OverflowError in NumPy too.
+    x = np.ones((128, 64), np.float32)
+    if not refused:
+        for backend in ("numpy", "jax"):
+            np.testing.assert_array_equal(np.asarray(_times(x, factor, backend=backend)), x * np.float32(factor))
+        return
+    with pytest.raises(nki.NkiVerificationError) as e:
+        _times(x, factor)
+    (d,) = e.value.diagnostics
+    assert (d.rule, d.op) == ("structure", "nl.multiply") and "fits neither int32 nor uint32" in d.message
+    assert "the immediate" in Path(__file__).read_text().splitlines()[d.loc.line - 1]

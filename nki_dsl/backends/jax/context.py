@@ -233,6 +233,15 @@ class MaskParts:
         return m
 
 
+def _immediate(value):
+    """An immediate as JAX takes it. JAX parses a Python int as an int32 (64-bit types are off), so one past int32
+    that the verifier allows (up to uint32's all-ones, ``structure``) goes in as a uint32 scalar: with float tiles
+    it promotes to their dtype, with unsigned ones it is their all-ones, as NumPy computes both."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > np.iinfo(np.int32).max:
+        return np.uint32(value)
+    return value
+
+
 def evaluate_mask(mask, shape, ivars) -> MaskParts:
     """The mask's parts over ``shape``. A mask that uses no traced loop index or program id is computed in NumPy
     here: XLA gets constants (and ``batching`` stacks constants), not index arithmetic to fold."""
@@ -337,7 +346,7 @@ class OpContext:
         """Operand ``name``: an immediate's value, or the tile (cut to the box when the op has one)."""
         v = self.op.operands[name]
         if isinstance(v, Imm):
-            return v.value
+            return _immediate(v.value)
         return self.state.read(self.access(name))
 
     def reduced_valid(self, name: str):
