@@ -111,3 +111,52 @@ def test_a_manifest_with_an_integer_past_python_s_digit_limit_is_a_bundle_error(
 
     with pytest.raises(BundleError, match="not valid JSON .*Exceeds the limit"):
         parse(b'{"format": ' + b"1" * 5000 + b"}")
+
+
+BASELINE = '''def two_passes(entry, specs, constants, target):
+    """Two passes over the rows at 0.1 B/ns: the figure a family's comparison is checked against.
+
+    Only the first paragraph goes into the manifest."""
+    (x,) = specs
+    return 2 * x.shape[0] * x.shape[1] * 4 / 100.0 / 1000.0  # microseconds
+'''
+
+
+def _family_with_baseline(tmp_path):
+    """softmax with one family, N x 512 float32 for N in 1..1000 (inputs of 300 rows and more are past the test
+    vectors' limit), and a [benchmarks] baseline."""
+    import shutil
+
+    pkg = tmp_path / "softmax"
+    shutil.copytree(SOFTMAX, pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    toml = pkg / "kernel.toml"
+    text = toml.read_text()
+    start = text.index("specialisations = [")
+    end = text.index("]\n", text.index("\n]", start)) + 2
+    family = 'specialisations = [\n    { args = ["N x 512:float32"], dims = { N = "1..1000" } },\n]\n'
+    text = text[:start] + family + text[end:]
+    toml.write_text(text + '\n[benchmarks]\nbaseline = "baseline:two_passes"\ntargets = ["trn1", "trn2"]\n')
+    (pkg / "baseline.py").write_text(BASELINE)
+    return pkg
+
+
+def test_a_family_is_compared_with_the_baseline_at_its_largest_sample_that_fits(tmp_path):
+    from hub_client.bundle import MAX_TEST_VECTOR_ELEMENTS
+
+    if "simulator" not in execute.available_backends():
+        pytest.skip("the comparison is modelled on the simulator")
+    bundle = build_bundle(_family_with_baseline(tmp_path))
+    manifest = json.loads(bundle.files[MANIFEST])
+    (spec,) = manifest["entry_points"]["softmax"]["specialisations"]
+    assert manifest["benchmarks"]["baseline"] == ("Two passes over the rows at 0.1 B/ns: the figure a family's "
+                                                  "comparison is checked against.")  # fmt: skip
+    # 300 rows of 512 are past the vectors' limit, 200 are not: the ragged sample is 200 rows, and the last sample
+    assert 300 * 512 > MAX_TEST_VECTOR_ELEMENTS >= 200 * 512
+    vectors = load_npz(bundle.files[spec["test_vectors"]])
+    assert vectors["arg0"].shape == (200, 512)
+    assert json.loads(bundle.files["benchmarks/modelled.json"])[f"softmax/{spec['id']}"]["at"] == {"N": 200}
+    ((key, figures),) = json.loads(bundle.files["benchmarks/comparison.json"]).items()
+    assert key == f"softmax/{spec['id']}" and set(figures) == {"trn1", "trn2"}
+    for f in figures.values():
+        assert f["baseline_us"] == round(2 * 200 * 512 * 4 / 100.0 / 1000.0, 3)  # the baseline saw 200 x 512
+        assert f["latency_us"] > 0 and abs(f["speedup"] - f["baseline_us"] / f["latency_us"]) < 1e-2

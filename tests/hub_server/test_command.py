@@ -75,3 +75,13 @@ def test_the_help_gives_each_limit_its_unit():
     text = " ".join(parser.format_help().split())
     for usage in ("--max-body BYTES", "--read-timeout SECONDS", "--max-connections MAX_CONNECTIONS"):
         assert usage in text, text
+
+
+def test_the_server_package_s_deferred_names_are_the_server_module_s():
+    # hub_client.server imports the HTTP server and git store only when one of these names is asked for
+    import hub_client.server as package
+
+    assert package.RegistryServer is server_module.RegistryServer and package.serve is server_module.serve
+    assert set(package.__all__) == {"Limits", "RegistryServer", "serve"}
+    with pytest.raises(AttributeError, match="has no attribute 'registry_server'"):
+        package.registry_server  # noqa: B018

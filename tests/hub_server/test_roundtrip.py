@@ -201,6 +201,7 @@ def test_delete_repo_and_protected_main(api, registry, kernel_repo):
     with pytest.raises(HfHubHTTPError) as caught:
         api.delete_branch(kernel_repo, repo_type="kernel", branch="main")
     assert caught.value.response.status_code == 403
+    assert caught.value.response.headers.get("x-error-code") == "Forbidden"  # as for a read-only token's write
     api.delete_repo(kernel_repo, repo_type="kernel")
     assert not repo_dir(registry, kernel_repo).exists()
     with pytest.raises(RepositoryNotFoundError):

@@ -12,8 +12,9 @@ import nki_dsl.language as nl
 from nki_dsl.errors import NkiVerificationError
 from nki_dsl.ir.parser import parse_kernel
 from nki_dsl.ir.printer import print_kernel
+from nki_dsl.passes import run_pipeline
 from nki_dsl.passes.verifier import check
-from tests.passes.lowering import lowered_matches
+from tests.passes.lowering import lowered_matches, run, traced
 
 RNG = np.random.default_rng(7)
 A = RNG.standard_normal((384, 128)).astype(np.float32)
@@ -73,3 +74,35 @@ def test_the_verifier_rejects_zero_first_outside_its_loop():
     plain = text.replace("accumulate = add, ", "accumulate = none, ")
     with pytest.raises(NkiVerificationError, match="zero_first"):
         check(parse_kernel(plain), nki.get_target("trn2"))
+
+
+@nki.jit
+def per_block_accumulate(a, b):
+    out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    for o in nl.affine_range(2):
+        acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(a.shape[0] // 128):
+            st = nl.load(a[k * 128:(k + 1) * 128, :])
+            mv = nl.load(b[k * 128:(k + 1) * 128, :])
+            acc += nl.matmul(st, mv, transpose_x=True)
+        nl.store(out[o * 128:(o + 1) * 128, :], value=nl.copy(acc))
+    return out
+
+
+def test_an_accumulation_that_already_names_a_zero_first_loop_keeps_it_and_the_memset():
+    # IR text (a Hub bundle) may carry zero_first on an accumulation before lowering: here the outer loop's, which
+    # zeroes the tile at every step of the outer loop's first iteration. Folding the zeros again would rename it to
+    # the inner loop and change what the kernel computes; the lowering keeps the text's meaning instead.
+    ir, arrays = traced(per_block_accumulate, A, B)
+    text = print_kernel(ir).replace("{accumulate = add}", '{accumulate = add, zero_first = "i0"}')
+    assert 'zero_first = "i0"' in text
+    given = parse_kernel(text)
+    target = nki.get_target("trn2")
+    check(given, target)
+    low = run_pipeline(given, target)
+    lowered = print_kernel(low)
+    assert 'zero_first = "i0"' in lowered and 'zero_first = "i1"' not in lowered and "nisa.memset" in lowered
+    (want,), (got,) = run(given, arrays), run(parse_kernel(lowered), arrays)
+    np.testing.assert_array_equal(got, want)
+    # the first block holds the last step's matmul only (zeroed before each of its steps), the second the sum
+    np.testing.assert_allclose(want[:128], A[256:].T @ B[256:], rtol=1e-5, atol=1e-5)
