@@ -142,6 +142,7 @@ def _family_with_baseline(tmp_path):
 
 def test_a_family_is_compared_with_the_baseline_at_its_largest_sample_that_fits(tmp_path):
     from hub_client.bundle import MAX_TEST_VECTOR_ELEMENTS
+    from kernels.softmax.launcher import softmax_kernel
 
     if "simulator" not in execute.available_backends():
         pytest.skip("the comparison is modelled on the simulator")
@@ -157,6 +158,9 @@ def test_a_family_is_compared_with_the_baseline_at_its_largest_sample_that_fits(
     assert json.loads(bundle.files["benchmarks/modelled.json"])[f"softmax/{spec['id']}"]["at"] == {"N": 200}
     ((key, figures),) = json.loads(bundle.files["benchmarks/comparison.json"]).items()
     assert key == f"softmax/{spec['id']}" and set(figures) == {"trn1", "trn2"}
-    for f in figures.values():
+    for target, f in figures.items():  # each target's own modelled latency, at the 200-row sample
+        modelled = nki.benchmark(softmax_kernel, nki.spec((200, 512), "float32"), target=target).latency_us
+        assert f["latency_us"] == round(modelled, 3)
         assert f["baseline_us"] == round(2 * 200 * 512 * 4 / 100.0 / 1000.0, 3)  # the baseline saw 200 x 512
         assert f["latency_us"] > 0 and abs(f["speedup"] - f["baseline_us"] / f["latency_us"]) < 1e-2
+    assert figures["trn1"]["latency_us"] != figures["trn2"]["latency_us"]

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 import kernels
 from hub_client.bundle import build_bundle
 from hub_client.cli import main
@@ -79,3 +81,12 @@ def test_kernels_serve_takes_the_same_options_as_python_m_hub_client_server():
     command.add_arguments(own)
     assert vars(own.parse_args(["--root", "hub"])) == {k: v for k, v in vars(parser().parse_args(
         ["serve", "--root", "hub"])).items() if k not in ("command", "run")}  # fmt: skip
+
+
+def test_a_usage_error_names_the_installed_command(capsys):
+    # the console script is nki-kernels (pyproject: not `kernels`, which HF kernels installs), and argparse's usage
+    # line must say so, whatever the interpreter's argv[0] was
+    with pytest.raises(SystemExit) as e:
+        main(["no-such-subcommand"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.startswith("usage: nki-kernels ")
