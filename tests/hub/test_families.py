@@ -177,3 +177,20 @@ def test_a_hostile_family_record_is_refused_at_parse_with_a_short_message(softma
     with pytest.raises(BundleError) as e:
         parse(_family_record_edited(softmax_bundle, **changes))
     assert message in str(e.value) and len(str(e.value)) < 300, str(e.value)[:500]
+
+
+def test_a_family_keeps_its_newest_instances_only_and_leaves_other_families_alone(tmp_path, softmax_bundle,
+                                                                                  monkeypatch):  # fmt: skip
+    from hub_client import entry
+
+    monkeypatch.setattr(entry, "MAX_INSTANCES", 2)
+    k = kernels.get_local_kernel(softmax_bundle.write(tmp_path / "bundle"))
+    ep = k._entry_points["softmax"]
+    rng = np.random.default_rng(0)
+    k.softmax(rng.standard_normal((5, 300)).astype(np.float32))  # the N x W family: another family's instance
+    for n in (1, 2, 3):  # the N x 512 family, three shapes
+        k.softmax(rng.standard_normal((n, 512)).astype(np.float32))
+    kept = [key for key in ep._parsed if len(key) == 3]
+    narrow, wide = ([key for key in kept if dict(key[1]).keys() == want] for want in ({"N"}, {"N", "W"}))
+    assert [dict(key[1]) for key in narrow] == [{"N": 2}, {"N": 3}]  # the oldest shape went first
+    assert [dict(key[1]) for key in wide] == [{"N": 5, "W": 300}]
