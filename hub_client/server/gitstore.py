@@ -164,9 +164,6 @@ class GitRepo:
             found.append(TreeEntry(mode, kind, oid, size_or_none, path))
         return found
 
-    def read_blob(self, oid: str) -> bytes:
-        return self.git("cat-file", "blob", oid)
-
     def stream_blob(self, oid: str, start: int = 0, stop: int | None = None, piece: int = 64 * 1024):
         """Bytes [start, stop) of a blob, in pieces read from `git cat-file`, so memory does not grow with it."""
         proc = subprocess.Popen(["git", f"--git-dir={self.path}", "cat-file", "blob", oid], stdout=subprocess.PIPE,
