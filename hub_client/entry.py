@@ -21,6 +21,7 @@ trust it is refused with the list of what exists and why each family near the ca
 from __future__ import annotations
 
 import inspect
+import math
 import numbers
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,27 @@ def _bound(kernel, args: tuple, scalars: dict, label: str) -> dict:
     if why:
         raise IRRejectedError(f"{label}: {why}: the manifest's record does not describe its IR")
     return bound
+
+
+def _choice(launches: float, spec: SpecRecord, index: int) -> tuple:
+    """How ``route`` ranks the specialisations holding a call (the least first): by the launches it takes (1, or
+    the number of parts), then by how specific the specialisation is (its symbolic dimensions), then by the
+    manifest's order."""
+    return (launches, len(spec.dims), index)
+
+
+def _parts(spec: SpecRecord, over: dict[str, int], proved: dict) -> float:
+    """The instances a call runs as when the dimensions ``over`` are cut into parts of ``spec``'s ranges (each
+    starting at a multiple of the proof's block, ``proved[name].block``; 1 when not known yet, which can only need
+    fewer): ``inf`` when some cannot be cut (``chunks.run`` then says why)."""
+    count = 1
+    for name, n in over.items():
+        lo, hi, step = spec.dims[name]
+        try:
+            count *= len(chunks.sizes(n, lo, hi, step, proved[name].block if name in proved else 1))
+        except ValueError:
+            return math.inf
+    return count
 
 
 MAX_INSTANCES = 32  # a family's concrete kernels (and their executables) kept per entry point
@@ -265,17 +287,26 @@ class EntryPoint:
         (values, {}, {}))`` (an instance of a family), ``("parts", spec, (values, over, proved))`` (instances over
         slices of the dimensions ``over`` above the family's ranges, which the kernel is proved independent along),
         ``("python", None, None)`` (the trusted package's Python); with none of them, ``NoSpecialisationError``
-        listing what exists and why each family near the call does not hold it."""
+        listing what exists and why each family near the call does not hold it.
+
+        Of several specialisations holding a call, the one chosen does not depend on the manifest's order but for
+        ties (``_choice``): one launch before several (a concrete shape or a family instance before instances over
+        slices), then the fewest launches, then the most specific (the fewest symbolic dimensions: a concrete
+        shape, then a family over the batch of one model's shape, whose schedule was chosen for that shape, before
+        one over every dimension), and only then the publisher's order."""
         args, kwargs = self._by_name(args, kwargs)
-        near = []
-        for spec in self.specialisations:
+        near, held = [], []
+        for i, spec in enumerate(self.specialisations):
             if spec.is_family:
                 values, why = families.bind(spec, args, kwargs) if _constants_match(spec, kwargs) else (None, None)
                 if values is not None:
-                    return "family", spec, (values, {}, {})
+                    held.append((_choice(1, spec, i), spec, values))
                 near += [f"  {spec.id}: {why}"] if why else []
             elif _matches(spec, args, kwargs):
-                return "ir", spec, None
+                return "ir", spec, None  # (nothing ranks before a concrete shape: one launch, no symbol)
+        if held:
+            _, spec, values = min(held, key=lambda h: h[0])
+            return "family", spec, (values, {}, {})
         parts = self._in_parts(args, kwargs, near)
         if parts is not None:
             return parts
@@ -286,11 +317,18 @@ class EntryPoint:
     def _in_parts(self, args: tuple, kwargs: dict, near: list[str]):
         """``route``'s ``("parts", ...)`` when a family holds the call but for dimensions above its range that its
         kernel is provably independent along (``ShapeFamily.independence``, from the IR): the call runs as instances
-        over slices (``chunks.py``). None otherwise, with why each such family could not in ``near``."""
-        for spec in self.specialisations:
+        over slices (``chunks.py``), of the family needing the fewest (``_choice``). None otherwise, with why each
+        such family could not in ``near``. A family's IR is parsed and its independence proved only while it could
+        still need fewer parts than the best found (its count without the proof's blocks is a lower bound)."""
+        candidates = []
+        for i, spec in enumerate(self.specialisations):
             over = families.above(spec, args, kwargs) if spec.is_family and _constants_match(spec, kwargs) else None
-            if over is None:
-                continue
+            if over is not None:
+                candidates.append((_choice(_parts(spec, over, {}), spec, i), i, spec, over))
+        best = None
+        for bound, i, spec, over in sorted(candidates, key=lambda c: c[0]):
+            if best is not None and best[0] <= bound:
+                break
             try:
                 proved, refused = self._family(spec).independence
             except nki.NkiError as e:
@@ -303,8 +341,10 @@ class EntryPoint:
                             f"the kernel is not independent along {blocked} ({why}); call with {blocked} <= "
                             f"{hi}")  # fmt: skip
                 continue
-            return "parts", spec, (families.values_of(spec, args, kwargs)[0], over, proved)
-        return None
+            choice = _choice(_parts(spec, over, proved), spec, i)
+            if best is None or choice < best[0]:
+                best = (choice, ("parts", spec, (families.values_of(spec, args, kwargs)[0], over, proved)))
+        return None if best is None else best[1]
 
     def _run_python(self, args, kwargs, backend, target):
         launch, kargs, kkw = self._plan(*args, **kwargs)
