@@ -161,11 +161,16 @@ def _plan_takes(pkg, ep, spec, plan) -> None:
 def _alternatives_agree(pkg, ep, spec, call, first) -> None:
     """A constant listing several values (``strategy = ["auto", "flash"]``) publishes one IR for all of them: the
     plan, called with each (``call(constants)``), must make the same kernel call as with the first (``first``),
-    the one traced. A plan that schedules another kernel for one of them (``strategy="resident"``) is refused."""
+    the one traced. A plan that schedules another kernel for one of them (``strategy="resident"``), or refuses it
+    (the schedule traced does not implement it: a family's ``evict`` engines), is refused."""
     base = spec.traced_constants
     for name, values in spec.constants:
         for value in values[1:] if isinstance(values, tuple) else ():
-            launch, args, kwargs = call(base | {name: value})
+            try:
+                launch, args, kwargs = call(base | {name: value})
+            except Exception as e:  # (the package's own refusal, e.g. a ValueError naming the limit)
+                raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: {name}={value!r} is listed, but the plan "
+                                  f"refuses it: {e}") from e  # fmt: skip
             same = launch is first[0] and len(args) == len(first[1]) and set(kwargs) == set(first[2])
             pairs = list(zip(args, first[1])) + [(kwargs[k], first[2][k]) for k in kwargs if same]
             if not same or not all(_same_argument(a, b) for a, b in pairs):

@@ -63,6 +63,9 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
 
 
 def _same(v, want) -> bool:
+    if isinstance(want, tuple):  # a listed sequence (evict's engines): a call's tuple or list of the same strings
+        return isinstance(v, tuple | list) and len(v) == len(want) and all(
+            isinstance(x, str) and x == w for x, w in zip(v, want))  # fmt: skip
     try:
         return bool(v == want)
     except (TypeError, ValueError):  # an array's == is elementwise: not a constant's value

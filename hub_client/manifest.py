@@ -23,6 +23,7 @@ from hub_client.package import (
     constants_ok,
     distinct_names,
     holds,
+    listed,
     parse_dims,
     parse_shape,
     shown,
@@ -128,13 +129,13 @@ def _scalars(raw: object, where: str) -> dict[str, tuple[str, float | int | None
 
 def _constants(raw: object, where: str) -> dict:
     """A record's ``"constants": {"num_heads": 12, "strategy": ["auto", "flash"]}``: what kernel.toml's are
-    (``package.constants_ok``); a list kept as a tuple."""
+    (``package.constants_ok``); a list kept as a tuple, and a listed sequence of strings (evict's engines) too."""
     if not constants_ok(raw):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
-                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones "
-                          f"(names: identifiers of at most 64 characters; never NaN, which no call's value "
-                          f"equals)")  # fmt: skip
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
+                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones, "
+                          f"each of those possibly a list of such strings (names: identifiers of at most 64 "
+                          f"characters; never NaN, which no call's value equals)")  # fmt: skip
+    return {k: listed(v) for k, v in raw.items()}
 
 
 # A specialisation's id: what ``Specialisation.id`` makes (the library's longest is 152 characters). It names the

@@ -244,7 +244,9 @@ def distinct_names(dims, constants, scalars, where: str) -> None:
 
 def _value_id(v) -> str:
     """A constant's part of an id: ``1e-06``, ``auto``, ``auto-or-flash`` (a constant of several values)."""
-    return "-or-".join(map(_value_id, v)) if isinstance(v, tuple) else repr(v).replace("'", "")
+    if isinstance(v, tuple):  # (a listed sequence's strings joined by "+": ``auto-or-scalar+vector``)
+        return "-or-".join("+".join(x) if isinstance(x, tuple) else _value_id(x) for x in v)
+    return repr(v).replace("'", "")
 
 
 @dataclass(frozen=True)
@@ -332,26 +334,37 @@ MAX_CONSTANT_VALUES = 16  # values one constant may list
 def constants_ok(raw: object) -> bool:
     """Is ``raw`` (parsed TOML or JSON) a table of constants: identifiers to a number, a string of at most 256
     characters or a boolean, or to a list of at most ``MAX_CONSTANT_VALUES`` distinct ones (values a call may take
-    any of)? Never NaN (TOML and JSON both read it): no call's value equals it."""
+    any of), each of which may itself be a list of such strings (a sequence the call passes: ``evict = ["auto",
+    ["scalar", "vector"]]``)? Never NaN (TOML and JSON both read it): no call's value equals it."""
     def one(v):
         return isinstance(v, bool | int | float | str) and v == v and (not isinstance(v, str) or len(v) <= 256)
 
+    def sequence(v):
+        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(
+            isinstance(x, str) and len(x) <= 256 for x in v)  # fmt: skip
+
     def many(v):
-        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(map(one, v)) and len(
-            {(type(x), x) for x in v}) == len(v)  # fmt: skip
+        return isinstance(v, list) and 1 <= len(v) <= MAX_CONSTANT_VALUES and all(one(x) or sequence(x) for x in v) \
+            and len({(type(x), tuple(x) if isinstance(x, list) else x) for x in v}) == len(v)  # fmt: skip
 
     return isinstance(raw, dict) and all(isinstance(k, str) and SYMBOL.match(k) and (one(v) or many(v))
                                          for k, v in raw.items())  # fmt: skip
 
 
+def listed(v):
+    """A constant's value as a record keeps it: a list as a tuple, and a listed sequence as a tuple too."""
+    return tuple(tuple(x) if isinstance(x, list) else x for x in v) if isinstance(v, list) else v
+
+
 def _constants(raw: object, where: str) -> tuple[tuple[str, object], ...]:
     """``constants = { num_heads = 12, strategy = ["auto", "flash"] }``: a number or string the call must match, or
-    a list of distinct ones it may take any of (kept as a tuple)."""
+    a list of distinct ones it may take any of (kept as a tuple), a listed value possibly a list of strings."""
     if not constants_ok(raw):
         raise BundleError(f"{where}: constants must be a table of numbers (not NaN) or strings (at most 256 "
                           f"characters), or of lists of at most {MAX_CONSTANT_VALUES} distinct ones (values a call may "
-                          f"take any of), named by identifiers")  # fmt: skip
-    return tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in raw.items()))
+                          f"take any of; a listed value may be a list of such strings), named by "
+                          f"identifiers")  # fmt: skip
+    return tuple(sorted((k, listed(v)) for k, v in raw.items()))
 
 
 def _tolerance(table: dict, where: str) -> dict[str, tuple[float, float]]:

@@ -28,6 +28,7 @@ from pathlib import Path
 from nki_dsl import IRBudget
 
 from .launcher import MAX_HEAD_DIM
+from .seq_family import COPY_ENGINES
 
 BUDGET = IRBudget()  # the untrusted-IR budget a loader verifies instances within (its defaults)
 
@@ -69,6 +70,9 @@ def families() -> list[tuple[str, tuple[int, int], int, int]]:
 # Every family here runs seq_family's one flash schedule: a call's ``strategy="auto"`` or ``"flash"`` matches it
 # (the bundle builder checks the plan makes one kernel call for both and refuses "resident" over a symbolic S).
 STRATEGY = 'strategy = ["auto", "flash"]'
+# and its one PSUM-copy engine: ``evict="auto"`` or the engines it copies P^T by (seq_family.COPY_ENGINES; the
+# launcher refuses others over a symbolic S, so the builder refuses a family listing them)
+EVICT = "evict = [\"auto\", [" + ", ".join(f'"{e}"' for e in COPY_ENGINES) + "]]"
 # The scale: a call without ``scale=`` gets 1 / sqrt(D) computed on chip (the families above); one with it matches
 # the twins after them, which take it at run time (``scalars``: required, the plan's default being None; the
 # builder checks them at ``sample``), so a call with a scale runs where one without does, by the same schedule.
@@ -81,14 +85,14 @@ def _dims(seq: tuple[int, int], batch: int, heads: int) -> str:
 
 def qkv_line(dtype: str, seq: tuple[int, int], batch: int, heads: int, scale: bool = False) -> str:
     return (f'    {{ args = ["B x S x (3 x H x D):{dtype}"], {_dims(seq, batch, heads)}, '
-            f'constants = {{ {STRATEGY} }}, {SCALE + ", " if scale else ""}keywords = {{ num_heads = "H" }}, '
+            f'constants = {{ {STRATEGY}, {EVICT} }}, {SCALE + ", " if scale else ""}keywords = {{ num_heads = "H" }}, '
             f'returns = ["B x S x (H x D)"] }},  # any head count, head_dim, sequence length'
             f'{", scale" if scale else ""} (head_views.py)')  # fmt: skip
 
 
 def split_line(dtype: str, seq: tuple[int, int], batch: int, heads: int) -> str:
     return (f'    {{ args = ["(2 x H x D) x (B x S):{dtype}", "(B x S) x (H x D):{dtype}"], '
-            f'{_dims(seq, batch, heads)}, constants = {{ {STRATEGY} }}, '
+            f'{_dims(seq, batch, heads)}, constants = {{ {STRATEGY}, {EVICT} }}, '
             f'keywords = {{ num_heads = "H", seq = "S", batch = "B" }}, '
             f'returns = ["(B x S) x (H x D)"] }},  '
             f'# any head count, head_dim, sequence length (head_views.py)')  # fmt: skip

@@ -63,6 +63,7 @@ GROUP_SBUF_BUDGET = 32 * 1024
 ROWS_SBUF_BUDGET = 96 * 1024  # bytes per partition the qkv kernel may spend on a batch element's rows and output
 
 _ENGINES = {"scalar": nisa.scalar_engine, "vector": nisa.vector_engine}
+EVICT_ENGINES = tuple(_ENGINES)  # the names ``evict`` takes
 # PSUM->SBUF copies, round robin: three of four on the Scalar engine. The measured best on ViT-B/16 batch 8, bf16,
 # trn2 (benchmarks/vit.py --ideas: all Vector, all Scalar, alternating, and this): the Vector engine already
 # carries the row max and the division, the Scalar engine the exp.

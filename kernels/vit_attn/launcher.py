@@ -15,15 +15,20 @@ the models' published shapes and families, the families over the sequence length
 head range, instances over slices (``hub_client/chunks.py``); ``scale=`` (the families' runtime-scale twins: a
 given scale over a symbolic shape is passed as a one-element float32 array, ``_family_scale``) and
 ``strategy="auto"``/``"flash"`` (the families' ``strategy = ["auto", "flash"]``: over a symbolic S the plans make
-the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run.
+the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run; ``evict="auto"``
+or the engines a specialisation's schedule copies PSUM by (kernel.toml's ``evict`` listings: ``choose_evict``'s at
+a model's shape, the Scalar engine over a symbolic S, ``_family_evict``).
 tests/kernels/test_vit_attn_families.py enumerates the shape classes with those keywords.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .kernel import PMAX, RESIDENT_MAX_SEQ, _static, attention_kernel, attention_qkv_kernel, choose_evict
+from .kernel import EVICT_ENGINES, PMAX, RESIDENT_MAX_SEQ, _static, attention_kernel, attention_qkv_kernel, choose_evict
+from .seq_family import COPY_ENGINES
 
 MAX_HEAD_DIM = PMAX  # head_dim sits on the partitions of q^T and k^T (reference/nki.md §1.2 TC#1)
 MAX_SEQ = 16384  # K^T, V and one probability strip per head stay in SBUF: 16384 keys of bf16 use ~100 KiB/partition
@@ -73,6 +78,29 @@ def _family_strategy(strategy: str) -> None:
                                 "(seq_family.py), not the resident strip: trace it with strategy 'auto' or 'flash'")
 
 
+def _family_evict(evict) -> None:
+    """A shape family over S copies each P^T block from PSUM by the Scalar engine (seq_family.COPY_ENGINES): "auto"
+    and engines that round-robin to the same sequence (("scalar",), ("scalar", "scalar")) get that schedule; others
+    are refused, so a family listing them in ``evict`` is refused by the bundle builder (a schedule it does not run)."""
+    if evict == "auto":
+        return
+    engines = _engines(evict)
+    n = math.lcm(len(engines), len(COPY_ENGINES))
+    if engines * (n // len(engines)) != COPY_ENGINES * (n // len(COPY_ENGINES)):
+        raise VitAttnShapeError(f"vit-attn: a shape family over the sequence length copies P^T from PSUM on the "
+                                f"{', '.join(COPY_ENGINES)} engine (seq_family.py), not round robin over {engines}: "
+                                f"trace it with evict 'auto' or {COPY_ENGINES}")  # fmt: skip
+
+
+def _engines(evict) -> tuple:
+    """``evict`` as a tuple of engine names, each one the kernel copies PSUM by (``kernel.EVICT_ENGINES``)."""
+    engines = tuple(evict) if isinstance(evict, tuple | list) else None
+    if not engines or not all(isinstance(e, str) and e in EVICT_ENGINES for e in engines):
+        raise VitAttnShapeError(f"vit-attn: evict must be 'auto' or a non-empty sequence of engine names from "
+                                f"{', '.join(EVICT_ENGINES)}, got {evict!r}")  # fmt: skip
+    return engines
+
+
 def _family_scale(d, scale) -> tuple[tuple, dict]:
     """A family's scale: None over a symbolic head_dim is 1 / sqrt(D) computed on chip (seq_family._inv_sqrt), None
     over a concrete one d**-0.5 as a constant; a given scale is a runtime scalar (a one-element float32 array after
@@ -92,6 +120,7 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     _check(seq, d, q.dtype)
     if _static(seq) is None or _static(d) is None:  # a shape family over S (and D): one schedule, seq_family.py
         _family_strategy(strategy)
+        _family_evict(evict)
         runtime, consts = _family_scale(d, scale)
         return attention_kernel, (q, k, v, *runtime), consts
     strategy = choose_strategy(seq, strategy)
@@ -117,6 +146,7 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
                     num_heads)  # fmt: skip
         _check(seq, d, qkv.dtype)
         _family_strategy(strategy)
+        _family_evict(evict)
         runtime, _ = _family_scale(d, scale)  # (D is symbolic here: None is computed on chip)
         return attention_qkv_heads_kernel, (qkv, *runtime), {}
     if len(qkv.shape) != 3:
@@ -132,6 +162,7 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
         # (not published: kernel.toml's qkv families are the per-head views above; the heads are unrolled here, the
         # scale a constant, and None over a symbolic head_dim 1 / sqrt(D) from a mask, as plan_attention's)
         _family_strategy(strategy)
+        _family_evict(evict)
         on_chip = scale is None and _static(d) is None
         return attention_qkv_kernel, (qkv,), {"num_heads": num_heads, "scale": None if on_chip else _scale(d, scale)}
     strategy = choose_strategy(seq, strategy)
@@ -158,6 +189,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
                 raise VitAttnShapeError(f"vit-attn: {name} = {given}, but the arrays hold {have}")
         _check(s, d, v.dtype)
         _family_strategy(strategy)
+        _family_evict(evict)
         return attention_split_heads_kernel, (qkT, v), {}
     if len(qkT.shape) != 2 or len(v.shape) != 2:
         raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
@@ -180,6 +212,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
     _check(seq, hd // num_heads, v.dtype)
     if _static(seq) is None:  # a family over the tokens of one sequence (seq_family.attention_split_any_seq)
         _family_strategy(strategy)
+        _family_evict(evict)
         return attention_split_kernel, (qkT, v), {"num_heads": num_heads, "seq": None}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}

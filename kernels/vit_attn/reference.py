@@ -1,11 +1,12 @@
 """The NumPy references the kernels are checked against: computed in float64 from the inputs as given (already
 rounded to their dtype), returned in the input's dtype. ``strategy`` (the launchers' schedule: the resident strip or
-flash) does not change the numbers; the references take it so that a specialisation publishing it is checked."""
+flash) and ``evict`` (the engines of its PSUM copies) do not change the numbers; the references take them so that a
+specialisation publishing them is checked."""
 
 import numpy as np
 
 
-def attention(q, k, v, scale=None, strategy="auto"):
+def attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     """``softmax(scale * q k^T) v`` over (batch, heads, seq, head_dim); scale defaults to 1/sqrt(head_dim)."""
     q64, k64, v64 = (np.asarray(a, dtype=np.float64) for a in (q, k, v))
     scale = q64.shape[-1] ** -0.5 if scale is None else float(scale)
@@ -14,7 +15,7 @@ def attention(q, k, v, scale=None, strategy="auto"):
     return ((p / p.sum(axis=-1, keepdims=True)) @ v64).astype(q.dtype)
 
 
-def attention_qkv(qkv, num_heads, scale=None, strategy="auto"):
+def attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"):
     """The same from ``(batch, seq, 3 * heads * head_dim)`` to ``(batch, seq, heads * head_dim)``."""
     b, s, width = qkv.shape
     d = width // (3 * num_heads)
@@ -23,7 +24,7 @@ def attention_qkv(qkv, num_heads, scale=None, strategy="auto"):
     return out.transpose(0, 2, 1, 3).reshape(b, s, num_heads * d)
 
 
-def attention_split(qkT, v, num_heads, seq=None, batch=None, strategy="auto"):
+def attention_split(qkT, v, num_heads, seq=None, batch=None, strategy="auto", evict="auto"):
     """The same from the split layout: ``qkT`` (2 * hd, batch * seq) = [q^T; (scale * k)^T], ``v`` (batch * seq,
     hd); returns (batch * seq, hd). The scale is already in k (scale 1 here). ``seq`` or ``batch`` is given."""
     two_hd, tokens = qkT.shape

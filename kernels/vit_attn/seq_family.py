@@ -38,6 +38,9 @@ NEG = -3.0e38  # the score of a key past S: exp(NEG - m) is 0 for every finite m
 # 233.0 / 14206.1 us, 2 tiles 194.5 / 10747.5, 3 tiles 203.2 / 10081.0, 4 tiles 210.1 / 9653.8 (short sequences
 # pay for the tiles past S)
 TILES = 2
+# The engine of every PSUM -> SBUF copy of P^T (``_key_block``'s activation copy): what a call's ``evict`` must name
+# (round robin) to get this schedule; the launcher refuses other engines over a symbolic S (``_family_evict``).
+COPY_ENGINES = ("scalar",)
 
 
 def attention_any_seq(q, k, v, out, scale):
@@ -219,7 +222,7 @@ def _key_block(k_T, v_rows, pe, k0, seq, d, scale, tiles):
         t_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=pe, buffer=nl.psum)
         for j in range(n_sub):
             t_ps[i_p, j * PMAX + i_q] = nisa.nc_transpose(p[i_p, j * PMAX + i_q])
-        pT = nisa.activation(nl.copy, t_ps[i_p, i_c], dtype=pe)
+        pT = nisa.activation(nl.copy, t_ps[i_p, i_c], dtype=pe)  # (COPY_ENGINES: the Scalar engine)
         acc = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32, buffer=nl.psum)
         for j in range(n_sub):
             product = nisa.nc_matmul(pT[i_p, j * PMAX + i_q], v_sb[i_p, j * DMAX + i_d])

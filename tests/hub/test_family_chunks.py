@@ -79,7 +79,15 @@ def test_a_models_batch_above_its_family_runs_in_parts_of_the_tuned_schedule(reg
     assert how == "parts" and spec.args[0].shape == ("B", 197, 1152) and over == {"B": 5}
     out = k.attention_qkv(qkv, num_heads=6, backend="numpy")
     np.testing.assert_allclose(out, attention_qkv(qkv, 6), rtol=2e-5, atol=2e-5)
-    with pytest.raises(kernels.NoSpecialisationError, match=re.escape("(B x 197 x 1152:float32, num_heads=6) with B")):
+    # evict: the family lists "auto" and the engines choose_evict gives at S = 197, which the builder checked
+    # the plan makes the same kernel call for; another round robin is another IR (with trust only)
+    from kernels.vit_attn.kernel import DEFAULT_EVICT, choose_evict
+
+    assert choose_evict(197, "resident") == DEFAULT_EVICT
+    assert k.attention_qkv.route(qkv, num_heads=6, evict=list(DEFAULT_EVICT))[:2] == ("parts", spec)
+    with pytest.raises(kernels.NoSpecialisationError, match="evict in"):
+        k.attention_qkv.route(qkv, num_heads=6, evict=("scalar",))
+    with pytest.raises(kernels.NoSpecialisationError, match=r"\(B x 197 x 1152:float32, .*num_heads=6\) with B"):
         k.attention_qkv(qkv[:, :100], num_heads=6)  # no family holds S = 100 here: refused, listing what exists
 
 

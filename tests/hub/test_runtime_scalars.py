@@ -212,15 +212,26 @@ def test_a_constant_listing_values_the_plan_treats_apart_is_refused(tmp_path):
         build_bundle(_package(tmp_path, line), benchmarks=False)
 
 
-@pytest.mark.parametrize("constants", [{"strategy": [["auto"]]}, {"strategy": []}, {"strategy": ["auto", "auto"]},
+@pytest.mark.parametrize("constants", [{"strategy": [[["auto"]]]}, {"strategy": []}, {"strategy": ["auto", "auto"]},
                                        {"strategy": [str(i) for i in range(17)]}, {"strategy": {"auto": 1}},
-                                       {"strategy": "x" * 257}, {"epsilon": None}])  # fmt: skip
+                                       {"strategy": "x" * 257}, {"epsilon": None}, {"evict": [[]]},
+                                       {"evict": [[1]]}, {"evict": [["scalar"], ["scalar"]]},
+                                       {"evict": [["x" * 257]]}, {"evict": [["scalar"] * 17]},
+                                       {"evict": ["auto", ["scalar", None]]}])  # fmt: skip
 def test_the_manifest_refuses_malformed_constants(tmp_path, constants):
     raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
     raw["entry_points"]["rmsnorm"]["specialisations"][0]["constants"] = constants
     with pytest.raises(BundleError, match=r"constants must map names to a number, a string of at most 256") as e:
         parse(dump(raw))
     assert len(str(e.value)) < 300
+
+
+def test_a_listed_sequence_of_strings_is_a_tuple_a_call_may_pass(tmp_path):
+    """``evict = ["auto", ["scalar", "vector"]]``: "auto" or the sequence (scalar, vector), kept as a tuple."""
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["specialisations"][0]["constants"] = {"evict": ["auto", ["scalar", "vector"]]}
+    spec = parse(dump(raw)).entry_points["rmsnorm"].specialisations[0]
+    assert spec.constants == {"evict": ("auto", ("scalar", "vector"))}
 
 
 def test_the_manifest_refuses_too_many_scalars(tmp_path):

@@ -14,7 +14,7 @@ from hub_client.bundle import build_bundle
 from hub_client.errors import ScalarArgumentError
 from kernels.vit_attn.reference import attention, attention_qkv
 from tests.hub.conftest import fetched_without_trust
-from tests.hub.library_packages import families_only
+from tests.hub.library_packages import ROOT, families_only
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +66,47 @@ def test_the_resident_strip_and_a_scale_float32_cannot_hold_are_refused(vit):
         vit.attention(q, q, q, strategy="resident", backend="numpy")
     with pytest.raises(ScalarArgumentError, match="scale must be a real number float32 holds"):
         vit.attention(q, q, q, scale=1e40, backend="numpy")
+
+
+def test_evict_naming_the_families_copy_engine_runs_without_trust(vit):
+    """The families list ``evict = ["auto", ["scalar"]]``: their schedule copies P^T on the Scalar engine, so a call
+    naming that engine (a tuple or a list) runs the family; one naming the Vector engine is not theirs."""
+    rng = np.random.default_rng(22)
+    q, k, v = (rng.standard_normal((2, 3, 70, 16)).astype(np.float32) for _ in range(3))
+    for evict in (("scalar",), ["scalar"]):
+        _close(vit.attention(q, k, v, evict=evict, backend="numpy"), attention(q, k, v))
+        assert vit.attention.route(q, k, v, evict=evict, scale=0.1)[0] == "family"
+    qkv = rng.standard_normal((3, 40, 3 * 5 * 8)).astype(np.float32)  # above B 1..2 and H 1..4: in parts
+    _close(vit.attention_qkv(qkv, 5, evict=("scalar",), backend="numpy"), attention_qkv(qkv, 5, None))
+    for evict in (("scalar", "vector"), ("vector",), "scalar"):
+        with pytest.raises(kernels.NoSpecialisationError, match=r"evict in \['auto', \('scalar',\)\]"):
+            vit.attention.route(q, k, v, evict=evict)
+
+
+def _one_line(tmp_path, keep, edit):
+    """vit-attn cut down to attention's one kernel.toml line ``keep`` accepts (concrete or a family), ``edit``ed."""
+    root = families_only("vit_attn", tmp_path, {"attention"})
+    toml = root / "kernel.toml"
+    lines = (ROOT / "vit_attn" / "kernel.toml").read_text().split("\n")
+    line = next(ln for ln in lines if ln.lstrip().startswith("{ args") and keep(ln))
+    text = toml.read_text()
+    at = text.index("specialisations = [\n") + len("specialisations = [\n")
+    toml.write_text(text[:at] + edit(line) + "\n" + text[at:])
+    return root
+
+
+@pytest.mark.parametrize("keep, edit, refusal", [
+    # a family over S listing an engine its schedule does not copy by: the plan refuses it
+    (lambda ln: "B x H x S x D:float32" in ln and 'S = "1..512"' in ln and "scalars" not in ln,
+     lambda ln: ln.replace('["auto", ["scalar"]]', '["auto", ["scalar", "vector"]]'),
+     r"evict=\('scalar', 'vector'\) is listed, but the plan refuses it: .*copies P\^T from PSUM on the scalar"),
+    # a model's shape (auto: three copies of four on the Scalar engine) listing all on the Scalar engine: another IR
+    (lambda ln: ln.lstrip().startswith('{ args = ["1x2x197x64:float32"'),
+     lambda ln: ln.replace('["scalar", "scalar", "vector", "scalar"]', '["scalar"]'),
+     r"evict=\('scalar',\) makes another kernel call than evict='auto'"),
+])  # fmt: skip
+def test_the_builder_refuses_evict_values_the_schedule_does_not_run(tmp_path, keep, edit, refusal):
+    from hub_client.errors import BundleError
+
+    with pytest.raises(BundleError, match=refusal):
+        build_bundle(_one_line(tmp_path, keep, edit), benchmarks=False)
