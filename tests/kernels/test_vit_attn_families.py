@@ -404,3 +404,25 @@ def test_the_split_launcher_takes_batch_or_seq():
                         ({"batch": 0}, "batch must be")]:  # fmt: skip
         with pytest.raises(VitAttnShapeError, match=why):
             plan_attention_split(qkT, v, 2, **kwargs)
+
+
+def test_the_family_plans_take_the_evict_engines_their_schedule_copies_by():
+    """Over a symbolic S the one schedule copies P^T by the Scalar engine (seq_family.COPY_ENGINES): ``evict`` naming
+    it (in any round robin of it) makes the kernel call "auto" makes; other engines, or a bad value, are refused (the
+    bundle builder then refuses a family listing them). A concrete shape takes any engines, as before."""
+    from kernels.vit_attn.seq_family import COPY_ENGINES
+
+    spec = nki.spec(("B", "H", "S", "D"), "float32", dims={"B": (1, 2), "H": (1, 2), "S": (1, 512), "D": (1, 128)})
+    qkv = [_Arg(spec, nki.symbolic_shapes(spec)[0], "float32")] * 3
+    auto = plan_attention(*qkv)
+    assert COPY_ENGINES == ("scalar",)
+    for evict in (("scalar",), ["scalar", "scalar"]):
+        launch, args, kwargs = plan_attention(*qkv, evict=evict)
+        assert launch is auto[0] and args == auto[1] and kwargs == auto[2]
+    for evict, why in [(("scalar", "vector"), "not round robin over"), (("vector",), "not round robin over"),
+                       ("scalar", "evict must be 'auto' or a non-empty sequence"),
+                       ((), "evict must be"), (("gpsimd",), "evict must be")]:  # fmt: skip
+        with pytest.raises(VitAttnShapeError, match=why):
+            plan_attention(*qkv, evict=evict)
+    q = np.zeros((1, 2, 100, 16), np.float32)
+    assert plan_attention(q, q, q, evict=("vector",))[2]["evict"] == ("vector",)
