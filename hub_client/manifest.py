@@ -132,9 +132,8 @@ def _constants(raw: object, where: str) -> dict:
     (``package.constants_ok``); a list kept as a tuple, and a listed sequence of strings (evict's engines) too."""
     if not constants_ok(raw):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
-                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones, "
-                          f"each of those possibly a list of such strings (names: identifiers of at most 64 "
-                          f"characters; never NaN, which no call's value equals)")  # fmt: skip
+                          f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones or "
+                          f"lists of such strings (names: identifiers of at most 64 characters; never NaN)")  # fmt: skip
     return {k: listed(v) for k, v in raw.items()}
 
 

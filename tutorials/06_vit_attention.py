@@ -79,7 +79,9 @@ def lesson(work: pathlib.Path):
         got = fetch(settings, "acme/vit-attn", vit.info.commit, lambda m: ["benchmarks/comparison.json"],
                     local_only=False)  # fmt: skip
         figures = json.loads((got.snapshot / "benchmarks/comparison.json").read_text())
-        key = f"attention_qkv/1x{SEQ}x{3 * HEADS * HEAD_DIM}-bfloat16__num_heads-{HEADS}"  # entry/specialisation id
+        # the entry/specialisation id: the shape, then its constants (the evict engines it lists, num_heads)
+        (key,) = [k for k in figures if k.startswith(f"attention_qkv/1x{SEQ}x{3 * HEADS * HEAD_DIM}-bfloat16__")
+                  and k.endswith(f"__num_heads-{HEADS}")]  # fmt: skip
         for target, f in figures[key].items():
             print(f"  {target}: vit-attn {f['latency_us']:.1f} us vs eager {f['baseline_us']:.1f} us: "
                   f"{f['speedup']:.2f}x faster (bound by the {f['binding_engine']} engine, "
