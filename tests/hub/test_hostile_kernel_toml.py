@@ -54,5 +54,5 @@ def test_the_manifest_refuses_a_nan_constant(tmp_path, constants):
     raw["entry_points"]["rmsnorm"]["specialisations"][0]["constants"] = constants
     data = dump(raw)
     assert b"NaN" in data  # (JSON's writer and reader both take it)
-    with pytest.raises(BundleError, match=r"never NaN, which no call's value equals"):
+    with pytest.raises(BundleError, match=r"never NaN"):
         parse(data)
