@@ -54,7 +54,7 @@ class State:
     env: dict
     ivars: dict
     offsets: dict  # root tensor name -> per-dimension start of the slice this device holds (mesh runs)
-    plans: dict  # id(access) -> AccessPlan, shared by every state of one lowering
+    plans: dict  # (id(access), view) -> (AccessPlan, access), shared by every state of one lowering
     local_shapes: dict = field(default_factory=dict)  # root name -> shape of the slice this device holds
     zero_poison: bool = False  # the gradient twin: fresh float memory is 0.0, not NaN
     views: dict = field(default_factory=dict)  # root name -> View, inside vectorised loops
@@ -90,14 +90,16 @@ class State:
     def plan(self, access: Access) -> acc.AccessPlan:
         view = self.views.get(self.info.root(access.tensor.name))
         key = (id(access), view)
-        p = self.plans.get(key)
-        if p is None:
+        got = self.plans.get(key)
+        if got is None:
             if view is None:
                 p = acc.plan(access, self.info.ranges)
             else:
                 p = acc.plan(access, self.info.ranges, view.index(access.index), view.shape)
-            self.plans[key] = p
-        return p
+            # the access is kept alive beside its plan: the key is its id, and an access made for one read (a
+            # stitched pair's operand read whole) that died would hand its id, and so its plan, to the next one
+            got = self.plans[key] = (p, access)
+        return got[0]
 
     def value(self, root: str):
         """The array held for tensor ``root``, with its pending writes applied (``forward``)."""
