@@ -179,6 +179,14 @@ def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
     return tuple(key)
 
 
+@functools.lru_cache(maxsize=256)
+def _positions(shape: tuple) -> np.ndarray:
+    """The flat position of every element of ``shape`` (read-only, shared: a run writes few distinct shapes)."""
+    here = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    here.flags.writeable = False
+    return here
+
+
 class _Tracked:
     """Per element of one tensor: the code of the output that last wrote it (-1: none in the run), the element's
     position in that output, and the level of the op that wrote it (-1: none)."""
@@ -205,7 +213,7 @@ class _Tracked:
         return self.writer.reshape(-1)[idx], self.pos.reshape(-1)[idx], lvl
 
     def write(self, index, shape, ivars, mask, c, lvl) -> bool:
-        here = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+        here = _positions(shape)
         box = box_view(index, shape, self.held, ivars) if index is not None else ()
         if box is not None:
             w = self.writer[box] if box != () else self.writer
