@@ -114,23 +114,46 @@ def _output_shape(inst: bp.Inst, k: int) -> tuple:
     return tuple(inst.op.result.type.shape if name == bp.RESULT else inst.op.operands[name].shape)
 
 
-def _producer(g: bp.Group, name: str, output_of: np.ndarray):
-    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None
-    (``output_of``: per code + 1, its producer's group * 16 + output, -1 for the pre-run value)."""
-    src = [inst.sources[name][1] for inst in g.insts]
-    if any(s is None or s.size == 0 for s in src):
+@dataclass
+class _Codes:
+    """What ``pair_groups`` looks producers up in: per output code (``batch_plan.code``; the last entry, which
+    code -1 indexes, the pre-run value) its producer's lane (``lane_of``) and group * 16 + output (``output_of``,
+    -1 for the pre-run value); and each group's operands' source codes and positions, stacked over its lanes
+    once (``stacked``)."""
+
+    lane_of: np.ndarray
+    output_of: np.ndarray
+    memo: dict
+
+    def stacked(self, g: bp.Group, name: str):
+        """(codes, positions) of operand ``name`` of every lane of ``g``, ``[lanes, ...]``; None when a lane reads
+        only pre-run values or nothing."""
+        key = (id(g), name)
+        if key not in self.memo:
+            src = [inst.sources[name][1] for inst in g.insts]
+            if any(s is None or s.size == 0 for s in src):
+                self.memo[key] = None
+            else:
+                self.memo[key] = (np.stack(src), np.stack([inst.sources[name][2] for inst in g.insts]))
+        return self.memo[key]
+
+
+def _producer(g: bp.Group, name: str, codes: _Codes):
+    """(group, output) that gives every element of operand ``name`` of every lane of ``g``, or None."""
+    got = codes.stacked(g, name)
+    if got is None:
         return None
-    tags = [output_of[s + 1] for s in src]
-    first = int(tags[0].flat[0])
-    if first < 0 or any(int(t.min()) != first or int(t.max()) != first for t in tags):
+    tags = codes.output_of[got[0]]
+    first = int(tags.flat[0])
+    if first < 0 or int(tags.min()) != first or int(tags.max()) != first:
         return None
     return divmod(first, 16)
 
 
-def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_of, output_of, groups: list):
+def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, codes: _Codes, groups: list):
     """The joined operand ``name`` (laid end to end along ``axis``) as one affine read of a stitched producer
     pair's joined output: (pair, output, map), or None."""
-    pa, pb = _producer(ga, name, output_of), _producer(gb, name, output_of)
+    pa, pb = _producer(ga, name, codes), _producer(gb, name, codes)
     if pa is None or pb is None or pa[1] != pb[1]:
         return None
     p = pairs.get((pa[0], pb[0]))
@@ -141,9 +164,8 @@ def _direct(ga: bp.Group, gb: bp.Group, name: str, axis: int, pairs: dict, lane_
     out_shape = _output_shape(groups[p.a].insts[0], k)
     fits = []
     for g in (ga, gb):  # each side's map into its own group's output (lane, coordinates)
-        src = np.stack([inst.sources[name][1] for inst in g.insts])
-        pos = np.stack([inst.sources[name][2] for inst in g.insts])
-        fit = bp.fit_affine(np.ones(src.shape, bool), lane_of[src + 1], pos, out_shape, whole=True)
+        src, pos = codes.stacked(g, name)
+        fit = bp.fit_affine(np.ones(src.shape, bool), codes.lane_of[src], pos, out_shape, whole=True)
         if fit is None:
             return None
         fits.append((fit, src.shape))
@@ -207,7 +229,7 @@ def whole_names(s: Stitch) -> set:
 
 
 def _pair(
-    ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, lane_of, output_of, groups, flat_of=None
+    ga: bp.Group, gb: bp.Group, ctx_of, gids, types, pairs, codes: _Codes, groups, flat_of=None
 ) -> Stitch | None:
     """The stitch of full-tile group ``ga`` and ragged group ``gb``, or None when they do not qualify."""
     ia, ib = ga.insts[0], gb.insts[0]
@@ -246,7 +268,7 @@ def _pair(
     probe = bp.Probe(ia.probe.reads, tuple((name, None) for name, _ in ia.probe.writes))
     template = bp.Inst(op, -1, None, probe)
     laid = tuple(joined.get(n) for n in ia.probe.reads)
-    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, lane_of, output_of, groups)
+    direct = tuple(None if k is None else _direct(ga, gb, n, k, pairs, codes, groups)
                    for n, k in zip(ia.probe.reads, laid))  # fmt: skip
     whole = tuple(k is not None and d is None and flat_of is not None
                   and _whole(ga, gb, n, k, tuple(template.read_access(n).shape), flat_of)
@@ -261,11 +283,12 @@ def pair_groups(groups: list, insts: list, ctx_of, types, flat_of=None) -> dict:
     if not enabled():
         return {}
     gids = {id(g): i for i, g in enumerate(groups)}
-    # per output code + 1 (``batch_plan.code``; 0: the pre-run value): its producer's lane, and group * 16 + output
-    codes = np.arange(-1, 16 * len(insts))
-    n, k = np.divmod(np.maximum(codes, 0), 16)
-    lane_of = np.array([inst.lane for inst in insts], np.int64)[n]
-    output_of = np.where(codes < 0, -1, np.array([inst.group for inst in insts], np.int64)[n] * 16 + k)
+    # per output code (``batch_plan.code``; the last entry, which -1 indexes: the pre-run value): its producer's
+    # lane, and group * 16 + output (indexed by the codes as they are: no shifted copy of every operand's codes)
+    n, k = np.divmod(np.arange(16 * len(insts)), 16)
+    lane_of = np.append(np.array([inst.lane for inst in insts], np.int32)[n], 0)
+    output_of = np.append(np.array([inst.group for inst in insts], np.int32)[n] * 16 + k, -1).astype(np.int32)
+    codes = _Codes(lane_of, output_of, {})
     pairs: dict = {}  # (a, b) -> Stitch
     by: dict = {}
     for g in groups:
@@ -280,7 +303,7 @@ def pair_groups(groups: list, insts: list, ctx_of, types, flat_of=None) -> dict:
             for gb in members:
                 if ga is gb or id(ga) in used or id(gb) in used:
                     continue
-                s = _pair(ga, gb, ctx_of, gids, types, pairs, lane_of, output_of, groups, flat_of)
+                s = _pair(ga, gb, ctx_of, gids, types, pairs, codes, groups, flat_of)
                 if s is not None:
                     used |= {id(ga), id(gb)}
                     out[min(s.a, s.b)] = pairs[(s.a, s.b)] = s
