@@ -15,8 +15,8 @@ verified once per concrete shape (``_instance``), with no trust needed. A family
 ``families.py``). A call above a family's range along dimensions its kernel is proved independent along (from the
 IR, ``ShapeFamily.independence``) runs as instances over slices (``chunks.py``). ``route`` says which of these a
 call takes without running it; of several holding a call it takes the one of the fewest launches, then the most
-specific (``EntryPoint.route``), so the manifest's order decides only ties. With trust, a call that matches none traces the published Python instead; without
-trust it is refused with the list of what exists and why each family near the call does not hold it.
+specific (``EntryPoint.route``), so the manifest's order decides only ties. With trust, a call that matches none
+traces the published Python instead; without trust it is refused with the list of what exists and why each family near the call does not hold it.
 """
 
 from __future__ import annotations

@@ -133,7 +133,8 @@ def _constants(raw: object, where: str) -> dict:
     if not constants_ok(raw):
         raise BundleError(f"manifest: {where}constants must map names to a number, a string of at most 256 "
                           f"characters or a boolean, or to a list of at most {MAX_CONSTANT_VALUES} distinct ones or "
-                          f"lists of such strings (names: identifiers of at most 64 characters; never NaN)")  # fmt: skip
+                          f"lists of such strings (names: identifiers of at most 64 characters; never "
+                          f"NaN)")  # fmt: skip
     return {k: listed(v) for k, v in raw.items()}
 
 
