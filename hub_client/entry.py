@@ -16,7 +16,8 @@ verified once per concrete shape (``_instance``), with no trust needed. A family
 IR, ``ShapeFamily.independence``) runs as instances over slices (``chunks.py``). ``route`` says which of these a
 call takes without running it; of several holding a call it takes the one of the fewest launches, then the most
 specific (``EntryPoint.route``), so the manifest's order decides only ties. With trust, a call that matches none
-traces the published Python instead; without trust it is refused with the list of what exists and why each family near the call does not hold it.
+traces the published Python instead; without trust it is refused with the list of what exists and why each family
+near the call does not hold it.
 """
 
 from __future__ import annotations
