@@ -179,7 +179,7 @@ def box_view(index: tuple, shape: tuple, held: tuple, ivars: dict):
     return tuple(key)
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=100)  # (a run writes few distinct shapes; a process lowers few kernels at once)
 def _positions(shape: tuple) -> np.ndarray:
     """The flat position of every element of ``shape`` (read-only, shared: a run writes few distinct shapes)."""
     here = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
