@@ -96,12 +96,12 @@ def check_symbol(s: SymbolDef, earlier, intervals: dict[str, tuple[int, int]] | 
     lo, hi = s.expr.bounds(intervals)  # (the plain bounds: affine_bounds only narrows them)
     if not -MAX_DERIVED_VALUE <= lo <= hi <= MAX_DERIVED_VALUE:
         raise SymbolError(f"symbol {s.label}: its definition {format_definition(s).replace('$', '')} may reach "
-                          f"{_short(lo if -lo > hi else hi)} over the family's ranges, past the bound "
+                          f"{short_int(lo if -lo > hi else hi)} over the family's ranges, past the bound "
                           f"{MAX_DERIVED_VALUE} (2**62) on a dimension's value")  # fmt: skip
     intervals[s.name] = (lo // s.divisor, hi // s.divisor)
 
 
-def _short(n: int) -> str:
+def short_int(n: int) -> str:
     """An integer for a message: whole up to 30 digits, else its sign, leading digits and length (a huge one
     must not be printed whole, and Python refuses to print past 4,300 digits)."""
     if abs(n) < 10**30:

@@ -18,6 +18,7 @@ from nki_dsl.ir.affine import Affine, Mask, var_kind, var_number
 from nki_dsl.ir.nodes import Access, Kernel, Loop
 from nki_dsl.ir.ops import OPS, REDUCE_MASK, reduce_mask_operand
 from nki_dsl.ir.symbols import ranges as symbol_ranges
+from nki_dsl.ir.symbols import short_int
 from nki_dsl.targets import Target
 from nki_dsl.verify import describe as d
 from nki_dsl.verify.operands import iteration_shape
@@ -45,7 +46,7 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
             if over:
                 (c, reach), more = over[0], len(over) - 1
                 others = f" (and {more} more of its constraints)" if more else ""
-                msg = (f"{what} constraint {c} >= 0 reaches magnitude {_short(reach)} over its loops, axes and "
+                msg = (f"{what} constraint {c} >= 0 reaches magnitude {short_int(reach)} over its loops, axes and "
                        f"symbols{others}, past {INT32_MAX}: engines evaluate masks in int32 arithmetic")  # fmt: skip
                 found.append(d.diagnostic(op, RULE, msg))
     return found
@@ -76,7 +77,3 @@ def _magnitude(c: Affine, loops, grid, space, symbols) -> int:
         total += abs(k) * max(abs(lo), abs(hi))
     return total
 
-
-def _short(n: int) -> str:
-    """A magnitude for a message: whole up to 30 digits, else its power of two (a huge one is not printed whole)."""
-    return str(n) if n < 10**30 else f"~2**{n.bit_length() - 1}"

@@ -12,6 +12,7 @@ from nki_dsl.ir import runtime_loops
 from nki_dsl.ir.affine import Affine, Mask, var_kind
 from nki_dsl.ir.nodes import Access, Imm, Kernel, Loop, Op
 from nki_dsl.ir.ops import OPS, REQUIRED, AttrKind
+from nki_dsl.ir.symbols import short_int
 from nki_dsl.ir.types import Buffer, TensorType
 from nki_dsl.targets import Target
 from nki_dsl.verify.describe import LOOP_API, ref
@@ -73,11 +74,6 @@ def _int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _short(n: int) -> str:
-    """An integer for a message, cut short past 30 digits (Python refuses to print past 4,300)."""
-    return str(n) if abs(n) < 10**30 else f"{'-' if n < 0 else ''}~2**{abs(n).bit_length() - 1}"
-
-
 def _loop_problem(loop: Loop, enclosing: tuple[str, ...]) -> str | None:
     if loop.kind not in ("affine", "sequential", *runtime_loops.KINDS):
         return f"loop kind {loop.kind!r} is not 'affine', 'sequential', 'dynamic', 'while' or 'scalar_offset'"
@@ -128,7 +124,7 @@ def _op_problems(op: Op, defined: set) -> list[str]:
             if not o.scalar:
                 out.append(f"operand '{o.name}' must be a tile, not the number {value.value!r}")
             elif _int(value.value) and not -INDEX_LIMIT <= value.value < 2 * INDEX_LIMIT:
-                out.append(f"operand '{o.name}' is the integer {_short(value.value)}, which fits neither int32 nor "
+                out.append(f"operand '{o.name}' is the integer {short_int(value.value)}, which fits neither int32 nor "
                            f"uint32: a Python int operand is an int32 (reference/nki.md §2.2 type promotion, weak "
                            f"scalars; lowering writes an unsigned tile's all-ones as its uint32 value); write it as "
                            f"a float, or as a tile of the dtype it needs")  # fmt: skip
