@@ -22,8 +22,8 @@ class KernelInfo:
     types: dict[str, TensorType] = field(default_factory=dict)
     roots: dict[str, str] = field(default_factory=dict)  # HBM view (ir/hbm_views.py) -> the tensor holding its storage
     ranges: dict[str, tuple[int, int]] = field(default_factory=dict)  # loop index / program id -> [lo, hi]
-    written: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots written inside it
-    read_after: dict[int, set] = field(default_factory=dict)  # id(loop) -> roots read after it
+    written: dict[Loop, set] = field(default_factory=dict)  # loop (by identity) -> roots written inside it
+    read_after: dict[Loop, set] = field(default_factory=dict)  # loop (by identity) -> roots read after it
     all_written: set = field(default_factory=set)  # roots written anywhere (the launch grid's carried state)
     written_params: list[str] = field(default_factory=list)  # parameters the kernel writes into
     refs: dict[str, int] = field(default_factory=dict)  # tensor name -> ops (and loop headers, outputs) naming it
@@ -109,8 +109,8 @@ def analyse(kernel: Kernel) -> KernelInfo:
     for k in range(len(flat) - 1, -1, -1):
         suffix[k] = suffix[k + 1] | reads[k]
     for loop, first, last in spans:
-        info.written[id(loop)] = set().union(*writes[first:last]) if last > first else set()
-        info.read_after[id(loop)] = suffix[last]
+        info.written[loop] = set().union(*writes[first:last]) if last > first else set()
+        info.read_after[loop] = suffix[last]
     info.all_written = set().union(*writes) if writes else set()
     info.written_params = [p.name for p in kernel.params if p.name in info.all_written]
     return info

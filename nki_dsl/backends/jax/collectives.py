@@ -90,7 +90,7 @@ def run_cores_jax(body, st: State, shared: list[str], run_op, run_loop) -> None:
         for core in cores:
             core.env.update(board)
         info = st.info
-        names = sorted((n for n in info.written[id(loop)] if n in cores[0].env or n in info.read_after[id(loop)]),
+        names = sorted((n for n in info.written[loop] if n in cores[0].env or n in info.read_after[loop]),
                        key=repr)  # fmt: skip
         k = len(names)
         init = tuple(c.value(n) if n in c.env else c.fresh(n) for c in cores for n in names)

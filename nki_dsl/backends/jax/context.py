@@ -89,17 +89,17 @@ class State:
 
     def plan(self, access: Access) -> acc.AccessPlan:
         view = self.views.get(self.info.root(access.tensor.name))
-        key = (id(access), view)
+        # keyed by the access itself (IR nodes hash by identity): the key keeps it alive, so a throwaway access (a
+        # stitched pair's operand read whole) cannot die and hand its id, and so its plan, to the next one
+        key = (access, view)
         got = self.plans.get(key)
         if got is None:
             if view is None:
-                p = acc.plan(access, self.info.ranges)
+                got = acc.plan(access, self.info.ranges)
             else:
-                p = acc.plan(access, self.info.ranges, view.index(access.index), view.shape)
-            # the access is kept alive beside its plan: the key is its id, and an access made for one read (a
-            # stitched pair's operand read whole) that died would hand its id, and so its plan, to the next one
-            got = self.plans[key] = (p, access)
-        return got[0]
+                got = acc.plan(access, self.info.ranges, view.index(access.index), view.shape)
+            self.plans[key] = got
+        return got
 
     def value(self, root: str):
         """The array held for tensor ``root``, with its pending writes applied (``forward``)."""

@@ -63,7 +63,7 @@ def run_op(op: Op, st: State) -> None:
 
 
 def _rerolled(body, info: KernelInfo) -> list:
-    key = tuple(id(s) for s in body)  # (the statements live as long as the kernel; a list may be a fresh copy)
+    key = tuple(body)  # the statements themselves (hashed by identity; a list may be a fresh copy)
     plan = info.rerolled.get(key)
     if plan is None:
         plan = info.rerolled[key] = reroll.plan(body, info, info.refs)
@@ -78,7 +78,7 @@ def _planned(body, st: State) -> list:
     if not batching.enabled():
         return rolled
     # the plan depends on how the state holds tensors (vectorised loops' blocks) and on the static loop indices
-    key = ("batch", tuple(id(s) for s in body), repr(sorted(st.views.items())),
+    key = ("batch", tuple(body), repr(sorted(st.views.items())),
            tuple(sorted((k, v) for k, v in st.ivars.items() if isinstance(v, int))))  # fmt: skip
     plan = st.info.rerolled.get(key)
     if plan is None:
@@ -95,8 +95,8 @@ def run_body(body, st: State) -> None:
         elif isinstance(stmt, Loop) and stmt.runtime:
             runtime_loops.run(stmt, st, run_body)
         elif isinstance(stmt, Loop):
-            _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[id(stmt)],
-                      st.info.read_after[id(stmt)], stmt.body, st)  # fmt: skip
+            _run_loop(stmt.var, stmt.start, stmt.step, stmt.trip_count, st.info.written[stmt],
+                      st.info.read_after[stmt], stmt.body, st)  # fmt: skip
         else:
             run_op(stmt, st)
 

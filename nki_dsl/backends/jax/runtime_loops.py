@@ -52,7 +52,7 @@ def run(lp: Loop, st, run_body) -> None:
         run_body(lp.body, st)
         return
     info = st.info
-    written, read_after = info.written[id(lp)], info.read_after[id(lp)]
+    written, read_after = info.written[lp], info.read_after[lp]
     register = info.root(lp.reads.tensor.name)
     # a while loop's condition reads the register after every iteration: carried whether or not read after
     carried = sorted((n for n in written if n in st.env or n in read_after or (lp.kind == "while" and n == register)),

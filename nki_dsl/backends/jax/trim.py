@@ -170,14 +170,14 @@ def cut_access(access: Access, cut: dict, cache: dict) -> Access:
     """``access`` restricted to ``cut`` (operand axis -> (start, extent)): its axis ``d<k>`` starts at the cut's
     start. One object per (access, cut) for the kernel's lifetime (``cache``): plans are keyed by access
     identity, and batching matches a lane's reads by it."""
-    key = ("cut", id(access), tuple(sorted(cut.items())))
+    key = ("cut", access, tuple(sorted(cut.items())))  # the access itself (hashed by identity, kept alive)
     got = cache.get(key)
     if got is None:
         env = {f"d{k}": Affine.var(f"d{k}") + lo for k, (lo, _) in cut.items() if lo}
         index = tuple(e.substitute(env) for e in access.index) if env else access.index
         shape = tuple(cut[k][1] if k in cut else n for k, n in enumerate(access.shape))
-        got = cache[key] = (Access(access.tensor, index, shape), access)  # (the original kept alive with its id)
-    return got[0]
+        got = cache[key] = Access(access.tensor, index, shape)
+    return got
 
 
 def rectangle(mask: np.ndarray):
