@@ -1,6 +1,7 @@
 """Modelled latency of shape-family instances against the concrete trace of the same shape (trn2, timing only).
 
     python benchmarks/family_instances.py [--quick]
+    python benchmarks/family_instances.py --attention   # only vit-attn's families (the last two tables)
 
 For linear's fused kernels at ViT-B/16's widths (``mlp``, ``layernorm_mlp``, ``layernorm_qkv``, ``M x 768`` bf16):
 each family of kernels/linear/kernel.toml that holds a sample row count, instantiated there, against the kernel
@@ -320,7 +321,13 @@ def streamed_table(cases) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help=f"row counts {QUICK} only, and fewer widths")
-    quick = ap.parse_args().quick
+    ap.add_argument("--attention", action="store_true", help="only vit-attn's families against the concrete traces")
+    opts = ap.parse_args()
+    quick = opts.quick
+    if opts.attention:
+        attention_table(QUICK_ATTENTION if quick else ATTENTION)
+        attention_layouts_table(QUICK_QKV if quick else ATTENTION_QKV, QUICK_SPLIT if quick else ATTENTION_SPLIT)
+        return
     rows = QUICK if quick else ROWS
     print(f"{'kernel':15} {'M':>5} {'family':>13} {'family us':>10} {'concrete us':>12} {'ratio':>6}")
     for name, (plan, shapes, constants) in KERNELS.items():

@@ -24,7 +24,10 @@ class Placement:
     ``[partition_start, partition_start + partitions)`` x bytes ``[byte_offset, byte_offset + bytes_per_partition)``
     of every partition (reference/nki.md §1.1). A tensor allocated in a loop body gets ``buffers`` rotating copies,
     copy ``k`` at ``byte_offset + k * bytes_per_partition``; iteration ``i`` uses copy ``i % buffers``, so a DMA
-    filling the next copy can overlap compute on the current one."""
+    filling the next copy can overlap compute on the current one. ``i`` is the flattened iteration of the loops in
+    ``rotation`` (row-major, the innermost fastest: ``sum(weight * (value - start) // step)``), the enclosing loops
+    whose iterations may overlap (``_rotation_loops``), so a loop that runs once does not stop the copies turning
+    over the loops around it."""
 
     tensor: str
     buffer: str  # "sbuf" | "psum"
@@ -33,7 +36,7 @@ class Placement:
     byte_offset: int
     bytes_per_partition: int
     buffers: int = 1
-    loop: str | None = None  # the loop variable whose iteration picks the copy (the tensor's innermost loop)
+    loop: str | None = None  # the outermost loop of the rotation: the copies are in use over its whole body
     # Block-local PSUM tensor (verify/psum_buffers.py): its blocks share one block's space, so the block index
     # does not move the address; the rotating copy (by ``loop``) does.
     shared_blocks: bool = False
@@ -41,6 +44,13 @@ class Placement:
     # over the block dimensions (language/direct_allocation.py). The fields above are then the bounding box of all
     # blocks; empty for every other tensor (blocks lie consecutively from ``byte_offset``).
     blocks: tuple[tuple[int, int], ...] = ()
+    # (loop variable, weight) of every loop the copy turns with, outermost first; empty: ``loop`` alone, weight 1
+    rotation: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def turns(self) -> tuple[tuple[str, int], ...]:
+        """(loop variable, weight in the flattened iteration) of the loops that pick the copy."""
+        return self.rotation or (((self.loop, 1),) if self.loop is not None else ())
 
     @property
     def footprint(self) -> int:
@@ -75,13 +85,32 @@ class _Live:
     op: object  # the op that defined it (for error locations)
     start: int
     end: int
-    loop_span: tuple[int, int, int] | None  # innermost enclosing loop's (start, end, trip count), if it iterates
-    loop_var: str | None = None
+    # the loops the copies may turn with, innermost first (``_rotation_loops``): (variable, start, end, trip count)
+    chain: tuple[tuple[str, int, int, int], ...]
     block_bytes: int | None = None  # a block-local tensor: the bytes per partition of one block (all it takes)
 
-    def interval(self, buffers: int) -> tuple[int, int]:
-        # Rotating copies are in use across iterations: the tensor holds its space for the whole loop body.
-        return self.loop_span[:2] if buffers > 1 and self.loop_span else (self.start, self.end)
+    def trips(self, depth: int) -> int:
+        """Iterations of the innermost ``depth`` loops of the chain: the most copies rotating over them can use."""
+        return math.prod(c[3] for c in self.chain[:depth])
+
+    def turning(self, buffers: int, depth: int | None = None) -> list[tuple[str, int, int, int]]:
+        """(variable, weight, start, end) of the loops among the innermost ``depth`` of the chain (default all)
+        that move the copy of ``buffers``, innermost first: a loop's weight is the iterations of the loops inside
+        it; one that runs once, or whose weight is a multiple of ``buffers``, never moves it."""
+        out, weight = [], 1
+        for var, lo, hi, trip in self.chain[:len(self.chain) if depth is None else depth]:
+            if buffers > 1 and trip > 1 and weight % buffers:
+                out.append((var, weight, lo, hi))
+            weight *= trip
+        return out
+
+    def interval(self, buffers: int, depth: int | None = None) -> tuple[int, int]:
+        # Rotating copies are in use across iterations: the tensor holds its space for the whole body of the
+        # outermost loop that moves its copy (its copies of every iteration in flight are in use).
+        turning = self.turning(buffers, depth)
+        if turning:
+            return min(self.start, turning[-1][2]), max(self.end, turning[-1][3])
+        return self.start, self.end
 
 
 def allocate(kernel, t: Target, fit: Callable[[str], OneCopyFit] | None = None) -> Allocation:
@@ -109,17 +138,29 @@ def allocate(kernel, t: Target, fit: Callable[[str], OneCopyFit] | None = None) 
         # loses it). One large tensor that cannot be tripled then no longer costs every small tile its double
         # buffering (which would stall the engine consuming it at every iteration).
         copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
+        # Each tensor's copies first turn over its whole chain of loops (``_rotation_loops``). Rotating over an
+        # outer loop holds the copies over that loop's whole body, so when that does not fit, tensors give up their
+        # outermost loops one at a time (back, at the last, to the innermost loop alone: the rotation this
+        # allocator did before, which the verifier's one-copy fit does not depend on) before any gives up a copy.
+        depth = {lv.tensor.name: len(lv.chain) for lv in group}
+
+        def buffers(lv: _Live, copies=copies, depth=depth) -> int:
+            return min(copies[lv.tensor.name], lv.trips(depth[lv.tensor.name]))
+
         # the one-copy placement decides whether the kernel fits
         if one.placed is None:
             raise _does_not_fit(group, buffer, capacity, unit, t.name, one.misfit)
-        while (placed := _place(group, buffer, capacity, unit, copies, fixed)) is None:
-            shrinkable = [lv for lv in group if copies[lv.tensor.name] > 1 and lv.loop_span]
+        while (placed := _place(group, buffer, capacity, unit, copies, fixed, depth=depth)) is None:
+            shrinkable = [lv for lv in group if buffers(lv) > 1]
             if not shrinkable:
                 placed = one.placed  # first fit in program order left no hole; largest first did
                 break
-            big = max(shrinkable, key=lambda lv: (min(copies[lv.tensor.name], lv.loop_span[2]), _size(lv, unit),
-                                                  -lv.start))  # fmt: skip
-            copies[big.tensor.name] -= 1
+            big = max(shrinkable, key=lambda lv: (buffers(lv), _size(lv, unit), -lv.start))
+            name = big.tensor.name
+            if depth[name] > 1 and big.trips(depth[name] - 1) >= buffers(big):
+                depth[name] -= 1  # the loops inside still turn all its copies: give up the outer loop's span
+            else:
+                copies[name] -= 1
         out.placements.update(placed)
     return out
 
@@ -148,22 +189,26 @@ class Misfit:
 
 
 def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), order=_in_program_order,
-           misfits: list | None = None) -> dict[str, Placement] | None:  # fmt: skip
-    """``copies``: rotating copies asked for each tensor (by name). First fit in address order over tensors sorted
-    by ``order`` (by start: program order); tensors whose intervals do not overlap share. ``fixed``: placements the
-    kernel chose, taken as they are (the others fit around them, clear of the spans they hold). On failure,
-    ``misfits`` (when given) receives the ``Misfit``."""
+           misfits: list | None = None,
+           depth: dict[str, int] | None = None) -> dict[str, Placement] | None:  # fmt: skip
+    """``copies``: rotating copies asked for each tensor (by name); ``depth``: how many loops of its chain (from the
+    innermost) they turn over (default: all). First fit in address order over tensors sorted by ``order`` (by
+    start: program order); tensors whose intervals do not overlap share. ``fixed``: placements the kernel chose,
+    taken as they are (the others fit around them, clear of the spans they hold). On failure, ``misfits`` (when
+    given) receives the ``Misfit``."""
     placed: list[tuple[_Live, Placement]] = [(lv, p) for lv, p, _ in fixed]
     out = {p.tensor: p for _, p, _ in fixed}
     held = {p.tensor: spans for _, p, spans in fixed}
+    intervals = {p.tensor: lv.interval(1) for lv, p, _ in fixed}
     for lv in sorted(group, key=lambda lv: order(lv, unit)):
         if lv.tensor.name in out:
             continue
-        buffers = min(copies[lv.tensor.name], lv.loop_span[2]) if lv.loop_span else 1
+        levels = len(lv.chain) if depth is None else depth[lv.tensor.name]
+        buffers = min(copies[lv.tensor.name], lv.trips(levels)) if lv.chain else 1
         size = _size(lv, unit)
-        lo, hi = lv.interval(buffers)
+        lo, hi = intervals[lv.tensor.name] = lv.interval(buffers, levels)
         overlapping = [(o, p) for o, p in placed
-                       if not (o.interval(p.buffers)[1] < lo or hi < o.interval(p.buffers)[0])]  # fmt: skip
+                       if not (intervals[p.tensor][1] < lo or hi < intervals[p.tensor][0])]  # fmt: skip
         busy = sorted(span for _, p in overlapping
                       for span in held.get(p.tensor, ((p.byte_offset, p.byte_offset + p.footprint),)))  # fmt: skip
         offset = 0
@@ -177,8 +222,9 @@ def _place(group, buffer, capacity, unit, copies: dict[str, int], fixed=(), orde
                                                                 for o, p in overlapping)))  # fmt: skip
             return None
         ty = lv.tensor.type
+        rotation = tuple((var, weight) for var, weight, _, _ in reversed(lv.turning(buffers, levels)))
         p = Placement(lv.tensor.name, buffer, 0, ty.partitions, offset, size, buffers,
-                      lv.loop_var if buffers > 1 else None, lv.block_bytes is not None)
+                      rotation[0][0] if rotation else None, lv.block_bytes is not None, rotation=rotation)
         placed.append((lv, p))
         out[p.tensor] = p
     return out
@@ -377,8 +423,7 @@ def live_ranges(kernel) -> list[_Live]:
         assert isinstance(op, Op)
         r = op.result
         if r is not None and r.type.buffer.on_chip and r.name not in fused:
-            inner = spans[id(loops[-1])] if loops and spans[id(loops[-1])][2] > 1 else None
-            lives[r.name] = _Live(r, op, pos, pos, inner, loops[-1].var if inner else None)
+            lives[r.name] = _Live(r, op, pos, pos, _rotation_loops(loops, spans))
             def_loops[r.name] = loops
         for v in op.operands.values():
             if isinstance(v, Access) and v.tensor.name in lives:
@@ -411,8 +456,32 @@ def _block_local(kernel, spans, fused) -> dict[str, _Live]:
         if local is None:
             continue
         start, end = block_range(prog, t, local.loop)
-        rotate = local.rotate
-        inner = spans[id(rotate)] if rotate is not None else None
+        rotate = local.rotate  # (its copies turn with the loop picking the block only, as psum_buffers counts them)
+        chain = ((rotate.var, *spans[id(rotate)]),) if rotate is not None else ()
         one = t.type.bytes_per_partition // math.prod(t.type.block_shape)
-        out[t.name] = _Live(t, site.op, start, end, inner, rotate.var if rotate is not None else None, one)
+        out[t.name] = _Live(t, site.op, start, end, chain, one)
     return out
+
+
+def _rotation_loops(loops: tuple[Loop, ...], spans) -> tuple[tuple[str, int, int, int], ...]:
+    """The loops a tensor made in the body of ``loops[-1]`` rotates its copies over, innermost first, as
+    ``(variable, start, end, trip count)``: its own loop and every enclosing one. On hardware a tile allocated in a
+    loop body gets its buffers rotated over the iterations that can overlap: an ``affine_range`` loop's iterations
+    may be "parallelized/pipelined on different compute engines" (reference/nki.md §1.4), the outer loop's as much
+    as the inner one's, and the direct-allocation API's ``mod_alloc`` picks the copy by the row-major linear index
+    of the block indices modulo the copy count (reference/nki.md §2.7, legacy items, "Direct allocation"), which is
+    this flattened iteration. A ``sequential_range`` loop is in the chain too: its loop-carried state lives in
+    tensors made outside it (DESIGN.md, loop semantics), which are not rotated and keep ordering its iterations
+    through their single copy; a tensor made in its body is written afresh by each iteration, carries nothing
+    from one to the next, and may overlap the next iteration's work like an affine loop's (this allocator always
+    rotated a sequential innermost loop's tiles). A runtime loop (ir/runtime_loops.py) runs an unknown number of
+    times, so the flattened iteration cannot count past it: it ends the chain (kept only as the innermost loop,
+    as before). A loop that runs once adds no copy but widens the span the copies hold."""
+    chain = []
+    for lp in reversed(loops):
+        if lp.runtime and chain:
+            break
+        chain.append((lp.var, *spans[id(lp)]))
+        if lp.runtime:
+            break
+    return tuple(chain)

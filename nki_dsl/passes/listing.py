@@ -91,7 +91,9 @@ class _Printer:
             return f"%{a.tensor.name}@{ty.buffer.value}(unplaced) {dims}"
         first = _at_origin(a.index[ty.par_axis])
         part = f"{p.partition_start}+{_affine(first)}" if first.terms or first.const else str(p.partition_start)
-        rotation = f"+{p.bytes_per_partition}*{{{p.loop}%{p.buffers}}}" if p.buffers > 1 else ""
+        turns = "+".join(v if w == 1 else f"{w}*{v}" for v, w in p.turns)
+        turns = turns if len(p.turns) == 1 else f"({turns})"  # the flattened iteration of its loops
+        rotation = f"+{p.bytes_per_partition}*{{{turns}%{p.buffers}}}" if p.buffers > 1 else ""
         base = f"{p.byte_offset:#x}{rotation}" + ("" if _affine(offset) == "0" else f"+{_affine(offset)}")
         return f"%{a.tensor.name}@{p.buffer}[{part}:+{a.shape[0]}]+{base} {dims} ap=[{','.join(ap)}]"
 

@@ -117,11 +117,13 @@ class AddressMap:
         free = [k for k in range(len(ty.shape)) if k != par and not (p.shared_blocks and k < par)]
         strides = {k: item * math.prod(ty.shape[j] for j in free if j > k) for k in free}
         base = str(p.byte_offset)
-        if p.buffers > 1:
-            lp = self.loops[p.loop]
-            loop = py_var(p.loop, "loop")
-            it = loop if (lp.start, lp.step) == (0, 1) else f"(({loop} - {py_int(lp.start)}) // {py_int(lp.step)})"
-            base += f" + {py_int(p.bytes_per_partition)} * ({it} % {py_int(p.buffers)})"
+        if p.buffers > 1:  # the copy of the flattened iteration of the loops it turns with (allocate.Placement)
+            terms = []
+            for var, weight in p.turns:
+                lp, loop = self.loops[var], py_var(var, "loop")
+                it = loop if (lp.start, lp.step) == (0, 1) else f"(({loop} - {py_int(lp.start)}) // {py_int(lp.step)})"
+                terms.append(it if weight == 1 else f"{py_int(weight)} * {it}")
+            base += f" + {py_int(p.bytes_per_partition)} * (({' + '.join(terms)}) % {py_int(p.buffers)})"
         e_par = access.index[par]
         plo, phi = _axis_extremes(access, e_par)
         if not clip:

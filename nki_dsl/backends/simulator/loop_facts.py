@@ -11,8 +11,8 @@ follow by arithmetic (the exactness argument is in ``steady.py``):
   may be advanced. (One whose mask fails at the start is not handled; one that depends on nothing is the same
   in every iteration);
 * no on-chip access depends on the loop variable, except through the rotating copy of a tensor allocated in the
-  loop (copy ``i % buffers``): so ``period`` iterations (the lcm of those buffer counts) touch the same SBUF/PSUM
-  regions again;
+  loop or in a loop inside it (copy ``(weight * i + the rest) % buffers``, allocate.Placement): so ``period``
+  iterations (the lcm of ``buffers / gcd(buffers, weight)``) touch the same SBUF/PSUM regions again;
 * an HBM tensor the kernel writes is touched in the body either only at regions that do not depend on the loop
   variable, or only at regions that all move by the same step per iteration (the ``moving`` tensors: a store to
   the iteration's output tile). Their records are made by replaying just those accesses (``replay``), which the
@@ -156,8 +156,9 @@ def _analyse(stream, lf: LoopFacts) -> bool:
                 skip = a.tensor.type.par_axis if p.shared_blocks else 0
                 if any(v == var for e in a.index[skip:] for v, _ in e.terms):
                     return False
-                if p.buffers > 1 and p.loop == var:
-                    period = math.lcm(period, p.buffers)
+                for v, weight in p.turns if p.buffers > 1 else ():
+                    if v == var:  # one iteration moves the copy by ``weight``: the same copy again after this many
+                        period = math.lcm(period, p.buffers // math.gcd(p.buffers, weight))
                 continue
             key = addresses.key_of(a.tensor.name)
             if key not in stream.written_hbm:
