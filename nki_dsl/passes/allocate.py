@@ -90,8 +90,11 @@ class _Live:
     block_bytes: int | None = None  # a block-local tensor: the bytes per partition of one block (all it takes)
 
     def trips(self, depth: int) -> int:
-        """Iterations of the innermost ``depth`` loops of the chain: the most copies rotating over them can use."""
-        return math.prod(c[3] for c in self.chain[:depth])
+        """The most copies rotating over the innermost ``depth`` loops of the chain may take: the trip count of the
+        innermost of them that iterates (1 if none does). The copy count stays bounded as when only the innermost
+        loop rotated: the loops around it carry the rotation on across its ends (a loop that runs once no longer
+        stops it) rather than adding copies."""
+        return next((c[3] for c in self.chain[:depth] if c[3] > 1), 1)
 
     def turning(self, buffers: int, depth: int | None = None) -> list[tuple[str, int, int, int]]:
         """(variable, weight, start, end) of the loops among the innermost ``depth`` of the chain (default all)
@@ -139,9 +142,12 @@ def allocate(kernel, t: Target, fit: Callable[[str], OneCopyFit] | None = None) 
         # buffering (which would stall the engine consuming it at every iteration).
         copies = {lv.tensor.name: 1 if _address(lv) else MAX_BUFFERS for lv in group}
         # Each tensor's copies first turn over its whole chain of loops (``_rotation_loops``). Rotating over an
-        # outer loop holds the copies over that loop's whole body, so when that does not fit, tensors give up their
-        # outermost loops one at a time (back, at the last, to the innermost loop alone: the rotation this
-        # allocator did before, which the verifier's one-copy fit does not depend on) before any gives up a copy.
+        # outer loop holds the copies over that loop's whole body, which may not fit (ViT attention's six PSUM
+        # tiles per head cannot each hold two banks over a head's body: 8 banks, reference/nki.md §1.1). The
+        # fallback: the tensor chosen to shrink (as below) gives up its outermost loop when the loops inside still
+        # turn as many copies (so it keeps them and holds them over a shorter span), else a copy. At the last a
+        # tensor keeps one copy, as before; the verifier's sbuf-capacity and psum-banks rules judge the one-copy
+        # fit, which rotation never changes, so the two still agree.
         depth = {lv.tensor.name: len(lv.chain) for lv in group}
 
         def buffers(lv: _Live, copies=copies, depth=depth) -> int:
