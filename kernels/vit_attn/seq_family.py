@@ -36,7 +36,8 @@ NEG = -3.0e38  # the score of a key past S: exp(NEG - m) is 0 for every finite m
 # bank, a transpose bank and an accumulator per tile, 3 x TILES <= 8 banks, reference/nki.md §1.2 TC#2). Modelled
 # on trn2 bf16 (benchmarks/family_instances.py), B x H x S x D 1x12x197x64 / 1x8x4096x64: one tile per iteration
 # 233.0 / 14206.1 us, 2 tiles 194.5 / 10747.5, 3 tiles 203.2 / 10081.0, 4 tiles 210.1 / 9653.8 (short sequences
-# pay for the tiles past S)
+# pay for the tiles past S); measured before loop-body tiles rotated over the head loop (passes/allocate.py), with
+# which 2 tiles are 183.4 / 10747.5
 TILES = 2
 # The engine of every PSUM -> SBUF copy of P^T (``_key_block``'s activation copy): what a call's ``evict`` must name
 # (round robin) to get this schedule; the launcher refuses other engines over a symbolic S (``_family_evict``).
