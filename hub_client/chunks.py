@@ -22,6 +22,45 @@ import numpy as np
 
 from hub_client.errors import NoSpecialisationError
 
+# The most instances one call runs as (the product over the dimensions cut). The call's arrays are untrusted: a
+# broadcast NumPy view of 2**40 rows costs no memory, yet would run as 16,777,216 instances of a 65536-row family,
+# each a launch and a real output joined at the end. The budget bounds one instance (``nki.IRBudget``); this bounds
+# how many, so a call costs at most MAX_PARTS times an instance's budget. The families' tops are 65536 rows
+# (kernel.toml of rmsnorm, layernorm, softmax, linear) or a batch of 256; the launchers' calls above a top need a
+# few parts (N = 70000: 2, ``benchmarks/row_parts.py``; a million-token prefill: 16). 64 parts holds 4,194,304 rows
+# (a batch of 16384 over B in 1..256), 4x the largest of those, and stays within a few times a single instance's
+# worst case in memory and time.
+MAX_PARTS = 64
+
+
+def count(n: int, lo: int, hi: int, step: int, block: int = 1) -> int:
+    """``len(sizes(n, lo, hi, step, block))`` by arithmetic, without building the list (which for a hostile ``n``
+    would be millions long); 0 when no part size exists. It does not check the rest can be cut (``sizes`` does):
+    it is the count a bound is checked against before any work."""
+    unit = math.lcm(step, block)
+    top = hi // unit * unit
+    if top < max(lo, 1):
+        return 0
+    full, rest = divmod(n, top)
+    if rest and rest < lo and full and top + rest <= hi:  # the rest joins the last full part (as ``sizes`` does)
+        return full
+    return full + (1 if rest else 0)
+
+
+def too_many(over: dict[str, tuple[int, int, int, int]], blocks: dict[str, int]) -> str | None:
+    """Why a call whose dimensions ``over`` (name -> (value, lo, hi, step)) are cut into parts starting at
+    multiples of ``blocks[name]`` (1 when absent: the fewest parts) needs more than ``MAX_PARTS`` instances; None
+    when it does not. Arithmetic only: checked before a part (or the list of parts) exists."""
+    total, shown = 1, []
+    for name, (n, lo, hi, step) in over.items():
+        c = count(n, lo, hi, step, blocks.get(name, 1))
+        total *= max(c, 1)
+        shown.append(f"{name} = {n} in {c:,} parts of at most {hi}")
+    if total <= MAX_PARTS:
+        return None
+    return (f"{' x '.join(shown)} is {total:,} instances, more than the {MAX_PARTS} a call may run as "
+            f"(hub_client.chunks.MAX_PARTS)")  # fmt: skip
+
 
 def sizes(n: int, lo: int, hi: int, step: int, block: int = 1) -> list[int]:
     """Chunk sizes summing to ``n`` (a multiple of ``step``), each in ``lo..hi`` and a multiple of ``step``, every one
@@ -34,6 +73,8 @@ def sizes(n: int, lo: int, hi: int, step: int, block: int = 1) -> list[int]:
     top = hi // unit * unit
     if top < max(lo, 1):
         raise ValueError(f"no part in {lo}..{hi} is a multiple of {unit}")
+    if count(n, lo, hi, step, block) > MAX_PARTS:  # (never a list of millions; ``too_many`` says why first)
+        raise ValueError(f"{n} would be {count(n, lo, hi, step, block):,} parts, more than MAX_PARTS = {MAX_PARTS}")
     full, rest = divmod(n, top)
     out = [top] * full
     if rest and rest < lo and out and top + rest <= hi:  # the last part need not be a multiple of the block
@@ -70,6 +111,9 @@ def run(run_one, args: tuple, over: dict[str, tuple[int, int, int, int]], axes: 
     joined. ``args`` are the call's arrays, in parameter order."""
     if not over:
         return run_one(args)
+    why = too_many(over, {n: axes[n].block for n in over})
+    if why is not None:  # before any part runs, on every backend (the caller's arrays are untrusted)
+        raise NoSpecialisationError(f"{label}: {why}")
     (name, (n, lo, hi, step)), rest = next(iter(over.items())), dict(list(over.items())[1:])
     where = axes[name]
     try:

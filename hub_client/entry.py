@@ -113,6 +113,10 @@ def _bound(kernel, args: tuple, scalars: dict, label: str) -> dict:
     return bound
 
 
+def _shown_arg(a) -> str:
+    return " x ".join(map(str, a.shape)) + f":{a.dtype}"
+
+
 def _choice(launches: float, spec: SpecRecord, index: int) -> tuple:
     """How ``route`` ranks the specialisations holding a call (the least first): by the launches it takes (1, or
     the number of parts), then by how specific the specialisation is (its symbolic dimensions), then by the
@@ -124,11 +128,14 @@ def _parts(spec: SpecRecord, over: dict[str, int], proved: dict) -> float:
     """The instances a call runs as when the dimensions ``over`` are cut into parts of ``spec``'s ranges (each
     starting at a multiple of the proof's block, ``proved[name].block``; 1 when not known yet, which can only need
     fewer): ``inf`` when some cannot be cut (``chunks.run`` then says why)."""
+    cut = {name: (n, *spec.dims[name]) for name, n in over.items()}
+    blocks = {name: proved[name].block for name in over if name in proved}
+    if chunks.too_many(cut, blocks) is not None:  # counted, not listed: a hostile size would list millions
+        return math.prod(max(chunks.count(*cut[n], blocks.get(n, 1)), 1) for n in over)
     count = 1
-    for name, n in over.items():
-        lo, hi, step = spec.dims[name]
+    for name, (n, lo, hi, step) in cut.items():
         try:
-            count *= len(chunks.sizes(n, lo, hi, step, proved[name].block if name in proved else 1))
+            count *= len(chunks.sizes(n, lo, hi, step, blocks.get(name, 1)))
         except ValueError:
             return math.inf
     return count
@@ -334,6 +341,9 @@ class EntryPoint:
         for bound, i, spec, over in sorted(candidates, key=lambda c: c[0]):
             if best is not None and best[0] <= bound:
                 break
+            if bound[0] > chunks.MAX_PARTS:  # refused before the IR is parsed or a part exists
+                near.append(self._too_many(spec, over, {}))
+                continue
             try:
                 proved, refused = self._family(spec).independence
             except nki.NkiError as e:
@@ -347,9 +357,24 @@ class EntryPoint:
                             f"{hi}")  # fmt: skip
                 continue
             choice = _choice(_parts(spec, over, proved), spec, i)
+            if choice[0] > chunks.MAX_PARTS:  # the proof's blocks (smaller parts) pushed it over
+                near.append(self._too_many(spec, over, proved))
+                continue
             if best is None or choice < best[0]:
                 best = (choice, ("parts", spec, (families.values_of(spec, args, kwargs)[0], over, proved)))
         return None if best is None else best[1]
+
+    def _too_many(self, spec: SpecRecord, over: dict[str, int], proved: dict) -> str:
+        """A ``near`` line for a family that would run the call as more than ``chunks.MAX_PARTS`` instances, naming
+        the arguments each dimension cut is an axis of (the caller's arrays may be broadcast views of any size)."""
+        cut = {name: (n, *spec.dims[name]) for name, n in over.items()}
+        why = chunks.too_many(cut, {n: proved[n].block for n in over if n in proved})
+        where = "; ".join(f"{name} is axis {a.shape.index(name)} of argument {i}{self._param(i)} ({_shown_arg(a)})"
+                          for name in over for i, a in enumerate(spec.args) if name in a.shape)  # fmt: skip
+        return f"  {spec.id}: {why}; {where}: call with fewer"
+
+    def _param(self, i: int) -> str:
+        return f" {self._parameters[i]}" if i < len(self._parameters) else ""
 
     def _run_python(self, args, kwargs, backend, target):
         launch, kargs, kkw = self._plan(*args, **kwargs)
