@@ -11,7 +11,7 @@ import pytest
 
 import nki_dsl as nki
 import nki_dsl.language as nl
-from kernels.linear import reference
+from kernels.linear import reference, token_blocks
 from kernels.linear.launcher import plan_layernorm_mlp, plan_layernorm_qkv, plan_mlp
 
 BF16 = nl.bfloat16
@@ -109,9 +109,41 @@ def test_family_instances_compute_what_the_concrete_trace_computes(name, dims, r
         launch, args, kwargs = plan(*arrays.values(), **constants)
         concrete = nki.trace(launch, *args, target="trn2", **kwargs)
         want = _outputs(concrete.compile(kernel_backend).run(arrays))
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g, w)
+        for g, w, axis in zip(got, want, ROW_AXES.get(name, (0,))):
+            if kernel_backend == "numpy":
+                np.testing.assert_array_equal(g, w)
+            else:
+                _equal_but_the_last_block_within_one_bf16_step(g, w, m, axis)
         _check_reference(name, got, arrays)
+
+
+def _bf16_steps(a):
+    """bf16 values as integers one apart per representable step (the sign folded so -0 and +0 are one)."""
+    bits = np.asarray(a, np.float32).astype(BF16).view(np.int16).astype(np.int32)
+    return np.where(bits < 0, -(bits & 0x7FFF), bits)
+
+
+ROW_AXES = {"layernorm_qkv": (1, 0)}  # each output's token axis (layernorm_qkv's first is q|k transposed); else 0
+
+
+def _equal_but_the_last_block_within_one_bf16_step(got, want, m, axis):
+    """On JAX an instance's last token block may differ from the concrete trace's by one bf16 step, nowhere else.
+    The instance computes that block masked at the full 512 tokens (``token_blocks.BLOCK``) where the concrete trace
+    cuts it to its size (3547 rows: 475), so its matmuls have another moving width (128x512 against 128x475) and
+    XLA CPU's dot (jax 0.10) chooses its blocking by the shape, summing the same K = 128 products in another order
+    at some widths (measured on 128x128 @ 128xW against the first W columns of W = 512: 384, 448 and 504..511 alike,
+    456..496 not, 475 not): nearly every fp32 sum of the block differs by roundings (within ~2 fp32 eps of the sum
+    of |a*b|, both of them as close to the float64 sum), which through the rest (layernorm_mlp: the GELU and a
+    second matmul) and the round to bf16 turns a value at a rounding boundary one bf16 step off (at 3547 rows:
+    layernorm_mlp 2 of 454,016 values, layernorm_qkv 9 of 908,032 in q|k^T). NumPy's matmul takes both widths
+    alike: bit for bit there. Blocks before the last have one width in both and stay bit for bit."""
+    last = (m - 1) // token_blocks.BLOCK * token_blocks.BLOCK
+    got, want = np.moveaxis(got, axis, 0), np.moveaxis(want, axis, 0)
+    assert got.shape[0] == m
+    np.testing.assert_array_equal(got[:last], want[:last])
+    steps = np.abs(_bf16_steps(got[last:]) - _bf16_steps(want[last:]))
+    assert steps.max(initial=0) <= 1, (f"the last block is {steps.max()} bf16 steps off at "
+                                       f"{np.unravel_index(steps.argmax(), steps.shape)}")  # fmt: skip
 
 
 @pytest.mark.parametrize("name, dims, m", [("mlp", (513, 65536), 591), ("layernorm_mlp", (2049, 65536), 2053),
