@@ -25,12 +25,12 @@ from hub_client.errors import NoSpecialisationError
 # The most instances one call runs as (the product over the dimensions cut). The call's arrays are untrusted: a
 # broadcast NumPy view of 2**40 rows costs no memory, yet would run as 16,777,216 instances of a 65536-row family,
 # each a launch and a real output joined at the end. The budget bounds one instance (``nki.IRBudget``); this bounds
-# how many, so a call costs at most MAX_PARTS times an instance's budget. The families' tops are 65536 rows
-# (kernel.toml of rmsnorm, layernorm, softmax, linear) or a batch of 256; the launchers' calls above a top need a
-# few parts (N = 70000: 2, ``benchmarks/row_parts.py``; a million-token prefill: 16). 64 parts holds 4,194,304 rows
-# (a batch of 16384 over B in 1..256), 4x the largest of those, and stays within a few times a single instance's
-# worst case in memory and time.
-MAX_PARTS = 64
+# how many, so a call costs at most MAX_PARTS times an instance's budget. What the launchers need: a row family's
+# call above its top (65536 rows) takes a few parts (N = 70000: 2, ``benchmarks/row_parts.py``), but vit_attn's
+# long-sequence family (B in 1..2, H in 1..10 at S up to 16384) runs the shapes its launchers take
+# (tests/kernels/test_vit_attn_families.py: B up to 1000, H up to 64) as up to 500 x 7 = 3500 instances. 4096
+# holds that; 2**40 rows are refused by arithmetic before anything runs.
+MAX_PARTS = 4096
 
 
 def count(n: int, lo: int, hi: int, step: int, block: int = 1) -> int:

@@ -60,8 +60,8 @@ def test_one_part_over_the_bound_is_refused_and_the_bound_itself_runs(registry, 
     at = chunks.MAX_PARTS * 256  # MAX_PARTS instances of 256 rows (the top rounded down to the 128-row tile)
     how, _, (_, over, proved) = k.softmax.route(_rows(at))
     assert how == "parts" and len(chunks.sizes(at, 1, TOP, 1, proved["N"].block)) == chunks.MAX_PARTS
-    with pytest.raises(NoSpecialisationError, match=f"N = {at + 1} in {chunks.MAX_PARTS + 1} parts"):
-        k.softmax(_rows(at + 1), backend="numpy")  # (the old code ran all 65 of them)
+    with pytest.raises(NoSpecialisationError, match=f"N = {at + 1} in {chunks.MAX_PARTS + 1:,} parts"):
+        k.softmax(_rows(at + 1), backend="numpy")  # (the old code ran every one of them)
     assert runs == []
 
 
@@ -71,11 +71,13 @@ def _kernel(bundle):
 
 
 def test_chunks_run_bounds_the_product_over_every_dimension_cut_before_calling():
-    """Two dimensions of 9 parts each are 81 instances: refused though each alone is within the bound."""
+    """Two dimensions of 65 and 64 parts are 4160 instances: refused though each alone is within the bound."""
+    assert 65 * 64 > chunks.MAX_PARTS >= 65
     calls = []
-    axes = {n: SimpleNamespace(block=1, params=(0,), outputs=(0,)) for n in ("B", "H")}
-    with pytest.raises(NoSpecialisationError, match=r"B = 18 in 9 parts of at most 2 x H = 27 in 9 parts .* 81 "):
-        chunks.run(calls.append, (np.zeros((18, 27)),), {"B": (18, 1, 2, 1), "H": (27, 1, 3, 1)}, axes, "k")
+    axes = {"B": SimpleNamespace(block=1, params=(0,), outputs=(0,)), "H": SimpleNamespace(block=1, params=(1,),
+                                                                                          outputs=(1,))}  # fmt: skip
+    with pytest.raises(NoSpecialisationError, match=r"B = 65 in 65 parts of at most 1 x H = 64 in 64 parts .* 4,160 "):
+        chunks.run(calls.append, (np.zeros((65, 64)),), {"B": (65, 1, 1, 1), "H": (64, 1, 1, 1)}, axes, "k")
     assert calls == []
 
 
