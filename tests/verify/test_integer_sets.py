@@ -43,6 +43,15 @@ def test_an_equality_is_solved_exactly_past_the_integers_a_float_holds():
     assert not has_point([({"x": 3}, -3 * x, True)], {"x": (0, x - 1)})
 
 
+def test_an_equality_whose_open_terms_share_a_factor_the_rest_lacks_has_no_point():
+    # 2x - 2y + 3z == 0 with z in [1, 1]: the coefficients' gcd is 1 (nothing to divide out beforehand), but once z is
+    # fixed the open terms 2x - 2y are even and -3 is not. Propagation narrows neither x nor y over [0, 10**6], so
+    # only the divisibility test of the open terms answers "no" before any node (with z in [0, 2], z = 0 or 2 hold).
+    eq = [({"x": 2, "y": -2, "z": 3}, 0, True)]
+    assert not has_point(eq, {"x": (0, 10**6), "y": (0, 10**6), "z": (1, 1)}, max_nodes=0)
+    assert has_point(eq, {"x": (0, 10**6), "y": (0, 10**6), "z": (0, 2)})
+
+
 def _points(constraints, box):
     names = sorted(box)
     for p in product(*(range(box[v][0], box[v][1] + 1) for v in names)):
