@@ -67,3 +67,22 @@ def test_rand2_is_trn3_only_and_rng_writes_integers():
         uniform(lo, lo + 1)
     with pytest.raises(nki.NkiError, match="rng writes integer tiles"):
         bits(_seed(1), "float32", "vector")
+
+
+@nki.jit
+def tiles_of_bits(seed):
+    """Four tiles of random words drawn in a loop whose iterations are otherwise independent."""
+    out = nl.ndarray((4, 128, 64), dtype=nl.uint32, buffer=nl.shared_hbm)
+    nisa.set_rng_seed(nl.load(seed))
+    for t in nl.affine_range(4):
+        nl.store(out[t], nisa.rng((128, 64), "uint32", engine="vector"))
+    return out
+
+
+def test_each_iteration_of_a_loop_draws_its_own_words():
+    # the generator's state is carried from one iteration to the next: a backend batching the loop's iterations
+    # (the JAX one's vectorise) must not, or every tile would repeat the first one's draws
+    x = tiles_of_bits(_seed(9))
+    for a in range(4):
+        for b in range(a):
+            assert (x[a] != x[b]).mean() > 0.99, (a, b)
