@@ -79,6 +79,33 @@ def test_a_three_by_three_block_psum_tensor_counts_nine_banks(rejected):
     assert error.diagnostics[0].message.startswith("9 PSUM banks are in use here")
 
 
+
+@nki.jit
+def product_copied_then_read_again(a, held):
+    """``held`` live PSUM accumulators and a matmul product in PSUM that the next statement copies to SBUF and a
+    later one reads again: the product is a buffer of its own, not written straight into the copy's destination."""
+    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    x, y = nl.load(a[:, 0:128]), nl.load(a)
+    accs = [nl.zeros((128, 512), nl.float32, buffer=nl.psum) for _ in range(held)]
+    copied = nl.ndarray((128, 512), nl.float32, buffer=nl.sbuf)
+    product = nl.matmul(x, y, transpose_x=True)
+    copied[...] = product
+    total = nl.add(copied, product)
+    for acc in accs:
+        total = nl.add(total, acc)
+    nl.store(out, value=total)
+    return out
+
+
+def test_a_psum_result_read_again_after_its_copy_takes_a_bank_in_the_kernel_as_written(traced, rejected):
+    # A result used only as the source of the assign right after it is written into the assign's destination and
+    # takes no PSUM; read once more later, it must be counted already on the traced kernel, not only once nl ops
+    # are lowered (the source-level diagnostic is the one that names what the user wrote).
+    traced(product_copied_then_read_again, A, held=PSUM_BANKS - 1)
+    error = rejected(product_copied_then_read_again, A, held=PSUM_BANKS)
+    assert rules(error) == ["psum-banks"]
+    assert error.diagnostics[0].message.startswith(f"{PSUM_BANKS + 1} PSUM banks are in use here, more than")
+
 # --- sbuf-capacity --------------------------------------------------------------------------------------------------
 
 

@@ -53,8 +53,9 @@ def check(kernel: Kernel, target: Target) -> list[Diagnostic]:
 
 
 def _loop_range(lp: Loop, symbols: dict[str, tuple[int, int]]) -> tuple[int, int]:
-    """The values a loop's index may take: ``start .. stop - 1`` with a symbol at the end of its interval."""
-    start = lp.start if isinstance(lp.start, int) else symbols.get(lp.start, (0, 0))[0]
+    """The values a loop's index may take: ``start .. stop - 1`` with a symbolic stop at the top of its interval
+    (a start is always an integer: the text form's grammar and the tracer's loops take only a symbolic stop)."""
+    start = lp.start
     stop = lp.stop if isinstance(lp.stop, int) else symbols.get(lp.stop, (0, 0))[1]
     return min(start, stop - 1), max(start, stop - 1)
 
