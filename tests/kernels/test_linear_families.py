@@ -13,6 +13,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.linear import reference, token_blocks
 from kernels.linear.launcher import plan_layernorm_mlp, plan_layernorm_qkv, plan_mlp
+from tests.language.support import assert_ulps
 
 BF16 = nl.bfloat16
 K, H = 128, 256  # model width, hidden width (layernorm_qkv: hd = 128, w is K x 384)
@@ -117,12 +118,6 @@ def test_family_instances_compute_what_the_concrete_trace_computes(name, dims, r
         _check_reference(name, got, arrays)
 
 
-def _bf16_steps(a):
-    """bf16 values as integers one apart per representable step (the sign folded so -0 and +0 are one)."""
-    bits = np.asarray(a, np.float32).astype(BF16).view(np.int16).astype(np.int32)
-    return np.where(bits < 0, -(bits & 0x7FFF), bits)
-
-
 ROW_AXES = {"layernorm_qkv": (1, 0)}  # each output's token axis (layernorm_qkv's first is q|k transposed); else 0
 
 
@@ -141,9 +136,7 @@ def _equal_but_the_last_block_within_one_bf16_step(got, want, m, axis):
     got, want = np.moveaxis(got, axis, 0), np.moveaxis(want, axis, 0)
     assert got.shape[0] == m
     np.testing.assert_array_equal(got[:last], want[:last])
-    steps = np.abs(_bf16_steps(got[last:]) - _bf16_steps(want[last:]))
-    assert steps.max(initial=0) <= 1, (f"the last block is {steps.max()} bf16 steps off at "
-                                       f"{np.unravel_index(steps.argmax(), steps.shape)}")  # fmt: skip
+    assert_ulps(got[last:], np.asarray(want[last:], np.float64), BF16, ulps=1, what="the last token block")
 
 
 @pytest.mark.parametrize("name, dims, m", [("mlp", (513, 65536), 591), ("layernorm_mlp", (2049, 65536), 2053),
