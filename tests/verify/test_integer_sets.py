@@ -6,7 +6,7 @@ from itertools import product
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nki_dsl.verify.integer_sets import has_point
+from nki_dsl.verify.integer_sets import Work, has_point
 
 # 3x - 3y - 2z + 1 == 0 over x, y, z in [0, 1]: no integer point (3x - 3y + 1 is -2, 1 or 4, 2z is 0 or 2; a
 # rational one is x = y = 0, z = 1/2), no coefficient is a unit (nothing to substitute) and bound propagation
@@ -50,6 +50,17 @@ def test_an_equality_whose_open_terms_share_a_factor_the_rest_lacks_has_no_point
     eq = [({"x": 2, "y": -2, "z": 3}, 0, True)]
     assert not has_point(eq, {"x": (0, 10**6), "y": (0, 10**6), "z": (1, 1)}, max_nodes=0)
     assert has_point(eq, {"x": (0, 10**6), "y": (0, 10**6), "z": (0, 2)})
+
+
+def test_a_system_bound_propagation_refutes_costs_only_its_propagation_steps():
+    # x + y >= 250 over x, y in [0, 100] cannot hold: one propagation pass over the four constraints says so. The
+    # elimination that asks for a rational point (many times the steps) is only for systems propagation crawls on;
+    # asking it first would spend a shared proof budget (a family's) on what the cheap pass answers.
+    cons = [({"x": 1, "y": 1}, -250, False), ({"x": 1, "y": -1}, 0, False), ({"x": -1, "y": 1}, 3, False),
+            ({"x": 2, "y": 3}, -7, False)]  # fmt: skip
+    work = Work(len(cons) * 2)
+    assert not has_point(cons, {"x": (0, 100), "y": (0, 100)}, work=work)
+    assert work.left >= 0
 
 
 def _points(constraints, box):

@@ -65,7 +65,7 @@ def _magnitude(c: Affine, loops, grid, space, symbols) -> int:
     for v, k in c.terms:
         kind = var_kind(v)
         if kind == "loop":
-            lo, hi = loops.get(v, (0, 0))
+            lo, hi = loops[v]  # an enclosing loop's: mask-vars (a WELL_FORMED rule, run first) refuses any other
         elif kind == "pid":
             n = var_number(v)
             lo, hi = 0, (grid[n] - 1 if n < len(grid) and isinstance(grid[n], int) else 0)
