@@ -26,8 +26,11 @@ class _Tree:
             if path == VECTORS:
                 pointer = b"version https://git-lfs.github.com/spec/v1\noid sha256:%s\n" % sha256_hex(
                     self.lfs_bytes).encode()  # fmt: skip
-                yield SimpleNamespace(path=path, blob_id=_git_blob_id(pointer),
-                                      lfs=SimpleNamespace(sha256=hashlib.sha256(self.lfs_bytes).hexdigest()))
+                yield SimpleNamespace(
+                    path=path,
+                    blob_id=_git_blob_id(pointer),
+                    lfs=SimpleNamespace(sha256=hashlib.sha256(self.lfs_bytes).hexdigest()),
+                )
             else:
                 yield SimpleNamespace(path=path, blob_id=_git_blob_id(data), lfs=None)
 

@@ -30,4 +30,3 @@ def test_an_entry_the_numpy_run_did_not_reach_is_an_nki_error_naming_the_loop(re
 def test_a_timing_only_run_takes_the_declared_bound():
     (loop,) = _loops()
     assert runtime_trips([loop], None)(0, ()) == loop.trip_count
-
