@@ -15,7 +15,7 @@ from nki_dsl.passes.engines import fused_writes
 from nki_dsl.targets import Target
 from nki_dsl.verify.placements import banks_of, rects, start_step  # noqa: F401 - start_step: current API's checks
 from nki_dsl.verify.program import Program
-from nki_dsl.verify.psum_buffers import block_local, block_range, kernel_grid
+from nki_dsl.verify.psum_buffers import block_local, block_range
 
 
 @dataclass(frozen=True)
@@ -458,7 +458,7 @@ def _block_local(kernel, spans, fused) -> dict[str, _Live]:
     for t, site in prog.defs.items():
         if t.type.buffer.value != "psum" or t.name in fused or site.op.attrs.get("address"):
             continue  # (a tensor the kernel placed keeps all its blocks where it put them, as psum_buffers counts)
-        local = block_local(prog, t, site, kernel_grid(kernel))
+        local = block_local(prog, t, site)
         if local is None:
             continue
         start, end = block_range(prog, t, local.loop)

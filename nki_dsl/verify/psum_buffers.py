@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nki_dsl.ir.affine import Affine, var_kind
-from nki_dsl.ir.nodes import Kernel, Loop, Op, Tensor
+from nki_dsl.ir.nodes import Loop, Op, Tensor
 from nki_dsl.ir.types import TensorType
 from nki_dsl.targets import Target
 from nki_dsl.verify.integer_sets import at_least, equal, has_point
@@ -90,7 +90,7 @@ def psum_buffers(prog: Program, target: Target) -> list[PsumBuffer]:
         if fixed is not None:
             out.append(PsumBuffer(live, len(fixed), fixed))
             continue
-        local = block_local(prog, t, site, kernel_grid(prog.kernel))
+        local = block_local(prog, t, site)
         if local is not None:
             start, end = block_range(prog, t, local.loop)
             first = min(prog.uses[t], key=lambda u: u.site.pos).site  # where one block's use begins
@@ -154,11 +154,7 @@ def written_into_destination(prog: Program, t: Tensor, site: Site) -> bool:
 # -- block-local tensors --------------------------------------------------------------------------------------------
 
 
-def kernel_grid(kernel: Kernel) -> tuple[int, ...]:
-    return tuple(kernel.grid or (1,))
-
-
-def block_local(prog: Program, t: Tensor, site: Site, grid: tuple[int, ...]) -> BlockLocal | None:
+def block_local(prog: Program, t: Tensor, site: Site) -> BlockLocal | None:
     """``t``'s block-local facts, or None when its blocks may be live together (see the module docstring)."""
     nb = t.type.par_axis
     uses = prog.uses.get(t, ())
@@ -179,15 +175,16 @@ def block_local(prog: Program, t: Tensor, site: Site, grid: tuple[int, ...]) -> 
     if not block_vars or not block_vars <= by_var.keys():
         return None
     picking = [lp for lp in own if lp.var in block_vars]  # outermost first
-    if not _distinct_blocks(index, picking, grid):
+    if not _distinct_blocks(index, picking):
         return None
     iterating = [lp for lp in picking if lp.trip_count > 1]
     return BlockLocal(tuple(index), picking[-1], iterating[-1] if iterating else None)
 
 
-def _distinct_blocks(index: tuple[Affine, ...], loops: list[Loop], grid: tuple[int, ...]) -> bool:
+def _distinct_blocks(index: tuple[Affine, ...], loops: list[Loop]) -> bool:
     """No two different iterations of ``loops`` pick the same block (an integer-set question on the block index,
-    ``verify/integer_sets.py``; its "maybe" counts as "same")."""
+    ``verify/integer_sets.py``; its "maybe" counts as "same"). Only the loop indices differ between the two sides:
+    a program id is the same on both, so it cancels from every difference and needs no range."""
     ranges: dict[str, tuple[int, int]] = {}
     sides = []
     for tag in ("a", "b"):
@@ -197,11 +194,6 @@ def _distinct_blocks(index: tuple[Affine, ...], loops: list[Loop], grid: tuple[i
             ranges[name] = (0, max(lp.trip_count - 1, 0))
             env[lp.var] = Affine.var(name, lp.step) + lp.start
         sides.append([e.substitute(env) for e in index])
-    for e in index:  # program ids (and nothing else) stay shared by both sides
-        for v in e.vars():
-            if var_kind(v) == "pid":
-                n = int(v[3:])
-                ranges[v] = (0, max((grid[n] if n < len(grid) else 1) - 1, 0))
     same = [equal(x - y) for x, y in zip(*sides)]
     for lp in loops:
         a, b = Affine.var(f"{lp.var}.a"), Affine.var(f"{lp.var}.b")

@@ -246,6 +246,18 @@ def test_no_other_attribute_may_name_a_symbol(text):
         nki.parse_family(_edit(text, "{axis = (1,)", "{axis = ($N,)"))
 
 
+def test_an_affine_attribute_naming_a_symbol_is_refused_at_its_line(text):
+    """An iota's ``expr`` over ``$N`` would make an on-chip tile's values depend on the call's shape: refused, with
+    the op's source line and name (not only the message)."""
+    iota = "    %9 = nisa.iota() {expr = 4*d0 + $N, shape = (128, 4)} : i32[128, 4] sbuf loc(19)\n"
+    at = text.index("    %1 = nl.load")
+    with pytest.raises(nki.NkiVerificationError) as e:
+        nki.parse_family(text[:at] + iota + text[at:])
+    [d] = e.value.diagnostics
+    assert (d.loc.line, d.op) == (19, "nisa.iota")
+    assert d.message == "attribute 'expr' uses a dimension symbol; only masks and loop stops may"
+
+
 @pytest.mark.parametrize("index, proved", [
     ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999999*$N", True),  # the huge terms cancel
     ("d0 + 128*i0 + 999999999999999999*$N - 999999999999999998*$N", False),  # N past the start: out of bounds
