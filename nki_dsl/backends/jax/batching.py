@@ -30,7 +30,7 @@ from jax import lax
 
 from nki_dsl.backends.jax import access as acc
 from nki_dsl.backends.jax import batch_plan as bp
-from nki_dsl.backends.jax import contract, runtime, stitch
+from nki_dsl.backends.jax import contract, runtime, stitch, stitch_lower
 from nki_dsl.backends.jax.context import OpContext, State
 from nki_dsl.backends.jax.reroll import _excluded, _signature
 from nki_dsl.ir.indirect import hbm_operand
@@ -420,7 +420,7 @@ def _run_groups(st: State, region: bp.Region, run_op) -> dict:
                 value, batched = _read_lanes(st, stitch.whole_accesses(s, ga, name), ga.lane_access, ("whole", name))
                 return value, (0 if batched else None)
 
-            values, axes = stitch.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), lanes,
+            values, axes = stitch_lower.inputs(s, *_inputs(st, ga, outs, skip), *_inputs(st, gb, outs, skip), lanes,
                                          joined, whole)  # fmt: skip
         res = _run_lanes(st, template, values, axes, lanes, run_op)
         ran[gid] = (template, values, axes)
@@ -428,7 +428,7 @@ def _run_groups(st: State, region: bp.Region, run_op) -> dict:
             outs[gid] = res
         else:
             joined[(s.a, s.b)] = res
-            outs[s.a], outs[s.b] = stitch.outputs(s, res, st.zero_poison)
+            outs[s.a], outs[s.b] = stitch_lower.outputs(s, res, st.zero_poison)
     return outs
 
 
