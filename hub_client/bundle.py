@@ -469,12 +469,11 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
         vectors = {f"arg{i}": a for i, a in enumerate(arrays + runtime)} | {"expected": expected}
         vectors["tolerance"] = np.array(tol, dtype=np.float64)
         files[tv_path] = npz_bytes(vectors)
-    if samples and (simulate or baseline is not None):
+    if samples and simulate:  # (build_bundle has a baseline only when it simulates)
         values = samples[-1]
         launch = plan(*_inputs(spec, values), **spec.traced_constants, **defaults, **_keyword_values(spec, values))
         concrete = _caller_spec(spec, values)
-        if simulate:
-            bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
+        bench[f"{ep.name}/{spec.id}"] = _modelled(*launch) | {"at": values}
         if baseline is not None:
             compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, concrete, *launch, baseline)
     dims = {n: [lo, hi] + ([step] if step != 1 else []) for n, lo, hi, step in spec.dims}

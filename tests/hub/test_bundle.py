@@ -122,9 +122,8 @@ BASELINE = '''def two_passes(entry, specs, constants, target):
 '''
 
 
-def _family_with_baseline(tmp_path):
-    """softmax with one family, N x 512 float32 for N in 1..1000 (inputs of 300 rows and more are past the test
-    vectors' limit), and a [benchmarks] baseline."""
+def _softmax_with(tmp_path, specialisations: str):
+    """A copy of the softmax package whose only specialisations are ``specialisations`` (kernel.toml lines)."""
     import shutil
 
     pkg = tmp_path / "softmax"
@@ -133,11 +132,33 @@ def _family_with_baseline(tmp_path):
     text = toml.read_text()
     start = text.index("specialisations = [")
     end = text.index("]\n", text.index("\n]", start)) + 2
-    family = 'specialisations = [\n    { args = ["N x 512:float32"], dims = { N = "1..1000" } },\n]\n'
-    text = text[:start] + family + text[end:]
-    toml.write_text(text + '\n[benchmarks]\nbaseline = "baseline:two_passes"\ntargets = ["trn1", "trn2"]\n')
+    toml.write_text(text[:start] + f"specialisations = [\n{specialisations}]\n" + text[end:])
+    return pkg
+
+
+def _family_with_baseline(tmp_path):
+    """softmax with one family, N x 512 float32 for N in 1..1000 (inputs of 300 rows and more are past the test
+    vectors' limit), and a [benchmarks] baseline."""
+    pkg = _softmax_with(tmp_path, '    { args = ["N x 512:float32"], dims = { N = "1..1000" } },\n')
+    toml = pkg / "kernel.toml"
+    toml.write_text(toml.read_text() + '\n[benchmarks]\nbaseline = "baseline:two_passes"\ntargets = ["trn1", "trn2"]\n')
     (pkg / "baseline.py").write_text(BASELINE)
     return pkg
+
+
+def test_a_concrete_specialisation_s_modelled_figures_are_its_own_profile(tmp_path):
+    from kernels.softmax.launcher import softmax_kernel
+
+    if "simulator" not in execute.available_backends():
+        pytest.skip("the figures are modelled on the simulator")
+    bundle = build_bundle(_softmax_with(tmp_path, '    { args = ["256x512:float32"] },\n'))
+    ((spec,),) = [ep.specialisations for ep in bundle.manifest.entry_points.values()]
+    assert not spec.is_family
+    figures = json.loads(bundle.files["benchmarks/modelled.json"])[f"softmax/{spec.id}"]
+    profile = nki.benchmark(softmax_kernel, nki.spec((256, 512), "float32"), target="trn2")
+    assert figures["latency_ns"] == round(profile.latency_ns, 3) > 0
+    assert figures["hbm_bytes"] == profile.hbm_bytes >= 2 * 256 * 512 * 4  # (read once, written once, at least)
+    assert "at" not in figures  # a family's figures say at which sample; a concrete one has one size
 
 
 def test_a_family_is_compared_with_the_baseline_at_its_largest_sample_that_fits(tmp_path):

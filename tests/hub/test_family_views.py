@@ -122,6 +122,7 @@ def test_an_output_of_another_shape_than_returns_says_is_refused(registry, views
 @pytest.mark.parametrize("edit, why", [
     (('keywords = { num_heads = "H" }', 'keywords = { num_heads = "Q" }'), "keywords must map keywords"),
     (('returns = ["B x S x (H x D)"]', 'returns = ["B x S x (H x Q)"]'), "returns must be a list of shapes"),
+    (('returns = ["B x S x (H x D)"]', 'returns = ["B x ((S)) x (H x D)"]'), "returns must be a list of shapes"),
     (('"B x S x (3 x H x D):float32"', '"B x S x (3 x H x D:float32"'), "argument spec"),
 ])  # fmt: skip
 def test_kernel_toml_refuses_malformed_view_fields(tmp_path, edit, why):

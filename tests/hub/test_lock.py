@@ -1,6 +1,8 @@
 """kernels.lock: lock a project's dependencies, pre-fetch them, load them pinned, and offline from the cache."""
 
+import io
 import json
+import re
 
 import numpy as np
 import pytest
@@ -42,6 +44,18 @@ def test_download_then_load_offline(project, monkeypatch):
     k = kernels.load_kernel("acme/softmax", lockfile=project / "kernels.lock")
     assert k.info.version == "1.1.0"
     assert k.softmax(np.ones((128, 512), np.float32)).shape == (128, 512)
+
+
+def test_download_progress_names_the_file_being_fetched(project, softmax_bundles, monkeypatch):
+    from rich.console import Console
+
+    from hub_client import cli
+
+    shown = io.StringIO()  # a terminal, so that the progress bar draws (transient: erased when done)
+    monkeypatch.setattr(cli, "console", Console(file=shown, force_terminal=True, color_system=None, width=300))
+    assert main(["lock", str(project)]) == 0 and main(["download", str(project)]) == 0
+    named = set(re.findall(r"downloading (\S+)", shown.getvalue()))
+    assert named & set(softmax_bundles["1.1.0"].files), named  # files of the locked release, by their path
 
 
 def test_locked_digest_mismatch_is_refused(project):

@@ -6,6 +6,7 @@ commit whose manifest and files are consistent (every digest recomputed), then t
 """
 
 import json
+import re
 import subprocess
 import threading
 
@@ -115,6 +116,14 @@ def test_forget_accepts_a_confirmed_re_release(first_fetched, registry, softmax_
     assert first_fetched.commit in capsys.readouterr().out
     assert kernels.get_kernel("acme/softmax", version=1).info.commit == new
     assert releases.recorded(settings(), "acme/softmax")["v1.0.0"]["commit"] == new  # the new first use
+
+
+def test_forget_help_says_a_release_is_a_tag_or_the_recorded_commit(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["forget", "--help"])
+    assert done.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # (argparse wraps it to the terminal's width)
+    assert re.search(r"\brelease\b[^:]*\btag\b.*\bor the recorded commit\b", help_text), help_text
 
 
 def test_one_commit_with_another_manifest_is_refused(first_fetched, monkeypatch):

@@ -51,6 +51,15 @@ def test_upload_folder_then_list_files_and_tree(api, tmp_path):
     assert "build/ir/softmax.nki" not in api.list_repo_files("acme/softmax", repo_type="kernel")  # main untouched
 
 
+def test_a_tree_listing_of_a_missing_path_or_of_a_file_is_not_found(api, kernel_repo, registry):
+    # the Hub answers 404 EntryNotFound for both: a listing is of a directory, never an empty or one-file one
+    for path in ("build/missing", "manifest.json"):
+        with pytest.raises(EntryNotFoundError):
+            list(api.list_repo_tree(kernel_repo, path_in_repo=path, repo_type="kernel", revision="v1"))
+        raw = raw_request(registry, "GET", f"/api/kernels/{kernel_repo}/tree/v1/{path}")
+        assert raw.status == 404 and raw.error_code == "EntryNotFound"
+
+
 def test_blob_ids_are_git_blob_ids(api, kernel_repo, registry):
     blob = git(repo_dir(registry, kernel_repo), "rev-parse", "v1:manifest.json").stdout.strip()
     tree = {entry.path: entry for entry in api.list_repo_tree(kernel_repo, repo_type="kernel", revision="v1")}
