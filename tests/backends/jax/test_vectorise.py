@@ -58,6 +58,25 @@ def test_independent_iterations_reading_overlapping_windows_run_batched():
 
 
 @nki.jit
+def _doubled_past_the_first_tile(x):
+    """x without its first 128 rows, doubled: a loop over tiles 1 ... rows / 128 - 1 (it starts at 1)."""
+    out = nl.ndarray((x.shape[0] - 128, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(1, x.shape[0] // 128):
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(x.shape[1])[None, :]
+        nl.store(out[(t - 1) * 128 + i_p, i_f], value=nl.multiply(nl.load(x[t * 128 + i_p, i_f]), 2.0))
+    return out
+
+
+def test_a_batched_loop_that_does_not_start_at_zero_runs_its_own_iterations():
+    x = np.random.default_rng(4).standard_normal((512, 16)).astype(np.float32)
+    ref, got = both(_doubled_past_the_first_tile, x)
+    np.testing.assert_array_equal(got, ref)
+    np.testing.assert_array_equal(got, 2 * x[128:])
+    text = nki.emit(_doubled_past_the_first_tile, x, backend="jax")
+    assert "scan" not in text and "while" not in text  # batched, not a lax.fori_loop
+
+
+@nki.jit
 def _halves(x):
     """A buffer written in two halves and read whole, then one half read back: forwarded and straddling reads."""
     out = nl.ndarray((128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
