@@ -1,7 +1,9 @@
 """What the JAX lowering does to make XLA's job small, each checked against the NumPy reference: loops of
 independent iterations become one batched computation (``vectorise``), loops whose iterations depend on each other
-stay loops, writes at trace-time positions are forwarded to later reads (``forward``), and an output written tile
-by tile is assembled by one concatenation."""
+stay loops, writes at trace-time positions are forwarded to later reads (``forward``; a read provably apart from a
+write at the loop index passes it by), and an output written tile by tile is assembled by one concatenation."""
+
+import re
 
 import numpy as np
 
@@ -74,6 +76,34 @@ def test_a_batched_loop_that_does_not_start_at_zero_runs_its_own_iterations():
     np.testing.assert_array_equal(got, 2 * x[128:])
     text = nki.emit(_doubled_past_the_first_tile, x, backend="jax")
     assert "scan" not in text and "while" not in text  # batched, not a lax.fori_loop
+
+
+@nki.jit
+def _tile_plus_the_first(x):
+    """out tile t = x tile t + x tile 0 + out tile t - 1, through a scratch buffer wider than x written at tile 0
+    and at tile t: a loop that stays a loop (each iteration reads the previous one's store)."""
+    tiles = x.shape[1] // 16
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(16)[None, :]
+    nl.store(out[i_p, i_f], value=nl.load(x[i_p, i_f]))
+    for t in nl.sequential_range(1, tiles):
+        scratch = nl.ndarray((128, (tiles + 1) * 16), dtype=nl.float32)
+        scratch[i_p, i_f] = nl.load(x[i_p, i_f])
+        scratch[i_p, t * 16 + i_f] = nl.load(x[i_p, t * 16 + i_f])
+        both_tiles = nl.add(scratch[i_p, i_f], scratch[i_p, t * 16 + i_f])
+        nl.store(out[i_p, t * 16 + i_f], value=nl.add(both_tiles, nl.load(out[i_p, (t - 1) * 16 + i_f])))
+    return out
+
+
+def test_a_read_disjoint_from_a_write_at_the_loop_index_is_forwarded_and_the_buffer_never_built():
+    x = np.random.default_rng(5).standard_normal((128, 64)).astype(np.float32)
+    ref, got = both(_tile_plus_the_first, x)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+    text = nki.emit(_tile_plus_the_first, x, backend="jax")
+    assert "scan" in text or "while" in text  # a lax.fori_loop: the write at t has a traced start
+    # the read of tile 0 lies apart from the write at t >= 1 (t's range says so): both reads take the written
+    # tiles, and nothing reads the scratch buffer (128 x 80) as a whole, so no update ever builds it
+    assert "f32[128,80]" in text and not re.search(r"f32\[128,80\] = dynamic_update_slice", text)
 
 
 @nki.jit
