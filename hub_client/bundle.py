@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -393,7 +394,9 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
             records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
                             "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults))  # fmt: skip
+        held = keyword_defaults(plan)  # (only when the plan has some: other entry points keep their bytes)
         entries[ep.name] = {"plan": ep.plan, "parameters": positional_parameters(plan), "specialisations": records}
+        entries[ep.name] |= {"defaults": held} if held else {}
     for name in pkg.python_files:
         files[f"src/{pkg.name}/{name}"] = (pkg.root / name).read_bytes()
     files.update(variant_files(pkg))  # build/torch-neuron/: what HF kernels loads on a Trainium machine
@@ -427,6 +430,18 @@ def positional_parameters(plan) -> list[str]:
     the arrays to, without the plan."""
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [n for n, p in inspect.signature(plan).parameters.items() if p.kind in kinds]
+
+
+def keyword_defaults(plan) -> dict:
+    """The plan's keyword defaults JSON holds as they are (None, a boolean, a finite number, a string), which a
+    loader without the plan treats as left out when a call passes them (``hub_client/keywords.py``); a default of
+    another kind (a tuple) is not recorded, so a call passing it is matched as any other value."""
+    def held(v):
+        return v is None or isinstance(v, bool | int | str) or (isinstance(v, float) and math.isfinite(v))
+
+    params = inspect.signature(plan).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty and held(p.default)
+            and (not isinstance(p.default, str) or len(p.default) <= 256)}  # fmt: skip
 
 
 def _scalars_record(spec, defaults: dict) -> dict:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import nki_dsl as nki
-from hub_client import chunks, execute, families
+from hub_client import chunks, execute, families, keywords
 from hub_client.errors import IRRejectedError, NoSpecialisationError, ScalarArgumentError
 from hub_client.manifest import SpecRecord
 from hub_client.package import FLOAT32_MAX, INT32_RANGE, describe_dim, shown
@@ -157,7 +157,8 @@ class _Compiled:
 
 class EntryPoint:
     def __init__(self, name: str, repo_label: str, snapshot: Path, specs: tuple[SpecRecord, ...], plan=None,
-                 default_backend: str | None = None, parameters: tuple[str, ...] = ()):  # fmt: skip
+                 default_backend: str | None = None, parameters: tuple[str, ...] = (),
+                 defaults: dict | None = None):  # fmt: skip
         self.name = name
         self._label = repo_label
         self._snapshot = snapshot
@@ -165,6 +166,7 @@ class EntryPoint:
         self._plan = plan  # the published Python's plan function, only when the caller trusts the repo
         self._default_backend = default_backend  # get_kernel(backend=...); None: nki_dsl's default at each call
         self._parameters = parameters  # the plan's positional parameter names (manifest), () if not recorded
+        self._defaults = defaults or {}  # the plan's keyword defaults (manifest): a keyword given at one is left out
         self._parsed: dict[tuple, _Compiled] = {}  # (spec id, target) or, for a family, (spec id, shape, target)
         self._families: dict[str, object] = {}  # spec id -> its parsed nki.ShapeFamily
         self._traced: dict[int, _Compiled] = {}  # nki.jit caches traced IR per shape, so its id is a stable key
@@ -227,7 +229,7 @@ class EntryPoint:
         got = ", ".join(
             f"{'x'.join(map(str, a.shape))}:{_dtype_name(a)}" if hasattr(a, "shape") else shown(a) for a in args
         )
-        got += "".join(f", {k if len(k) <= 64 else k[:64] + '...'}={shown(v)}" for k, v in kwargs.items())  # (cut)
+        got += "".join(f", {keywords.cut_name(k)}={shown(v, keywords.SHOWN)}" for k, v in kwargs.items())
         have = "\n".join(
             f"  {self.name}({', '.join(map(str, s.args))}"
             + "".join(f", {k} in {list(v)!r}" if isinstance(v, tuple | list) else f", {k}={v!r}"
@@ -252,7 +254,7 @@ class EntryPoint:
         positions, as Python binds them, so they match a specialisation's constants and runtime scalars."""
         n = next((i for i, a in enumerate(args) if not hasattr(a, "shape")), len(args))
         if n == len(args) or not self._parameters:
-            return args, kwargs
+            return args, keywords.given(kwargs, self._defaults)
         if len(args) > len(self._parameters):
             raise TypeError(f"{self._label}:{self.name} takes at most {len(self._parameters)} positional arguments "
                             f"({', '.join(self._parameters)}), got {len(args)}")  # fmt: skip
@@ -260,7 +262,7 @@ class EntryPoint:
         twice = sorted(set(named) & set(kwargs))
         if twice:
             raise TypeError(f"{self._label}:{self.name} got multiple values for argument {twice[0]!r}")
-        return args[:n], named | kwargs
+        return args[:n], keywords.given(named | kwargs, self._defaults)
 
     def __call__(self, *args, backend: str | None = None, target: str | nki.Target = "trn2", **kwargs):
         backend = backend or self._default_backend
@@ -323,6 +325,7 @@ class EntryPoint:
         if parts is not None:
             return parts
         if self._plan is None:
+            near[:0] = keywords.unpublished(self.specialisations, kwargs, self._parameters, self._defaults, _same)
             raise self._missing(args, kwargs, near)
         return "python", None, None
 

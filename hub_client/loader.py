@@ -77,7 +77,7 @@ def load(snapshot: Path, manifest: Manifest, *, repo_id: str, revision: str, com
     entries = {
         name: EntryPoint(
             name, label, snapshot, ep.specialisations, plan=_plan(module, ep.plan, manifest) if module else None,
-            parameters=ep.parameters, **({"default_backend": backend} if backend else {}),
+            parameters=ep.parameters, defaults=ep.defaults, **({"default_backend": backend} if backend else {}),
         )
         for name, ep in manifest.entry_points.items()
     }  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -73,6 +74,9 @@ class EntryRecord:
     # the plan's parameters a caller may pass by position, in order (``x, g, epsilon``): a call's values past its
     # arrays bind to these names, as Python would bind them. () in a manifest made before: keywords only.
     parameters: tuple[str, ...] = ()
+    # the plan's keyword defaults that JSON holds (``{"scale": null, "strategy": "auto"}``): a call passing one
+    # explicitly routes as one leaving it out. {} in a manifest made before: a default given is matched as any value.
+    defaults: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,21 @@ def _parameters(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _defaults(raw: object, where: str) -> dict:
+    """An entry point's ``"defaults": {"scale": null, "strategy": "auto", "epsilon": 1e-06}``: at most
+    ``MAX_PARAMETERS`` identifiers, each to null, a boolean, a finite number or a string of at most 256 characters."""
+    def one(v):
+        return v is None or isinstance(v, bool | int | str) or (isinstance(v, float) and math.isfinite(v))
+
+    ok = isinstance(raw, dict) and len(raw) <= MAX_PARAMETERS
+    if not ok or not all(isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", k) and one(v)
+                         and (not isinstance(v, str) or len(v) <= 256) for k, v in raw.items()):  # fmt: skip
+        raise BundleError(f"manifest: {where}defaults must map at most {MAX_PARAMETERS} identifiers (the plan's "
+                          f"keywords) to null, a boolean, a finite number or a string of at most 256 "
+                          f"characters")  # fmt: skip
+    return dict(raw)
+
+
 # The largest manifest.json read: a manifest lists its files' digests and specialisations, ~100 bytes each (the
 # whole kernel library's biggest, vit-attn's, is well under 1 MiB), so 16 MiB is generous and still bounds what a
 # hostile server's file costs in memory before JSON parsing starts.
@@ -241,7 +260,8 @@ def parse(data: bytes) -> Manifest:
                 None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars, keywords, returns,
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs),
-                                    _parameters(ep.get("parameters", []), f"entry_points.{name}."))  # fmt: skip
+                                    _parameters(ep.get("parameters", []), f"entry_points.{name}."),
+                                    _defaults(ep.get("defaults", {}), f"entry_points.{name}."))  # fmt: skip
     return Manifest(
         raw, sha256_hex(data), _need(raw, "name", str, ""), check_version(_need(raw, "version", str, "")),
         package_dir, py_files, entries, dict(files),

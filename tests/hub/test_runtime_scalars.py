@@ -240,3 +240,22 @@ def test_the_manifest_refuses_too_many_scalars(tmp_path):
         f"s{i}": {"dtype": "float32", "default": 0.0} for i in range(17)}  # fmt: skip
     with pytest.raises(BundleError, match="scalars must be an object of at most 16 scalars"):
         parse(dump(raw))
+
+
+def test_the_manifest_records_the_plans_keyword_defaults(tmp_path):
+    bundle = build_bundle(_package(tmp_path), benchmarks=False)
+    assert bundle.manifest.entry_points["rmsnorm"].defaults == {"epsilon": 1e-6}
+    k = kernels.get_local_kernel(bundle.write(tmp_path / "b"))
+    x, g = np.ones((2, 8), np.float32), np.ones(8, np.float32)
+    assert k.rmsnorm.route(x, g, epsilon=1e-6) == k.rmsnorm.route(x, g)
+
+
+@pytest.mark.parametrize("defaults", [["epsilon"], {"epsilon": [1]}, {"epsilon": {"a": 1}}, {"1x": 1},
+                                      {"x" * 65: 1}, {"s": "x" * 257}, {"e": float("nan")},
+                                      {f"p{i}": 1 for i in range(65)}])  # fmt: skip
+def test_the_manifest_refuses_malformed_defaults(tmp_path, defaults):
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    raw["entry_points"]["rmsnorm"]["defaults"] = defaults
+    with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.defaults must map at most 64") as e:
+        parse(dump(raw))
+    assert len(str(e.value)) < 300

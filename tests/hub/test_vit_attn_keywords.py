@@ -110,3 +110,37 @@ def test_the_builder_refuses_evict_values_the_schedule_does_not_run(tmp_path, ke
 
     with pytest.raises(BundleError, match=refusal):
         build_bundle(_one_line(tmp_path, keep, edit), benchmarks=False)
+
+
+def test_a_keyword_given_at_its_default_routes_as_one_left_out(vit):
+    """The manifest records the plan's keyword defaults (``defaults``): ``scale=None`` is the on-chip 1 / sqrt(D),
+    not the runtime-scale twin (which takes a number), and ``strategy="auto"``, ``evict="auto"`` are no keyword."""
+    assert vit.info.trusted is False
+    defaults = {"scale": None, "strategy": "auto", "evict": "auto"}
+    rng = np.random.default_rng(23)
+    q, k, v = (rng.standard_normal((2, 3, 50, 16)).astype(np.float32) for _ in range(3))
+    left_out = vit.attention.route(q, k, v)[1].id
+    for name, value in defaults.items():
+        assert vit.attention.route(q, k, v, **{name: value})[1].id == left_out, name
+    assert vit.attention.route(q, k, v, None, "auto", "auto")[1].id == left_out  # by position
+    _close(vit.attention(q, k, v, scale=None, backend="numpy"), attention(q, k, v))
+    qkv = rng.standard_normal((1, 30, 3 * 2 * 8)).astype(np.float32)
+    _close(vit.attention_qkv(qkv, 2, scale=None, backend="numpy"), attention_qkv(qkv, 2, None))
+
+
+def test_a_keyword_no_specialisation_takes_is_refused_naming_it_and_what_was_published(vit):
+    q = np.ones((1, 2, 10, 8), np.float32)
+    with pytest.raises(kernels.NoSpecialisationError, match=r"strategy='resident': no published specialisation takes "
+                                                            r"strategy at that value; published: 'auto', 'flash'"):
+        vit.attention(q, q, q, strategy="resident", backend="numpy")
+    with pytest.raises(kernels.NoSpecialisationError, match=r"evict=\('tensor',\): no published specialisation takes "
+                                                            r"evict at that value; published: 'auto', \('scalar',\)"):
+        vit.attention(q, q, q, evict=("tensor",), backend="numpy")  # an engine name the kernel does not know
+    with pytest.raises(kernels.NoSpecialisationError, match=r"schedule='tiled': no published specialisation takes "
+                                                            r"schedule, which is no parameter of the entry point "
+                                                            r"\(q, k, v, scale, strategy, evict\)"):
+        vit.attention(q, q, q, schedule="tiled")
+    long = "x" * 10_000  # a caller's value (or a manifest's) is quoted cut short
+    with pytest.raises(kernels.NoSpecialisationError) as refused:
+        vit.attention(q, q, q, strategy=long)
+    assert "strategy='" + "x" * 64 + "'..." in str(refused.value) and len(str(refused.value)) < 4000
