@@ -79,9 +79,10 @@ def lesson(work: pathlib.Path):
         got = fetch(settings, "acme/vit-attn", vit.info.commit, lambda m: ["benchmarks/comparison.json"],
                     local_only=False)  # fmt: skip
         figures = json.loads((got.snapshot / "benchmarks/comparison.json").read_text())
-        # the entry/specialisation id: the shape, then its constants (the evict engines it lists, num_heads)
-        (key,) = [k for k in figures if k.startswith(f"attention_qkv/1x{SEQ}x{3 * HEADS * HEAD_DIM}-bfloat16__")
-                  and k.endswith(f"__num_heads-{HEADS}")]  # fmt: skip
+        # keyed by entry point and specialisation id; ``route`` says which specialisation the call above ran
+        how, spec, _ = vit.attention_qkv.route(qkv, num_heads=HEADS)
+        key = f"attention_qkv/{spec.id}"
+        assert how == "ir" and key in figures  # the model's own published shape, not a family
         for target, f in figures[key].items():
             print(f"  {target}: vit-attn {f['latency_us']:.1f} us vs eager {f['baseline_us']:.1f} us: "
                   f"{f['speedup']:.2f}x faster (bound by the {f['binding_engine']} engine, "

@@ -85,9 +85,13 @@ def test_a_models_batch_above_its_family_runs_in_parts_of_the_tuned_schedule(reg
 
     assert choose_evict(197, "resident") == DEFAULT_EVICT
     assert k.attention_qkv.route(qkv, num_heads=6, evict=list(DEFAULT_EVICT))[:2] == ("parts", spec)
+    # strategy: the model's shape lists "auto" and "resident" (choose_strategy's "auto" at S = 197 is the strip)
+    assert k.attention_qkv.route(qkv, num_heads=6, strategy="resident")[:2] == ("parts", spec)
+    with pytest.raises(kernels.NoSpecialisationError, match=r"strategy='flash': .*published: 'auto', 'resident'"):
+        k.attention_qkv.route(qkv, num_heads=6, strategy="flash")  # (the families over S run it; none here)
     with pytest.raises(kernels.NoSpecialisationError, match="evict in"):
         k.attention_qkv.route(qkv, num_heads=6, evict=("scalar",))
-    with pytest.raises(kernels.NoSpecialisationError, match=r"\(B x 197 x 1152:float32, .*num_heads=6\) with B"):
+    with pytest.raises(kernels.NoSpecialisationError, match=r"\(B x 197 x 1152:float32, .*num_heads=6.*\) with B"):
         k.attention_qkv(qkv[:, :100], num_heads=6)  # no family holds S = 100 here: refused, listing what exists
 
 
