@@ -27,6 +27,32 @@ def check_dtypes(op, arrays, allowed=DTYPES):
 
 
 def plan_linear(x, w, b=None, residual=None, epilogue=None):
+    args, epilogue = _linear_args(x, w, b, residual, epilogue)
+    _check_box("linear", x, w, epilogue)
+    return linear_kernel, args, {"epilogue": epilogue}
+
+
+def _check_box(op, x, w, epilogue):
+    """Refuse a concrete call no width family serves (``widths.width_boxes``: K and N where the weight, resident in
+    SBUF, fits beside the row tiles and results), naming the limit, before the kernel is traced: just past the boxes
+    the concrete kernel does not fit SBUF either (tests/kernels/test_linear_width_families.py), and the verifier's
+    sbuf-capacity failure deep in the trace said so less clearly. The launcher so takes what the published families
+    cover, as the fused launchers do (``_check_fits``)."""
+    from .widths import width_boxes
+
+    (k, n), dtype = (x.shape[1], w.shape[1]), np.dtype(x.dtype)
+    if None in (_static(k), _static(n)):  # a shape family: its proof checks its whole range
+        return
+    if not any(k0 <= k <= k1 and n0 <= n <= n1 for (k0, k1), (n0, n1) in
+               width_boxes(dtype.itemsize, op == "layernorm_linear", epilogue)):  # fmt: skip
+        raise ValueError(f"{op}: K {k} and N {n} in {dtype.name} with epilogue {epilogue!r} do not fit SBUF: the "
+                         f"weight stays resident beside the row tiles and results, more than a trn2 partition's 224 "
+                         f"KiB (reference/nki.md §1.1; the width families' boxes, kernels/linear/widths.py); split N "
+                         f"over two launches")  # fmt: skip
+
+
+def _linear_args(x, w, b, residual, epilogue):
+    """The kernel's arrays and the epilogue of a linear call, its shapes and dtypes checked."""
     if epilogue is None:
         epilogue = "residual" if residual is not None else ("bias" if b is not None else "none")
     if epilogue not in EPILOGUES:
@@ -42,8 +68,7 @@ def plan_linear(x, w, b=None, residual=None, epilogue=None):
     if epilogue == "residual" and (residual is None or tuple(residual.shape) != (m, n)):
         raise ValueError(f"linear: the residual must have the output's shape ({m}, {n})")
     check_dtypes("linear", [x, w] + [b] * (epilogue != "none") + [residual] * (epilogue == "residual"))
-    args = (x, w) + ((b,) if epilogue != "none" else ()) + ((residual,) if epilogue == "residual" else ())
-    return linear_kernel, args, {"epilogue": epilogue}
+    return (x, w) + ((b,) if epilogue != "none" else ()) + ((residual,) if epilogue == "residual" else ()), epilogue
 
 
 def _widths_family(*dims) -> bool:
@@ -164,13 +189,16 @@ def plan_layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None
     if epilogue == "residual":
         raise ValueError("layernorm_linear: no residual epilogue (a pre-norm block adds the residual after the "
                          "projection that follows; use linear with epilogue='residual' there)")  # fmt: skip
-    kernel, args, consts = plan_linear(x, w, b, None, epilogue)
+    args, epilogue = _linear_args(x, w, b, None, epilogue)
+    consts = {"epilogue": epilogue}
     _check_norm(x, gamma, beta, "layernorm_linear")
     check_dtypes("layernorm_linear", (x, gamma, beta))
     if _widths_family(x.shape[1], w.shape[1]):  # epsilon at run time, after the arrays (b None: no bias array)
         return layernorm_linear_kernel, (x, gamma, beta, w, args[2] if len(args) > 2 else None,
                                          runtime_scalar(epsilon)), consts  # fmt: skip
-    return layernorm_linear_kernel, (x, gamma, beta) + args[1:], dict(consts, epsilon=float(epsilon))
+    args, consts = (x, gamma, beta) + args[1:], dict(consts, epsilon=float(epsilon))
+    _check_box("layernorm_linear", x, w, epilogue)
+    return layernorm_linear_kernel, args, consts
 
 
 def layernorm_linear(x, gamma, beta, w, b=None, epsilon=1e-6, epilogue=None, *, backend: str | None = None):

@@ -12,7 +12,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.layernorm import layernorm, layernorm_reference
-from kernels.linear import gelu_tanh, linear, linear_reference, mlp, plan_linear, plan_mlp
+from kernels.linear import gelu_tanh, linear, linear_reference, mlp, plan_layernorm_linear, plan_linear, plan_mlp
 from tests.backend_fixture import backend_independent, slow_on_jax
 
 DT = {"float32": np.float32, "bfloat16": nl.bfloat16}
@@ -93,6 +93,20 @@ def test_linear_refuses_bad_shapes():
         plan_linear(nki.spec((4, 8), "bfloat16"), nki.spec((9, 4), "bfloat16"))
     with pytest.raises(ValueError, match="needs a bias"):
         plan_linear(nki.spec((4, 8), "bfloat16"), nki.spec((8, 4), "bfloat16"), epilogue="gelu")
+
+
+@backend_independent
+def test_linear_refuses_a_weight_too_wide_for_sbuf_up_front():
+    """K and N within the launcher's limits (8192 each) whose resident weight does not fit SBUF beside the row
+    tiles (no width family's box holds them): refused by the launcher naming the limit, not by the verifier's
+    sbuf-capacity rule deep in the trace."""
+    with pytest.raises(ValueError, match=r"linear: K 8192 and N 8192 in float32 with epilogue 'none' do not fit "
+                                         r"SBUF: .*224 KiB \(reference/nki.md §1.1;"):
+        plan_linear(nki.spec((256, 8192), "float32"), nki.spec((8192, 8192), "float32"))
+    g = nki.spec((8192,), "float32")
+    with pytest.raises(ValueError, match=r"layernorm_linear: K 8192 and N 8192 in float32 with epilogue 'bias'"):
+        plan_layernorm_linear(nki.spec((256, 8192), "float32"), g, g, nki.spec((8192, 8192), "float32"), g)
+    plan_linear(nki.spec((256, 8192), "float32"), nki.spec((8192, 512), "float32"))  # the widest that fits
 
 
 def _tensor_bound_ns(prof):

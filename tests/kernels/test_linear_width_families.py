@@ -14,6 +14,7 @@ import pytest
 import nki_dsl as nki
 import nki_dsl.language as nl
 from kernels.linear import reference, widths
+from kernels.linear.kernel import linear_kernel
 from kernels.linear.launcher import plan_layernorm_linear, plan_linear
 from nki_dsl.passes.pipeline import compile_for_target
 from nki_dsl.targets import get_target
@@ -193,10 +194,13 @@ def test_every_box_is_proved_and_allocates():
                                                       ("float32", "residual", 197, 3840, 1536)])  # fmt: skip
 def test_just_past_the_boxes_the_concrete_kernel_runs_out_of_sbuf_too(dtype, epilogue, m, k, n):
     """Where no width family reaches, the concrete trace (what trust_remote_code runs) does not fit SBUF either:
-    the families cover what the launcher's kernel accepts there."""
+    the families cover what the launcher's kernel accepts there, and the launcher refuses the rest up front."""
     boxes = widths.width_boxes(np.dtype(DTYPES[dtype]).itemsize, False, epilogue)
     assert not any(kr[0] <= k <= kr[1] and nr[0] <= n <= nr[1] for kr, nr in boxes)
-    launch, args, kwargs = plan_linear(*[nki.spec(s, dtype) for s in _shapes("linear", epilogue, m, k, n)],
-                                       epilogue=epilogue)  # fmt: skip
+    shapes = [nki.spec(s, dtype) for s in _shapes("linear", epilogue, m, k, n)]
+    with pytest.raises(ValueError, match=rf"linear: K {k} and N {n} in {dtype} with epilogue '{epilogue}' do not fit "
+                                         r"SBUF"):
+        plan_linear(*shapes, epilogue=epilogue)
+    launch, args, kwargs = linear_kernel, shapes, {"epilogue": epilogue}  # the kernel itself, past the launcher
     with pytest.raises(nki.NkiVerificationError, match="SBUF use reaches"):
         nki.trace(launch, *args, target="trn2", **kwargs)
