@@ -101,6 +101,12 @@ def _engines(evict) -> tuple:
     return engines
 
 
+def _evict(seq: int, strategy: str, evict) -> tuple:
+    """The PSUM-copy engines of a concrete shape (``choose_evict``), engine names checked here: a bad one is
+    refused naming the engines, not by a KeyError deep in the kernel."""
+    return choose_evict(seq, strategy, evict if evict == "auto" else _engines(evict))
+
+
 def _family_scale(d, scale) -> tuple[tuple, dict]:
     """A family's scale: None over a symbolic head_dim is 1 / sqrt(D) computed on chip (seq_family._inv_sqrt), None
     over a concrete one d**-0.5 as a constant; a given scale is a runtime scalar (a one-element float32 array after
@@ -124,7 +130,7 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
         runtime, consts = _family_scale(d, scale)
         return attention_kernel, (q, k, v, *runtime), consts
     strategy = choose_strategy(seq, strategy)
-    consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
+    consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": _evict(seq, strategy, evict)}
     return attention_kernel, (q, k, v), consts
 
 
@@ -167,7 +173,7 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
         return attention_qkv_kernel, (qkv,), {"num_heads": num_heads, "scale": None if on_chip else _scale(d, scale)}
     strategy = choose_strategy(seq, strategy)
     consts = {"num_heads": num_heads, "scale": _scale(d, scale), "strategy": strategy,
-              "evict": choose_evict(seq, strategy, evict)}  # fmt: skip
+              "evict": _evict(seq, strategy, evict)}  # fmt: skip
     return attention_qkv_kernel, (qkv,), consts
 
 
@@ -215,7 +221,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
         _family_evict(evict)
         return attention_split_kernel, (qkT, v), {"num_heads": num_heads, "seq": None}
     strategy = choose_strategy(seq, strategy)
-    consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": choose_evict(seq, strategy, evict)}
+    consts = {"num_heads": num_heads, "seq": seq, "strategy": strategy, "evict": _evict(seq, strategy, evict)}
     return attention_split_kernel, (qkT, v), consts
 
 
