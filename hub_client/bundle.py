@@ -180,6 +180,23 @@ def _alternatives_agree(pkg, ep, spec, call, first) -> None:
                                   f"the plan treats alike")  # fmt: skip
 
 
+def required_constants(spec, plan, args, extra: dict) -> list[str]:
+    """The constants a call must give for ``spec`` to hold it: those the plan, called with ``args``, the others and
+    ``extra`` (the runtime scalars' defaults, the keywords giving dimensions), refuses the arguments without
+    (``num_heads``, which it takes by position; ``seq`` of a family over one model's tokens, when neither seq nor
+    batch is given). A loader without the plan so refuses a call leaving one out (or passing its default), as the
+    launcher does, instead of running the constant's traced value; a constant the plan fills in by itself
+    (``epilogue``, ``strategy``) is not required."""
+    base = spec.traced_constants
+    out = []
+    for name, _ in spec.constants:
+        try:
+            plan(*args, **{k: v for k, v in base.items() if k != name}, **extra)
+        except Exception:  # (the package's own refusal, or Python's for a missing positional argument)
+            out.append(name)
+    return out
+
+
 def _same_argument(a, b) -> bool:
     if a is b:
         return True
@@ -281,7 +298,7 @@ def _trace_family(pkg, ep, spec, plan):
     if parsed.text != text:
         raise BundleError(f"{pkg.name}.{ep.name}{spec.describe()}: IR text does not round-trip through the parser")
     _check_params(pkg, ep, spec, parsed.param_names)
-    return text, parsed
+    return text, parsed, required_constants(spec, plan, stand_ins, defaults | keywords)
 
 
 class _FamilyArg:
@@ -392,8 +409,10 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 bench[f"{ep.name}/{spec.id}"] = _modelled(*launch)
             if baseline is not None:
                 compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
+            requires = _requires(required_constants(spec, plan, arrays, defaults))
             records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
-                            "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults))  # fmt: skip
+                            "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults) | requires)
+            # fmt: skip
         held = keyword_defaults(plan)  # (only when the plan has some: other entry points keep their bytes)
         entries[ep.name] = {"plan": ep.plan, "parameters": positional_parameters(plan), "specialisations": records}
         entries[ep.name] |= {"defaults": held} if held else {}
@@ -444,6 +463,11 @@ def keyword_defaults(plan) -> dict:
             and (not isinstance(p.default, str) or len(p.default) <= 256)}  # fmt: skip
 
 
+def _requires(names: list[str]) -> dict:
+    """The record's ``requires`` (only when it has any: other records keep their bytes)."""
+    return {"requires": names} if names else {}
+
+
 def _scalars_record(spec, defaults: dict) -> dict:
     """The record's ``scalars`` (only when it has any: other records keep their bytes); a required one's default is
     null."""
@@ -456,7 +480,7 @@ def _scalars_record(spec, defaults: dict) -> dict:
 def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simulate, baseline) -> dict:
     """A shape family's manifest record; its IR, vectors (at the largest sample that fits) and modelled figures
     (at the last sample: a family has no one size to time) go into the bundle's files."""
-    text, family = _trace_family(pkg, ep, spec, plan)
+    text, family, requires = _trace_family(pkg, ep, spec, plan)
     ir_path = f"ir/{ep.name}/{spec.id}.nkir"
     files[ir_path] = text.encode()
     tv_path, samples = None, _samples(spec)
@@ -495,7 +519,8 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
     views = {"keywords": dict(spec.keywords)} if spec.keywords else {}
     views |= {"returns": list(spec.returns)} if spec.returns else {}  # (only when present: other records keep bytes)
     return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
-            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults) | views  # fmt: skip
+            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults) | views | _requires(requires)
+    # fmt: skip
 
 
 def _keyword_values(spec: Specialisation, values: dict) -> dict:

@@ -5,13 +5,14 @@ Without ``backend=`` (here or at ``get_kernel``) a call runs where nki_dsl's own
 
 A call is matched against the published specialisations by the shapes and dtypes of its arrays (positional, in
 order) and its constants (keywords; a constant listing values, ``strategy in ["auto", "flash"]``, matches any of
-them); a specialisation's runtime scalars (``epsilon``: any value, the manifest's default when left out; one with a
-null default is required, and a call without it matches another specialisation) are passed to its IR after the
-arrays, as one-element arrays. The match's IR is parsed and
-verified on first use and compiled once per (backend, target). A shape family (``N x 512:float32`` with
-``N in 1..65536``) matches any call whose arrays fit it: the family's IR is parsed once, and instantiated and
-verified once per concrete shape (``_instance``), with no trust needed. A family may view the caller's arrays
-(``B x S x (3 x H x D)``: a reshape, with ``keywords`` giving dimensions and ``returns`` merging the outputs back,
+them; a keyword at the plan's default, the manifest's ``defaults``, is matched as one left out, and a constant the
+plan cannot do without, ``requires``, must be given: ``keywords.py``); a specialisation's runtime scalars
+(``epsilon``: any value, the manifest's default when left out; one with a null default is required, and a call
+without it matches another specialisation) are passed to its IR after the arrays, as one-element arrays. The match's
+IR is parsed and verified on first use and compiled once per (backend, target). A shape family (``N x 512:float32``
+with ``N in 1..65536``) matches any call whose arrays fit it: the family's IR is parsed once, and instantiated and
+verified once per concrete shape (``_instance``), with no trust needed. A family may view the caller's arrays (``B x
+S x (3 x H x D)``: a reshape, with ``keywords`` giving dimensions and ``returns`` merging the outputs back,
 ``families.py``). A call above a family's range along dimensions its kernel is proved independent along (from the
 IR, ``ShapeFamily.independence``) runs as instances over slices (``chunks.py``). ``route`` says which of these a
 call takes without running it; of several holding a call it takes the one of the fewest launches, then the most
@@ -53,7 +54,7 @@ def _matches(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
 def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     """Every keyword is a constant of the specialisation with its value (one of its values, for a constant that lists
     several), one of its runtime scalars or a keyword giving a dimension; and every required runtime scalar (no
-    default) is given."""
+    default) and required constant (``requires``: the plan refuses the call without it) is given."""
     def constant(k, v):
         want = spec.constants[k]
         return any(_same(v, w) for w in want) if isinstance(want, tuple | list) else _same(v, want)
@@ -61,7 +62,7 @@ def _constants_match(spec: SpecRecord, kwargs: dict) -> bool:
     return all(k in spec.scalars or k in spec.keywords or (k in spec.constants and constant(k, v))
                for k, v in kwargs.items()) and all(  # fmt: skip
         n in kwargs for n, (_, default) in spec.scalars.items() if default is None
-    )
+    ) and all(n in kwargs for n in spec.requires)
 
 
 def _same(v, want) -> bool:

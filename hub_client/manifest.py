@@ -60,6 +60,9 @@ class SpecRecord:
     # (``(("B", "S", "H", "D"), (1, 1, 2))``: the last two merged) when ``args`` group axes; both empty otherwise
     keywords: dict[str, str] = field(default_factory=dict)
     returns: tuple[tuple[tuple, tuple[int, ...]], ...] = ()
+    # constants a call must give (``num_heads``): the plan refuses the specialisation's arguments without them, so a
+    # call leaving one out (or passing its default) is not held, as the launcher would refuse it
+    requires: tuple[str, ...] = ()
 
     @property
     def is_family(self) -> bool:
@@ -255,9 +258,13 @@ def parse(data: bytes) -> Manifest:
             returns = _returns(s.get("returns", []), dims, where)
             if (keywords or returns or any(a.groups for a in args)) and not dims:
                 raise BundleError(f"manifest: {where}keywords, returns and grouped args are for shape families")
+            requires = s.get("requires", [])
+            if not isinstance(requires, list) or not all(isinstance(n, str) and n in constants for n in requires):
+                raise BundleError(f"manifest: {where}requires must list constants of the specialisation")
             specs.append(SpecRecord(
                 spec_id, args, constants, _listed(_need(s, "ir", str, where), files, where + "ir"),
                 None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars, keywords, returns,
+                tuple(requires),
             ))  # fmt: skip
         entries[name] = EntryRecord(name, _need(ep, "plan", str, f"entry_points.{name}."), tuple(specs),
                                     _parameters(ep.get("parameters", []), f"entry_points.{name}."),

@@ -259,3 +259,13 @@ def test_the_manifest_refuses_malformed_defaults(tmp_path, defaults):
     with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.defaults must map at most 64") as e:
         parse(dump(raw))
     assert len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("requires", ["epsilon", ["epsilon"], [1]])
+def test_the_manifest_refuses_requires_naming_no_constant(tmp_path, requires):
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    record = raw["entry_points"]["rmsnorm"]["specialisations"][0]
+    assert "epsilon" not in record["constants"]
+    record["requires"] = requires
+    with pytest.raises(BundleError, match=r"specialisations\[\]\.requires must list constants of the specialisation"):
+        parse(dump(raw))
