@@ -15,7 +15,8 @@ the models' published shapes and families, the families over the sequence length
 head range, instances over slices (``hub_client/chunks.py``); ``scale=`` (the families' runtime-scale twins: a
 given scale over a symbolic shape is passed as a one-element float32 array, ``_family_scale``) and
 ``strategy="auto"``/``"flash"`` (the families' ``strategy = ["auto", "flash"]``: over a symbolic S the plans make
-the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run; ``evict="auto"``
+the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run, and
+``"resident"`` at the models' shapes (their ``strategy = ["auto", "resident"]``); ``evict="auto"``
 or the engines a specialisation's schedule copies PSUM by (kernel.toml's ``evict`` listings: ``choose_evict``'s at
 a model's shape, the Scalar engine over a symbolic S, ``_family_evict``).
 tests/kernels/test_vit_attn_families.py enumerates the shape classes with those keywords.
