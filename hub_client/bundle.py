@@ -409,10 +409,10 @@ def build_bundle(package_dir: str | Path, version: str | None = None, *, benchma
                 bench[f"{ep.name}/{spec.id}"] = _modelled(*launch)
             if baseline is not None:
                 compared[f"{ep.name}/{spec.id}"] = _compared(pkg, ep, spec, *launch, baseline)
+            record = {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
+                      "ir": ir_path, "test_vectors": tv_path}  # fmt: skip
             requires = _requires(required_constants(spec, plan, arrays, defaults))
-            records.append({"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants),
-                            "ir": ir_path, "test_vectors": tv_path} | _scalars_record(spec, defaults) | requires)
-            # fmt: skip
+            records.append(record | _scalars_record(spec, defaults) | requires)
         held = keyword_defaults(plan)  # (only when the plan has some: other entry points keep their bytes)
         entries[ep.name] = {"plan": ep.plan, "parameters": positional_parameters(plan), "specialisations": records}
         entries[ep.name] |= {"defaults": held} if held else {}
@@ -518,9 +518,9 @@ def _family_record(pkg, ep, spec, plan, reference, files, bench, compared, simul
     dims = {n: [lo, hi] + ([step] if step != 1 else []) for n, lo, hi, step in spec.dims}
     views = {"keywords": dict(spec.keywords)} if spec.keywords else {}
     views |= {"returns": list(spec.returns)} if spec.returns else {}  # (only when present: other records keep bytes)
-    return {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
-            "test_vectors": tv_path, "dims": dims} | _scalars_record(spec, defaults) | views | _requires(requires)
-    # fmt: skip
+    record = {"id": spec.id, "args": [str(a) for a in spec.args], "constants": dict(spec.constants), "ir": ir_path,
+              "test_vectors": tv_path, "dims": dims}  # fmt: skip
+    return record | _scalars_record(spec, defaults) | views | _requires(requires)
 
 
 def _keyword_values(spec: Specialisation, values: dict) -> dict:
