@@ -327,8 +327,16 @@ class EntryPoint:
             return parts
         if self._plan is None:
             near[:0] = keywords.unpublished(self.specialisations, kwargs, self._parameters, self._defaults, _same)
+            near[:0] = keywords.not_given(self.specialisations, kwargs, lambda s: self._holds(s, args, kwargs))
             raise self._missing(args, kwargs, near)
         return "python", None, None
+
+    @staticmethod
+    def _holds(spec: SpecRecord, args: tuple, kwargs: dict) -> bool:
+        """Whether ``spec`` holds the call as one launch (a concrete shape, or a family's instance)."""
+        if not spec.is_family:
+            return _matches(spec, args, kwargs)
+        return _constants_match(spec, kwargs) and families.bind(spec, args, kwargs)[0] is not None
 
     def _in_parts(self, args: tuple, kwargs: dict, near: list[str]):
         """``route``'s ``("parts", ...)`` when a family holds the call but for dimensions above its range that its

@@ -12,6 +12,7 @@ names and values come from the caller, and the listed values from the (untrusted
 from __future__ import annotations
 
 import numbers
+from dataclasses import replace
 
 from hub_client.manifest import SpecRecord
 from hub_client.package import shown
@@ -76,4 +77,16 @@ def unpublished(specs: tuple[SpecRecord, ...], kwargs: dict, parameters: tuple, 
             values = ", ".join(shown(w, SHOWN) for w in listed[:MAX_VALUES]) + more
             lines.append(f"  {at}: no published specialisation takes {cut_name(k)} at that value; published: {values}"
                          + (f" (or leave it out: {shown(defaults[k], SHOWN)})" if k in defaults else ""))
+    return lines
+
+
+def not_given(specs: tuple[SpecRecord, ...], kwargs: dict, holds) -> list[str]:
+    """A refusal's lines for the specialisations that would hold the call but for a constant it must give and did
+    not (``requires``: the plan refuses the call without it); ``holds(spec)`` is the loader's match with the
+    requirement lifted."""
+    lines = []
+    for s in specs:
+        missing = [n for n in s.requires if n not in kwargs]
+        if missing and holds(replace(s, requires=())):
+            lines.append(f"  {s.id}: give {', '.join(missing)} (the plan refuses the call without it)")
     return lines

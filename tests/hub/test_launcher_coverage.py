@@ -184,9 +184,10 @@ REFUSED = [
      "strategy must be one of", r"strategy='bogus'"),
     # a constant the plan cannot do without (the manifest's requires): left out, the specialisation does not hold
     ("vit_attn", "attention_split", SPLIT6, {"num_heads": 6}, r"needs seq \(tokens per sequence\) or batch",
-     r"for \(768x197:float32, 197x384:float32, num_heads=6\)[.]"),
+     r"for \(768x197:float32, 197x384:float32, num_heads=6\)[.]\n  768xT-float32.*: give seq \(the plan refuses the "
+     r"call without it\)"),
     ("vit_attn", "attention_qkv", (QKV2,), {}, "missing 1 required positional argument: 'num_heads'",
-     r"for \(1x197x384:float32\)[.]"),
+     r"for \(1x197x384:float32\)[.]\n  1x197x384-float32.*: give num_heads"),
 ]  # fmt: skip
 
 # (package, function, arguments, keywords, the fetched kernel's refusal): calls the launcher takes (its plan makes a
