@@ -28,7 +28,7 @@ from pathlib import Path
 from nki_dsl import IRBudget
 
 from .launcher import MAX_HEAD_DIM
-from .seq_family import COPY_ENGINES
+from .seq_family import BLOCK, COPY_ENGINES
 
 BUDGET = IRBudget()  # the untrusted-IR budget a loader verifies instances within (its defaults)
 
@@ -67,9 +67,17 @@ def families() -> list[tuple[str, tuple[int, int], int, int]]:
     return out
 
 
-# Every family here runs seq_family's one flash schedule: a call's ``strategy="auto"`` or ``"flash"`` matches it
-# (the bundle builder checks the plan makes one kernel call for both and refuses "resident" over a symbolic S).
-STRATEGY = 'strategy = ["auto", "flash"]'
+
+
+def strategy(seq: tuple[int, int]) -> str:
+    """The schedule a family over ``seq`` runs, as the values of ``strategy=`` that get it: the resident score strip
+    where every S of the box is at most 512 keys (seq_strip.py), flash over key blocks of 512 past that
+    (seq_family.py). The bundle builder checks the plan makes one kernel call for both values; the plans refuse
+    "resident" where there is no strip and trace "flash" as flash, so a call with ``strategy="flash"`` at a short
+    sequence runs in the next box, by the flash schedule it asked for."""
+    return f'strategy = ["auto", "{"resident" if seq[1] <= BLOCK else "flash"}"]'
+
+
 # and its one PSUM-copy engine: ``evict="auto"`` or the engines it copies P^T by (seq_family.COPY_ENGINES; the
 # launcher refuses others over a symbolic S, so the builder refuses a family listing them)
 EVICT = "evict = [\"auto\", [" + ", ".join(f'"{e}"' for e in COPY_ENGINES) + "]]"
@@ -85,14 +93,15 @@ def _dims(seq: tuple[int, int], batch: int, heads: int) -> str:
 
 def qkv_line(dtype: str, seq: tuple[int, int], batch: int, heads: int, scale: bool = False) -> str:
     return (f'    {{ args = ["B x S x (3 x H x D):{dtype}"], {_dims(seq, batch, heads)}, '
-            f'constants = {{ {STRATEGY}, {EVICT} }}, {SCALE + ", " if scale else ""}keywords = {{ num_heads = "H" }}, '
+            f'constants = {{ {strategy(seq)}, {EVICT} }}, {SCALE + ", " if scale else ""}'
+            f'keywords = {{ num_heads = "H" }}, '
             f'returns = ["B x S x (H x D)"] }},  # any head count, head_dim, sequence length'
             f'{", scale" if scale else ""} (head_views.py)')  # fmt: skip
 
 
 def split_line(dtype: str, seq: tuple[int, int], batch: int, heads: int) -> str:
     return (f'    {{ args = ["(2 x H x D) x (B x S):{dtype}", "(B x S) x (H x D):{dtype}"], '
-            f'{_dims(seq, batch, heads)}, constants = {{ {STRATEGY}, {EVICT} }}, '
+            f'{_dims(seq, batch, heads)}, constants = {{ {strategy(seq)}, {EVICT} }}, '
             f'keywords = {{ num_heads = "H", seq = "S", batch = "B" }}, '
             f'returns = ["(B x S) x (H x D)"] }},  '
             f'# any head count, head_dim, sequence length (head_views.py)')  # fmt: skip

@@ -529,7 +529,7 @@ def attention_kernel(q, k, v, scale=0.125, strategy="resident", evict=DEFAULT_EV
     if _static(seq) is None:  # a shape family over the sequence length: one schedule for every S (seq_family.py)
         from .seq_family import attention_any_seq
 
-        attention_any_seq(q, k, v, out, scale)
+        attention_any_seq(q, k, v, out, scale, strategy)
         return out
     group = heads_per_group(heads, len(_query_tiles(seq)), seq, np.dtype(q.dtype).itemsize, GROUP_ITEMS_BY_DMA)
     for b in nl.affine_range(batch):

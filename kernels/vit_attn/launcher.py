@@ -14,9 +14,10 @@ What runs without trust (a Hub kernel fetched without ``trust_remote_code``): ev
 the models' published shapes and families, the families over the sequence length and, past a family's batch or
 head range, instances over slices (``hub_client/chunks.py``); ``scale=`` (the families' runtime-scale twins: a
 given scale over a symbolic shape is passed as a one-element float32 array, ``_family_scale``) and
-``strategy="auto"``/``"flash"`` (the families' ``strategy = ["auto", "flash"]``: over a symbolic S the plans make
-the flash schedule for both and refuse "resident", ``_family_strategy``) wherever the families run, and
-``"resident"`` at the models' shapes (their ``strategy = ["auto", "resident"]``); ``evict="auto"``
+``strategy=`` (the families over S publish ``strategy = ["auto", "resident"]`` up to 512 tokens, the score strip of
+``seq_strip.py``, and ``["auto", "flash"]`` past that: over a symbolic S the plans make one schedule for both values
+of a family, "flash" always flash, and refuse "resident" past 512, ``_family_strategy``; ``"resident"`` also at the
+models' shapes, their ``strategy = ["auto", "resident"]``); ``evict="auto"``
 or the engines a specialisation's schedule copies PSUM by (kernel.toml's ``evict`` listings: ``choose_evict``'s at
 a model's shape, the Scalar engine over a symbolic S, ``_family_evict``).
 tests/kernels/test_vit_attn_families.py enumerates the shape classes with those keywords.
@@ -28,6 +29,7 @@ import math
 
 import numpy as np
 
+from . import seq_strip
 from .kernel import EVICT_ENGINES, PMAX, RESIDENT_MAX_SEQ, _static, attention_kernel, attention_qkv_kernel, choose_evict
 from .seq_family import COPY_ENGINES
 
@@ -68,15 +70,25 @@ def _scale(d: int, scale) -> float:
     return d**-0.5 if scale is None else float(scale)
 
 
-def _family_strategy(strategy: str) -> None:
-    """A shape family over S (seq_family.py) runs one schedule for every S: flash over key blocks of 512. "auto" and
-    "flash" get it; "resident" is refused, so that a family publishing ``strategy = ["auto", "flash"]`` is what the
-    bundle builder checks it is (the plan makes one kernel call for both) and a family listing "resident" is not."""
+def _family_strategy(seq, strategy: str, strip: bool = True) -> str:
+    """The schedule a shape family over S runs, one for every S of it: the resident score strip where every S of the
+    family is at most 512 keys (``seq_strip.py``; ``strip=False``: the unpublished traces over the width or token
+    count, which have no strip), else flash over key blocks of 512 (``seq_family.py``). "auto" gets that schedule,
+    "flash" always gets flash, "resident" is refused where the family has no strip; so a family publishing
+    ``strategy = ["auto", "resident"]`` or ``["auto", "flash"]`` is what the bundle builder checks it is (the plan
+    makes one kernel call for both) and a family listing the other is not."""
     if strategy not in STRATEGIES:
         raise VitAttnShapeError(f"vit-attn: strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    if strategy == "resident":
-        raise VitAttnShapeError("vit-attn: a shape family over the sequence length runs the flash schedule "
-                                "(seq_family.py), not the resident strip: trace it with strategy 'auto' or 'flash'")
+    if not strip:
+        strategy = "flash" if strategy == "auto" else strategy
+        if strategy == "resident":
+            raise VitAttnShapeError("vit-attn: a trace over the width or the token count runs the flash schedule "
+                                    "(seq_family.py), not the resident strip: trace it with strategy 'auto' or 'flash'")
+        return strategy
+    try:
+        return seq_strip.schedule(seq, strategy)
+    except ValueError as e:
+        raise VitAttnShapeError(str(e)) from None
 
 
 def _family_evict(evict) -> None:
@@ -126,10 +138,10 @@ def plan_attention(q, k, v, scale=None, strategy="auto", evict="auto"):
     _, _, seq, d = q.shape
     _check(seq, d, q.dtype)
     if _static(seq) is None or _static(d) is None:  # a shape family over S (and D): one schedule, seq_family.py
-        _family_strategy(strategy)
+        schedule = _family_strategy(seq, strategy)
         _family_evict(evict)
         runtime, consts = _family_scale(d, scale)
-        return attention_kernel, (q, k, v, *runtime), consts
+        return attention_kernel, (q, k, v, *runtime), consts | {"strategy": schedule}
     strategy = choose_strategy(seq, strategy)
     consts = {"scale": _scale(d, scale), "strategy": strategy, "evict": _evict(seq, strategy, evict)}
     return attention_kernel, (q, k, v), consts
@@ -152,10 +164,10 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
         _heads_view("attention_qkv", [tuple(qkv.shape), (b, seq, h, d)], [(b, seq, 3, h, d), (b, seq, h, d)],
                     num_heads)  # fmt: skip
         _check(seq, d, qkv.dtype)
-        _family_strategy(strategy)
+        schedule = _family_strategy(seq, strategy)
         _family_evict(evict)
         runtime, _ = _family_scale(d, scale)  # (D is symbolic here: None is computed on chip)
-        return attention_qkv_heads_kernel, (qkv, *runtime), {}
+        return attention_qkv_heads_kernel, (qkv, *runtime), {"strategy": schedule}
     if len(qkv.shape) != 3:
         raise VitAttnShapeError(f"vit-attn: attention_qkv takes qkv (batch, seq, 3 * heads * head_dim), "
                                 f"got shape {tuple(qkv.shape)}")  # fmt: skip
@@ -168,7 +180,7 @@ def plan_attention_qkv(qkv, num_heads, scale=None, strategy="auto", evict="auto"
     if _static(seq) is None or _static(width) is None:  # a shape family over S (and the width): seq_family.py
         # (not published: kernel.toml's qkv families are the per-head views above; the heads are unrolled here, the
         # scale a constant, and None over a symbolic head_dim 1 / sqrt(D) from a mask, as plan_attention's)
-        _family_strategy(strategy)
+        _family_strategy(seq, strategy, strip=False)
         _family_evict(evict)
         on_chip = scale is None and _static(d) is None
         return attention_qkv_kernel, (qkv,), {"num_heads": num_heads, "scale": None if on_chip else _scale(d, scale)}
@@ -195,9 +207,9 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
             if given is not None and given != have:
                 raise VitAttnShapeError(f"vit-attn: {name} = {given}, but the arrays hold {have}")
         _check(s, d, v.dtype)
-        _family_strategy(strategy)
+        schedule = _family_strategy(s, strategy)
         _family_evict(evict)
-        return attention_split_heads_kernel, (qkT, v), {}
+        return attention_split_heads_kernel, (qkT, v), {"strategy": schedule}
     if len(qkT.shape) != 2 or len(v.shape) != 2:
         raise VitAttnShapeError(f"vit-attn: attention_split takes qkT (2 * hd, tokens) and v (tokens, hd), got "
                                 f"{tuple(qkT.shape)} and {tuple(v.shape)}")  # fmt: skip
@@ -218,7 +230,7 @@ def plan_attention_split(qkT, v, num_heads, seq=None, strategy="auto", evict="au
                                 f"tokens not batch{'' if batch is None else f' ({batch})'} * seq ({seq})")  # fmt: skip
     _check(seq, hd // num_heads, v.dtype)
     if _static(seq) is None:  # a family over the tokens of one sequence (seq_family.attention_split_any_seq)
-        _family_strategy(strategy)
+        _family_strategy(seq, strategy, strip=False)
         _family_evict(evict)
         return attention_split_kernel, (qkT, v), {"num_heads": num_heads, "seq": None}
     strategy = choose_strategy(seq, strategy)

@@ -1,5 +1,6 @@
-"""Attention with the sequence length symbolic: the schedule every shape family over S publishes for sequence
-lengths no model fixed (kernel.toml's families after the six models'), for all three layouts: (B, H, S, D) with
+"""Attention with the sequence length symbolic: the flash schedule the shape families over S publish past 512 tokens
+(kernel.toml's families after the six models'; up to 512 they run ``seq_strip.py``'s resident strip, and
+``strategy="flash"`` gets this one there too), for all three layouts: (B, H, S, D) with
 B, H and D symbolic too (``attention_any_seq``), the fused projection's (B, S, 3 * H * D) with B and the width
 symbolic (``attention_qkv_any_seq``) and the split layout of one sequence (``attention_split_any_seq``); they
 differ only in how a head's q^T, k^T and v tiles come in (``_by_transpose``, ``_by_rows``) and where its output
@@ -44,12 +45,20 @@ TILES = 2
 COPY_ENGINES = ("scalar",)
 
 
-def attention_any_seq(q, k, v, out, scale):
+def attention_any_seq(q, k, v, out, scale, strategy="flash"):
     """``out[b, h] = softmax(scale * q[b, h] k[b, h]^T) v[b, h]`` for symbolic B, H, S and D (<= 128): on-chip
     tensors sized for D = 128, the head-dim rows and columns past D zero (so they add nothing to the scores) or
-    masked."""
+    masked. ``strategy``: as ``seq_strip.schedule`` decides ("resident": its score strip, every S of the family at
+    most 512)."""
+    from . import seq_strip  # (here: seq_strip imports this module's constants)
+
     batch, heads, seq, d = q.shape
     q_of, k_of, v_of, o_of = ((lambda b, h, r, c, t=t: t[b, h, r, c]) for t in (q, k, v, out))
+    if seq_strip.schedule(seq, strategy) == "resident":
+        seq_strip.strip_heads(batch, heads, seq, d, q.dtype, scale_column(scale, d),
+                              seq_strip.by_transpose(q_of, seq, d, heads), seq_strip.by_transpose(k_of, seq, d, heads),
+                              v_of, o_of)  # fmt: skip
+        return
     _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale_column(scale, d),
                  _by_transpose(q_of, seq, d, PMAX),
                  _by_transpose(k_of, seq, d, BLOCK), v_of, o_of)  # fmt: skip

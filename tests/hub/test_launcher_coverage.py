@@ -36,6 +36,10 @@ def _one_box(entry_dtype: str, first: str):
 
 
 # package -> (entry point -> which of its kernel.toml lines to publish)
+def _short_boxes(line: str) -> bool:
+    return 'S = "1..512"' in line or 'S = "1..2048"' in line
+
+
 KEEP = {
     "softmax": {"softmax": lambda ln: '"N x 512:float32"' in ln or ('"N x W:float32"' in ln and '"1..4096"' in ln)},
     "rmsnorm": {"rmsnorm": lambda ln: '"N x 512:float32"' in ln or ('"N x W:float32"' in ln and '"1..4096"' in ln)},
@@ -48,13 +52,15 @@ KEEP = {
         "layernorm_mlp": _one_box("M x K:float32", 'K = "1..3584", H = "1..512"'),
         "layernorm_qkv": _one_box("M x K:float32", 'N = "384..1536 step 384"'),
     },
+    # (the families over S up to 512 run the resident strip, those up to 2048 flash: a short call asking for flash
+    # runs in the second)
     "vit_attn": {
         "attention": lambda ln: '"1x2x197x64:float32"' in ln or ('"B x H x S x D:float32"' in ln
-                                                                  and 'S = "1..512"' in ln),
+                                                                  and _short_boxes(ln)),
         "attention_qkv": lambda ln: '"1x197x384:float32"' in ln or ('"B x S x (3 x H x D):float32"' in ln
-                                                                     and 'S = "1..512"' in ln),
+                                                                     and _short_boxes(ln)),
         "attention_split": lambda ln: '"768 x T:float32"' in ln or ('"(2 x H x D) x (B x S):float32"' in ln
-                                                                     and 'S = "1..512"' in ln),
+                                                                     and _short_boxes(ln)),
     },
 }  # fmt: skip
 
@@ -79,6 +85,7 @@ X, W, B, R = _a(70, 96), _a(96, 200), _a(200), _a(70, 200)  # linear
 NX, NG, NB = _a(50, 64), _a(64), _a(64)  # the LayerNorm fusions' x, gamma, beta
 Q2 = [_a(1, 2, 197, 64) for _ in range(3)]  # a model's shape (the test vectors' spec)
 Q3 = [_a(2, 3, 40, 16) for _ in range(3)]  # a family's shape over S
+Q600 = [_a(1, 2, 600, 16) for _ in range(3)]  # past the strip's 512 tokens
 QKV2, QKV3 = _a(1, 197, 384), _a(2, 30, 3 * 3 * 8)
 SPLIT6 = (_a(768, 197), _a(197, 384))  # ViT-S-like split layout, one sequence of 197
 SPLIT2 = (_a(2 * 2 * 16, 2 * 40), _a(2 * 40, 2 * 16))  # two sequences of 40 tokens, 2 heads of 16
@@ -137,6 +144,7 @@ CALLS = [
     ("vit_attn", "attention", Q3, {}),
     ("vit_attn", "attention", Q3, {"scale": 0.2}),
     ("vit_attn", "attention", Q3, {"strategy": "flash"}),
+    ("vit_attn", "attention", Q3, {"strategy": "resident"}),
     ("vit_attn", "attention", Q3, {"scale": None, "strategy": "auto"}),
     ("vit_attn", "attention", Q3, {"evict": ("scalar",)}),
     ("vit_attn", "attention", (*Q3, 0.25), {}),
@@ -196,8 +204,8 @@ LIMITS = [
     # another eviction engine is another IR (the families copy P^T on the Scalar engine, seq_family.COPY_ENGINES)
     ("vit_attn", "attention", Q3, {"evict": ("vector",)}, r"evict=\('vector',\): no published specialisation takes "
                                                           r"evict at that value"),
-    # the resident strip off the models' shapes: the families over S run the flash schedule only
-    ("vit_attn", "attention", Q3, {"strategy": "resident"}, r"for \(2x3x40x16:float32, .*strategy='resident'\)[.]"),
+    # the resident strip off the models' shapes past 512 tokens: the families over S run flash there
+    ("vit_attn", "attention", Q600, {"strategy": "resident"}, r"for \(1x2x600x16:float32, .*strategy='resident'\)[.]"),
     # num_heads makes the scale head_dim ** -0.5, which the loader would have to compute from the plan's rule
     ("linear", "layernorm_qkv", QKV_W, {"num_heads": 2}, r"num_heads=2: no published specialisation takes "
                                                         r"num_heads"),

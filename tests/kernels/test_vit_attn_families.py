@@ -154,13 +154,21 @@ def test_on_jax(dtype, b, seq, h, d):
 
 def test_the_unrolled_head_schedule_gives_the_same_numbers():
     """``attention_qkv_any_seq`` (a trace over the width with the heads unrolled, what the launcher does for a 3-D
-    symbolic qkv) and the per-head view compute the same numbers bit for bit."""
+    symbolic qkv: flash, it has no strip) and the per-head view traced with ``strategy="flash"`` compute the same
+    numbers bit for bit (and the published per-head family, the strip at S <= 512, close to them)."""
+    from kernels.vit_attn.head_views import attention_qkv_heads_kernel
+
     spec = nki.spec(("B", "S", "W"), "float32", dims={"B": (1, 2), "S": (1, 512), "W": (9, 9 * 128, 9)})
     launch, _, kwargs = plan_attention_qkv(_Arg(spec, nki.symbolic_shapes(spec)[0], "float32"), 3)
     unrolled = nki.trace(launch, spec, target="trn2", **kwargs)
     qkv, got = _run_qkv("float32", 2, 130, 3, 24, "numpy")
     want = unrolled.instantiate(qkv, target="trn2").compile("numpy").run({unrolled.param_names[0]: qkv})
-    np.testing.assert_array_equal(got, np.asarray(want))
+    view = qkv.reshape(2, 130, 3, 3, 24)
+    flash = nki.trace(attention_qkv_heads_kernel, nki.spec(("B", "S", 3, "H", "D"), "float32",
+                                                           dims=_dims("float32", 130)), target="trn2", strategy="flash")
+    by_view = flash.instantiate(view, target="trn2").compile("numpy").run({flash.param_names[0]: view})
+    np.testing.assert_array_equal(np.asarray(by_view).reshape(got.shape), np.asarray(want))
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("backend", ["numpy", "simulator", "jax"])
@@ -198,20 +206,27 @@ def test_a_runtime_scale_gives_the_constant_scales_numbers(backend, dtype, b, se
     np.testing.assert_array_equal(np.asarray(out), got.transpose(0, 2, 1, 3))
 
 
-def test_the_plans_over_a_symbolic_s_take_auto_and_flash_and_refuse_resident():
-    """What lets the families publish ``strategy = ["auto", "flash"]`` honestly: the bundle builder checks the plan
-    makes one kernel call for each listed value, and the plans over a symbolic S refuse "resident" (their one
-    schedule is flash), so a family listing it cannot be published."""
-    spec = nki.spec(("B", "H", "S", "D"), "float32", dims={"B": (1, 2), "H": (1, 2), "S": (1, 512), "D": (1, 128)})
-    arg = _Arg(spec, nki.symbolic_shapes(spec)[0], "float32")
-    calls = [plan_attention(arg, arg, arg, strategy=st) for st in ("auto", "flash")]
-    assert calls[0][0] is calls[1][0] and calls[0][2] == calls[1][2]
+def test_the_plans_over_a_symbolic_s_make_one_call_for_each_schedules_strategies():
+    """What lets the families publish ``strategy = ["auto", "resident"]`` (S <= 512: the strip, seq_strip.py) and
+    ``["auto", "flash"]`` (longer: flash) honestly: the bundle builder checks the plan makes one kernel call for each
+    listed value; "flash" over a short S makes the flash call (another IR, which the next box publishes), and
+    "resident" where some S of the family passes 512 is refused, so a family listing it cannot be published."""
     qkv_spec = nki.spec(("B", "S", 3, "H", "D"), "float32", dims=_dims("float32", 1))
     qkv_shape = nki.symbolic_shapes(qkv_spec)[0]
-    for plan, args in ((plan_attention, (arg, arg, arg)), (plan_attention_qkv, (_Arg(qkv_spec, qkv_shape, "float32"),
-                                                                               qkv_shape[3]))):  # fmt: skip
-        with pytest.raises(VitAttnShapeError, match="runs the flash schedule"):
-            plan(*args, strategy="resident")
+    for top, same, other in ((512, "resident", "flash"), (2048, "flash", None)):
+        spec = nki.spec(("B", "H", "S", "D"), "float32", dims={"B": (1, 2), "H": (1, 2), "S": (1, top), "D": (1, 128)})
+        arg = _Arg(spec, nki.symbolic_shapes(spec)[0], "float32")
+        calls = [plan_attention(arg, arg, arg, strategy=st) for st in ("auto", same)]
+        assert calls[0][0] is calls[1][0] and calls[0][2] == calls[1][2] and calls[0][2]["strategy"] == same
+        if other is not None:
+            assert plan_attention(arg, arg, arg, strategy=other)[2]["strategy"] == other
+        else:
+            with pytest.raises(VitAttnShapeError, match="runs the flash schedule"):
+                plan_attention(arg, arg, arg, strategy="resident")
+    assert plan_attention_qkv(_Arg(qkv_spec, qkv_shape, "float32"), qkv_shape[3])[2] == {"strategy": "resident"}
+    width = nki.spec(("B", "S", "W"), "float32", dims={"B": (1, 2), "S": (1, 512), "W": (9, 9 * 128, 9)})
+    with pytest.raises(VitAttnShapeError, match="runs the flash schedule"):  # the unrolled heads: no strip
+        plan_attention_qkv(_Arg(width, nki.symbolic_shapes(width)[0], "float32"), 3, strategy="resident")
     with pytest.raises(VitAttnShapeError, match="strategy must be one of"):
         plan_attention(arg, arg, arg, strategy="fast")
 
@@ -273,7 +288,7 @@ def test_each_family_over_s_has_a_runtime_scale_twin_after_the_families():
     for entry in ("attention", "attention_qkv"):
         specs = [s for s in next(e for e in read_package(families.TOML.parent).entry_points
                                  if e.name == entry).specialisations
-                 if "flash" in dict(s.constants).get("strategy", ())]  # fmt: skip
+                 if any(dim[0] == "S" for dim in s.dims)]  # fmt: skip
         plain, twins = specs[:len(specs) // 2], specs[len(specs) // 2:]
         assert len(plain) == len(families.families()) and all(not s.scalars for s in plain)
         assert [(s.args, s.dims) for s in twins] == [(s.args, s.dims) for s in plain]
@@ -321,8 +336,8 @@ BATCHES, HEADS, DIMS = (1, 7, 257, 1000), (1, 17, 33, 64), (1, 72, 128)
 SEQS = (1, 197, 513, 2049, 8193, MAX_SEQ)
 
 
-# the keyword forms a call may add: the scale (a runtime-scale twin), the strategy the families' schedule is (flash,
-# and "auto"), and both; with the family each is routed to holding a runtime scale or not
+# the keyword forms a call may add: the scale (a runtime-scale twin), a strategy (flash, which every box past 512
+# tokens runs, and "auto"), and both; with the family each is routed to holding a runtime scale or not
 KEYWORDS = [({}, False), ({"scale": 0.1}, True), ({"strategy": "flash"}, False), ({"strategy": "auto"}, False),
             ({"scale": 0.1, "strategy": "flash"}, True)]  # fmt: skip
 
@@ -333,7 +348,8 @@ def test_every_shape_the_qkv_and_split_launchers_take_runs_without_trust(dtype, 
     ``scale=`` and ``strategy="flash"``/``"auto"`` too), the loader routes the call to a family instance, or to
     instances over slices of B and H; a call with ``scale=`` to a runtime-scale twin and one without to a family
     computing 1 / sqrt(D) on chip. Past the launchers' limits the launcher itself refuses, and so does the loader,
-    naming the dimension and the range; ``strategy="resident"`` (not the families' schedule) is not matched."""
+    naming the dimension and the range; ``strategy="resident"`` matches the families up to 512 tokens (the strip)
+    and no other, ``strategy="flash"`` at a short sequence the next box's (flash)."""
     (tmp_path / "q").mkdir(), (tmp_path / "s").mkdir()
     qkv_entry = _entry("attention_qkv", _qkv_family(dtype, 1), tmp_path / "q", _qkv_family(dtype, 1, scale=0.1))
     split_entry = _entry("attention_split", _split_family(dtype, 1), tmp_path / "s")
@@ -355,9 +371,15 @@ def test_every_shape_the_qkv_and_split_launchers_take_runs_without_trust(dtype, 
     assert routes == {"family", "parts"}
     qkv = _Shape((2, 197, 3 * 12 * 64), dtype)
     plan_attention_qkv(qkv, 12, strategy="resident")  # the launcher runs it, by the concrete schedule, with trust
-    for kwargs in ({"strategy": "resident"}, {"strategy": "resident", "scale": 0.1}, {"strategy": "fast"}):
-        with pytest.raises(kernels.NoSpecialisationError, match="strategy in \\['auto', 'flash'\\]"):
-            qkv_entry.route(qkv, num_heads=12, **kwargs)
+    for kwargs, schedule in (({}, "resident"), ({"strategy": "resident"}, "resident"),
+                             ({"strategy": "flash"}, "flash")):  # fmt: skip
+        _, spec, _ = qkv_entry.route(qkv, num_heads=12, **kwargs)  # S <= 512: the strip's family, or flash's asked
+        assert schedule in dict(spec.constants)["strategy"]
+    longer = _Shape((2, 600, 3 * 12 * 64), dtype)
+    for where, kwargs in ((longer, {"strategy": "resident"}), (longer, {"strategy": "resident", "scale": 0.1}),
+                          (qkv, {"strategy": "fast"})):  # fmt: skip
+        with pytest.raises(kernels.NoSpecialisationError, match="strategy in \\['auto', '(flash|resident)'\\]"):
+            qkv_entry.route(where, num_heads=12, **kwargs)
     for bad, why in [((1, MAX_SEQ + 1, 3 * 64), "dimension S = 16385 is outside the published range 1..16384"),
                      ((1, 8, 3 * 129), "dimension D = 129 is outside the published range 1..128")]:  # fmt: skip
         with pytest.raises(VitAttnShapeError, match="exceeds the limit"):
