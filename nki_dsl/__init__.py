@@ -35,6 +35,7 @@ from nki_dsl.api import (
     use_backend,
 )
 from nki_dsl.errors import (
+    InconclusiveDimensionError,
     NkiApiError,
     NkiError,
     NkiParseError,
@@ -49,7 +50,6 @@ from nki_dsl.profiling import simulate
 from nki_dsl.targets import Target, get_target
 from nki_dsl.trace.jit import jit
 from nki_dsl.trace.specs import spec, symbolic_shapes
-from nki_dsl.trace.symbolic import InconclusiveDimensionError
 
 __all__ = [
     "jit", "trace", "emit", "parse_ir", "parse_ir_unverified", "IRBudget", "TracedKernel", "backend_names",

@@ -44,6 +44,12 @@ class NkiTraceError(NkiError):
     """The kernel body did something the tracer cannot capture (misuse of the language)."""
 
 
+class InconclusiveDimensionError(NkiTraceError):
+    """A symbolic dimension of a shape family was used where the kernel needs its concrete value (a Python ``if``
+    the declared ranges do not decide, ``int(N)``, a tile of ``N``): JAX's ``InconclusiveDimensionOperation``. The
+    message names the dimension, its range and the kernel line (``trace/symbolic.py`` raises it)."""
+
+
 class NkiVerificationError(NkiError):
     """The IR breaks a hardware or language rule. ``diagnostics`` holds every rule broken, in program order."""
 

@@ -200,3 +200,29 @@ def test_the_huggingface_hub_scan_sees_private_state(tmp_path):
     )
     found = hf_private_uses(path, tmp_path)
     assert sorted(int(v.split(":")[1]) for v in found) == [3, 4, 4, 7, 7, 7], found
+
+
+def test_the_dimension_error_is_reachable_from_every_front_end():
+    """``InconclusiveDimensionError`` (a shape family's kernel needing a dimension's concrete value; JAX's
+    ``InconclusiveDimensionOperation``) is one class, defined with the other errors and exported by the package a
+    kernel author imports, legacy (``nki_dsl``) or current (``nki_dsl.current``, what ``import nki`` is under
+    ``nki_dsl.compat``), and raised when a family trace of a current-API kernel needs one."""
+    import nki_dsl
+    import nki_dsl.current as cnki
+    import nki_dsl.current.language as cnl
+    from nki_dsl import errors
+
+    assert nki_dsl.InconclusiveDimensionError is errors.InconclusiveDimensionError is cnki.InconclusiveDimensionError
+    assert "InconclusiveDimensionError" in nki_dsl.__all__ and "InconclusiveDimensionError" in cnki.__all__
+    assert issubclass(cnki.InconclusiveDimensionError, cnki.NkiTraceError)
+
+    @cnki.jit
+    def rows_by_count(x):
+        out = cnl.ndarray(x.shape, x.dtype, buffer=cnl.shared_hbm)
+        if x.shape[0] > 64:  # a Python decision the range 1..128 does not settle
+            return out
+        return out
+
+    spec = nki_dsl.spec(("N", 8), "float32", dims={"N": (1, 128)})
+    with pytest.raises(cnki.InconclusiveDimensionError, match="dimension N is symbolic"):
+        nki_dsl.trace(rows_by_count, spec, target="trn2")

@@ -22,7 +22,8 @@ what ``import nki`` resolves to under ``nki_dsl.compat``.
 from nki_dsl.current import isa, language
 from nki_dsl.current.jit import CurrentKernel, jit
 from nki_dsl.current.simulate import SimulatedKernel, cpu_simulate, simulate
-from nki_dsl.errors import NkiApiError, NkiError, NkiTraceError, NkiVerificationError
+from nki_dsl.errors import InconclusiveDimensionError, NkiApiError, NkiError, NkiTraceError, NkiVerificationError
 
 __all__ = ["jit", "simulate", "cpu_simulate", "language", "isa", "CurrentKernel", "SimulatedKernel",
-           "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError"]  # fmt: skip
+           "NkiError", "NkiApiError", "NkiTraceError", "NkiVerificationError",
+           "InconclusiveDimensionError"]  # fmt: skip

@@ -17,14 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nki_dsl.errors import NkiTraceError
+from nki_dsl.errors import InconclusiveDimensionError, NkiTraceError
 from nki_dsl.ir.affine import Affine, compare
 from nki_dsl.ir.symbols import SymbolDef, affine_bounds, ranges, ties
 from nki_dsl.trace.builder import caller_loc
-
-
-class InconclusiveDimensionError(NkiTraceError):
-    """A symbolic dimension was used where the kernel needs its concrete value."""
 
 
 @dataclass(frozen=True)
