@@ -22,10 +22,10 @@ tokens; the MLPs past the resident boxes streamed by hidden blocks, fused_stream
 others, bf16, against the concrete trace of the same shape; and the streamed MLP schedule against the resident one
 where both fit.
 
-Last, vit-attn's ``attention`` families over B, H, S and D (kernels/vit_attn/seq_family.py: flash over key blocks
-of 512 for every S, on-chip tensors sized for D = 128), bf16, against the concrete trace (resident strip or flash,
-tuned per shape), and its ``attention_qkv`` (B, S and the width) and ``attention_split`` (one sequence's tokens)
-families (kernels/vit_attn/families.py) likewise.
+Last, vit-attn's ``attention`` families over B, H, S and D (on-chip tensors sized for D = 128: up to 512 tokens the
+resident score strip of kernels/vit_attn/seq_strip.py, past that flash over key blocks of 512, seq_family.py),
+bf16, against the concrete trace (resident strip or flash, tuned per shape), and its ``attention_qkv`` (B, S and
+the width) and ``attention_split`` (one sequence's tokens) families (kernels/vit_attn/families.py) likewise.
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def rows_table(quick: bool) -> None:
 # vit-attn's attention over any (B, H, S, D) (kernels/vit_attn/seq_family.py), bf16: ViT-B/16 and DINOv2-L/14
 # shapes (which the models' own families run in a bundle) and lengths no model has
 ATTENTION = [(1, 12, 197, 64), (8, 12, 197, 64), (1, 16, 1370, 64), (1, 16, 300, 64), (1, 16, 640, 80),
-             (1, 8, 4096, 64)]  # fmt: skip
+             (1, 8, 4096, 64), (1, 2, 129, 64)]  # fmt: skip
 QUICK_ATTENTION = ATTENTION[:1] + ATTENTION[3:4]
 
 
