@@ -24,7 +24,7 @@ import nki_dsl as nki
 import nki_dsl.language as nl
 
 from . import seq_strip
-from .seq_family import BLOCK, PMAX, _by_rows, _by_transpose, _flash_heads, scale_column
+from .seq_family import BLOCK, SPAN, _by_rows, _by_transpose, _flash_heads, scale_column
 
 
 @nki.jit
@@ -45,7 +45,7 @@ def attention_qkv_heads_kernel(qkv, scale=None, strategy="auto"):
                               lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
         return out
     _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, qkv.dtype, scale_column(scale, d),
-                 _by_transpose(part(0), seq, d, PMAX), _by_transpose(part(1), seq, d, BLOCK), part(2),
+                 _by_transpose(part(0), seq, d, SPAN), _by_transpose(part(1), seq, d, BLOCK), part(2),
                  lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
     return out
 
@@ -65,7 +65,7 @@ def attention_split_heads_kernel(qkT, v, strategy="auto"):
                               seq_strip.by_rows(features(1), seq, d, heads), lambda b, h, r, c: v[b, r, h, c],
                               lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
         return out
-    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, v.dtype, 1.0, _by_rows(features(0), seq, d, PMAX),
+    _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, v.dtype, 1.0, _by_rows(features(0), seq, d, SPAN),
                  _by_rows(features(1), seq, d, BLOCK), lambda b, h, r, c: v[b, r, h, c],
                  lambda b, h, r, c: out[b, r, h, c])  # fmt: skip
     return out

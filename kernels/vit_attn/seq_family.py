@@ -13,7 +13,8 @@ The concrete kernel (``kernel.py``) unrolls its query tiles, key tiles and score
 resident strip or flash by the sequence length; none of that can be traced with a symbolic S. So one schedule
 runs every S, as ``kernels/linear/widths.py`` does for widths: on-chip tensors of fixed size ([128, 512] score
 blocks, [D, 512] key blocks), loops over ``ceil(S / 256)`` pairs of query tiles and ``ceil(S / 512)`` key blocks
-(each block's k^T and V loaded once for the pair, in one transfer each), and masks for the ragged last ones:
+(the pair's q^T in one transfer, its outputs out in one, each block's k^T and V once for the pair, in one transfer
+each), and masks for the ragged last ones:
 
 * flash online softmax over key blocks of 512 (running max ``m``, sum ``l``, output ``o``; ``alpha = exp(m_old -
   m_new)``), whatever S is: no SBUF size depends on S, so one family covers S in 1..16384;
@@ -40,6 +41,7 @@ NEG = -3.0e38  # the score of a key past S: exp(NEG - m) is 0 for every finite m
 # pay for the tiles past S); measured before loop-body tiles rotated over the head loop (passes/allocate.py), with
 # which 2 tiles are 183.4 / 10747.5
 TILES = 2
+SPAN = TILES * PMAX  # the query rows of one iteration: their q^T comes in by one transfer, their outputs go by one
 # The engine of every PSUM -> SBUF copy of P^T (``_key_block``'s activation copy): what a call's ``evict`` must name
 # (round robin) to get this schedule; the launcher refuses other engines over a symbolic S (``_family_evict``).
 COPY_ENGINES = ("scalar",)
@@ -60,7 +62,7 @@ def attention_any_seq(q, k, v, out, scale, strategy="flash"):
                               v_of, o_of)  # fmt: skip
         return
     _flash_heads(batch, lambda: nl.affine_range(heads), seq, d, q.dtype, scale_column(scale, d),
-                 _by_transpose(q_of, seq, d, PMAX),
+                 _by_transpose(q_of, seq, d, SPAN),
                  _by_transpose(k_of, seq, d, BLOCK), v_of, o_of)  # fmt: skip
 
 
@@ -81,7 +83,7 @@ def attention_qkv_any_seq(qkv, out, num_heads, scale):
 
     scale = scale_column(scale, d)  # (once, not per unrolled head)
     for h in range(num_heads):  # outermost: each head's stores to ``out`` are the only ones in its batch loop
-        _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, _by_transpose(cols(0), seq, d, PMAX),
+        _flash_heads(batch, lambda h=h: [h], seq, d, qkv.dtype, scale, _by_transpose(cols(0), seq, d, SPAN),
                      _by_transpose(cols(hd), seq, d, BLOCK), cols(2 * hd),
                      lambda b, h, r, c: out[b, r, h * d + c])  # fmt: skip
 
@@ -97,7 +99,7 @@ def attention_split_any_seq(qkT, v, out, num_heads):
     def features(base):
         return lambda b, h, r, c: qkT[base + h * d + r, c]
 
-    _flash_heads(1, lambda: nl.affine_range(num_heads), seq, d, v.dtype, 1.0, _by_rows(features(0), seq, d, PMAX),
+    _flash_heads(1, lambda: nl.affine_range(num_heads), seq, d, v.dtype, 1.0, _by_rows(features(0), seq, d, SPAN),
                  _by_rows(features(hd), seq, d, BLOCK), lambda b, h, r, c: v[r, h * d + c],
                  lambda b, h, r, c: out[r, h * d + c])  # fmt: skip
 
@@ -127,31 +129,35 @@ def _flash_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     i_p, i_d = nl.arange(PMAX)[:, None], nl.arange(DMAX)[None, :]
     i_dp, i_q = nl.arange(DMAX)[:, None], nl.arange(PMAX)[None, :]
     i_one = nl.arange(1)[None, :]
-    span = TILES * PMAX
+    i_s = nl.arange(SPAN)[None, :]
+    i_p3, i_u3, i_d3 = nl.arange(PMAX)[:, None, None], nl.arange(TILES)[None, :, None], nl.arange(DMAX)[None, None, :]
     for b in nl.affine_range(batch):
         for h in heads():
-            for qt in nl.affine_range((seq + span - 1) // span):
+            for qt in nl.affine_range((seq + SPAN - 1) // SPAN):
+                # q^T of the iteration's query tiles in one transfer ([128, 256]: one fixed cost, not two, §3.4)
+                qT = nl.ndarray((nl.par_dim(DMAX), SPAN), dtype=pe)
+                qT[i_dp, i_s] = nisa.memset((DMAX, SPAN), 0, pe)
+                qT[i_dp, i_s] = q_T(b, h, qt * SPAN)
+                o_sb = nl.ndarray((nl.par_dim(PMAX), TILES * DMAX), dtype=pe)
                 tiles = []
                 for u in range(TILES):
-                    q0 = qt * span + u * PMAX
+                    q0 = qt * SPAN + u * PMAX
                     rows = q0 + i_p < seq
-                    qT = nl.ndarray((nl.par_dim(DMAX), PMAX), dtype=pe)
-                    qT[i_dp, i_q] = nisa.memset((DMAX, PMAX), 0, pe)
-                    qT[i_dp, i_q] = q_T(b, h, q0)
                     m = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
                     m[i_p, i_one] = nisa.memset((PMAX, 1), NEG, nl.float32)
                     l_sum = nl.ndarray((nl.par_dim(PMAX), 1), dtype=nl.float32)
                     l_sum[i_p, i_one] = nisa.memset((PMAX, 1), 0.0, nl.float32)
                     o = nl.ndarray((nl.par_dim(PMAX), DMAX), dtype=nl.float32)
                     o[i_p, i_d] = nisa.memset((PMAX, DMAX), 0.0, nl.float32)
-                    tiles.append((q0, rows, qT, m, l_sum, o))
+                    tiles.append((q0, rows, qT[i_dp, u * PMAX + i_q], m, l_sum, o))
                 for kb in nl.sequential_range((seq + BLOCK - 1) // BLOCK):
                     _key_block(lambda k0, b=b, h=h: k_T(b, h, k0), lambda r, c, b=b, h=h: v_of(b, h, r, c),
                                pe, kb * BLOCK, seq, d, scale, tiles)  # fmt: skip
-                for q0, rows, _, _, l_sum, o in tiles:
-                    res = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe,
-                                             mask=rows & (i_d < d))  # fmt: skip
-                    nl.store(o_of(b, h, q0 + i_p, i_d), value=res, mask=rows & (i_d < d))
+                for u, (_, rows, _, _, l_sum, o) in enumerate(tiles):
+                    o_sb[i_p, u * DMAX + i_d] = nisa.tensor_scalar(o[i_p, i_d], np.divide, l_sum[i_p, i_one], dtype=pe,
+                                                                   mask=rows & (i_d < d))  # fmt: skip
+                r3 = qt * SPAN + i_u3 * PMAX + i_p3  # both tiles' outputs in one transfer
+                nl.store(o_of(b, h, r3, i_d3), value=o_sb[i_p3, i_u3 * DMAX + i_d3], mask=(r3 < seq) & (i_d3 < d))
 
 
 def scale_column(scale, d):
@@ -208,7 +214,7 @@ def _key_block(k_T, v_rows, pe, k0, seq, d, scale, tiles):
     steps = []
     for _, rows, qT, m, _, _ in tiles:  # scores and the new running max
         s_ps = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32, buffer=nl.psum)
-        s_ps[i_p, i_c] = nisa.nc_matmul(qT[i_dp, i_q], kT, mask=rows)
+        s_ps[i_p, i_c] = nisa.nc_matmul(qT, kT, mask=rows)
         s = nl.ndarray((nl.par_dim(PMAX), BLOCK), dtype=nl.float32)
         s[i_p, i_c] = nisa.tensor_copy(s_ps[i_p, i_c], dtype=nl.float32, mask=rows)
         s[i_p, i_c] = nisa.memset((PMAX, BLOCK), NEG, nl.float32, mask=k0 + i_c >= seq)

@@ -92,3 +92,11 @@ def test_a_strip_instance_is_close_to_the_concrete_kernel(shape, bound):
     launch, args, kwargs = plan_attention(*[np.zeros(shape, nl.bfloat16)] * 3)
     concrete = nki.trace(launch, *[nki.spec(shape, "bfloat16")] * 3, target="trn2", **kwargs)
     assert fam <= bound * concrete.profile("trn2").latency_us
+
+
+def test_flash_moves_an_iterations_query_tiles_in_one_transfer():
+    """Past 512 tokens (flash, seq_family.py): per head and pair of query tiles their q^T in one transfer and their
+    outputs in one, and per key block its k^T and V in one each: 513 tokens are 3 pairs x (2 + 2 blocks x 2)."""
+    shape = (1, 1, 513, 64)
+    instance = _family("bfloat16", s_top=2048).instantiate(shape, shape, shape, target="trn2")
+    assert _transfers(instance.profile("trn2")) == 3 * (2 + 2 * 2)
