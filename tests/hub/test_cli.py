@@ -12,7 +12,7 @@ import pytest
 
 import kernels
 from hub_client.bundle import build_bundle
-from hub_client.cli import main
+from hub_client.cli import main, parser
 from hub_client.publish import publish
 from hub_client.server.spawn import spawn, stop
 from tests.hub.conftest import SOFTMAX, settings
@@ -70,7 +70,6 @@ def test_serve_in_its_own_process_publish_through_it_and_stop_with_ctrl_c(tmp_pa
 
 
 def test_kernels_serve_takes_the_same_options_as_python_m_hub_client_server():
-    from hub_client.cli import parser
     from hub_client.server import command
 
     args = parser().parse_args(["serve", "--root", "hub", "--max-connections", "3", "--max-body", "1024",
@@ -90,3 +89,8 @@ def test_a_usage_error_names_the_installed_command(capsys):
         main(["no-such-subcommand"])
     assert e.value.code == 2
     assert capsys.readouterr().err.startswith("usage: nki-kernels ")
+
+
+def test_help_says_what_download_does():
+    help_text = " ".join(parser().format_help().split())  # (argparse wraps it to the terminal's width)
+    assert re.search(r"\bdownload\s+fetch and verify every release DIR/kernels.lock names\b", help_text), help_text

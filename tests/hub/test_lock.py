@@ -58,6 +58,12 @@ def test_download_progress_names_the_file_being_fetched(project, softmax_bundles
     assert named & set(softmax_bundles["1.1.0"].files), named  # files of the locked release, by their path
 
 
+def test_download_says_how_many_files_it_verified(project, softmax_bundles, capsys):
+    assert main(["lock", str(project)]) == 0 and main(["download", str(project)]) == 0
+    release = softmax_bundles["1.1.0"].files  # every file the manifest digests, and the manifest itself
+    assert f"acme/softmax: {len(release)} files verified in " in capsys.readouterr().out
+
+
 def test_locked_digest_mismatch_is_refused(project):
     assert main(["lock", str(project)]) == 0
     path = project / "kernels.lock"
