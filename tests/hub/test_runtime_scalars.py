@@ -133,12 +133,18 @@ def test_a_manifest_without_parameters_takes_keywords_only(tmp_path):
         k.rmsnorm(x, g, 0.5)
 
 
-@pytest.mark.parametrize("parameters", ["x, g", ["x", "x"], ["x", 1], ["1x"], ["x" * 65], [f"p{i}" for i in range(65)],
-                                        [["x"]]])  # fmt: skip
-def test_the_manifest_refuses_malformed_parameters(tmp_path, parameters):
+MALFORMED_PARAMETERS = ["x, g", ["x", "x"], ["x", 1], ["1x"], ["x" * 65], [f"p{i}" for i in range(65)], [["x"]]]
+MALFORMED_DEFAULTS = [["epsilon"], {"epsilon": [1]}, {"epsilon": {"a": 1}}, {"1x": 1}, {"x" * 65: 1}, {"s": "x" * 257},
+                      {"e": float("nan")}, {f"p{i}": 1 for i in range(65)}]  # fmt: skip
+
+
+@pytest.mark.parametrize("field, value, rule",
+                         [("parameters", v, "must be a list of at most 64") for v in MALFORMED_PARAMETERS]
+                         + [("defaults", v, "must map at most 64") for v in MALFORMED_DEFAULTS])  # fmt: skip
+def test_the_manifest_refuses_a_malformed_entry_point_field(tmp_path, field, value, rule):
     raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
-    raw["entry_points"]["rmsnorm"]["parameters"] = parameters
-    with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.parameters must be a list of at most 64") as e:
+    raw["entry_points"]["rmsnorm"][field] = value
+    with pytest.raises(BundleError, match=rf"entry_points\.rmsnorm\.{field} {rule}") as e:
         parse(dump(raw))
     assert len(str(e.value)) < 300
 
@@ -250,15 +256,6 @@ def test_the_manifest_records_the_plans_keyword_defaults(tmp_path):
     assert k.rmsnorm.route(x, g, epsilon=1e-6) == k.rmsnorm.route(x, g)
 
 
-@pytest.mark.parametrize("defaults", [["epsilon"], {"epsilon": [1]}, {"epsilon": {"a": 1}}, {"1x": 1},
-                                      {"x" * 65: 1}, {"s": "x" * 257}, {"e": float("nan")},
-                                      {f"p{i}": 1 for i in range(65)}])  # fmt: skip
-def test_the_manifest_refuses_malformed_defaults(tmp_path, defaults):
-    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
-    raw["entry_points"]["rmsnorm"]["defaults"] = defaults
-    with pytest.raises(BundleError, match=r"entry_points\.rmsnorm\.defaults must map at most 64") as e:
-        parse(dump(raw))
-    assert len(str(e.value)) < 300
 
 
 @pytest.mark.parametrize("requires", ["epsilon", ["epsilon"], [1]])
