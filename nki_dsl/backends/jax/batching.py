@@ -93,7 +93,10 @@ class _LaneState(State):
             mask = np.broadcast_to(np.asarray(mask), tuple(access.shape))
             if mask.all():
                 mask = None
-        dtype = runtime.storage_dtype(self.info.types[self.info.root(access.tensor.name)].dtype)
+        # held as the unbatched state holds the tensor (an on-chip float tile as fp32 values already rounded to its
+        # dtype): a later group of the run reads this value as its operand, and a handler computing on a bf16 array
+        # would round in bf16 (a Python-number scale to bf16 first) where the engine computes in fp32
+        dtype = runtime.held_dtype(self.info.types[self.info.root(access.tensor.name)])
         value = jnp.broadcast_to(jnp.asarray(value).astype(dtype), tuple(access.shape))
         self.written.append((name, value, mask))
 

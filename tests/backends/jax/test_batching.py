@@ -133,6 +133,36 @@ def test_an_op_with_another_dtype_or_shape_is_not_merged(monkeypatch):
                                                      jax.numpy.bfloat16), np.float32) * 0.5))  # fmt: skip
 
 
+@nki.jit
+def _scaled_bf16_tiles(x):
+    """bfloat16 tiles loaded into a bfloat16 tensor, then each scaled by a Python number on the Scalar engine: the
+    scaling stage reads what the load stage's lanes wrote, which must be held as the unbatched program holds it
+    (fp32 values rounded to bfloat16), or the multiply runs in bfloat16 with the scale rounded to it (0.3 as
+    0.30078125)."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    tiles = nl.ndarray((rows // P, nl.par_dim(P), cols), dtype=x.dtype, buffer=nl.sbuf)
+    i_p, i_f = nl.arange(P)[:, None], nl.arange(cols)[None, :]
+    for t in range(rows // P):
+        tiles[t, i_p, i_f] = nl.load(x[t * P + i_p, i_f])
+        scaled = nisa.activation(nl.copy, tiles[t, i_p, i_f], scale=0.3, dtype=x.dtype)
+        nl.store(out[t * P + i_p, i_f], value=scaled)
+    return out
+
+
+def test_a_stage_reading_an_earlier_stages_bfloat16_tiles_computes_in_fp32_like_the_unbatched_ops(monkeypatch):
+    x = np.random.default_rng(9).standard_normal((6 * P, 64)).astype(np.float32).astype(nl.bfloat16)
+    ir = nki.trace(_scaled_bf16_tiles, x).ir
+    on, text = _lowered(ir, (x,), True, monkeypatch)
+    off, plain = _lowered(ir, (x,), False, monkeypatch)
+    assert (text.count(" mul "), plain.count(" mul ")) == (1, 6)  # (the six scalings are one batched op)
+    np.testing.assert_array_equal(on[0], off[0])
+    # nki.md: data * scale in fp32, rounded once to the tile's dtype (as the NumPy reference computes it)
+    want = (x.astype(np.float32) * np.float32(0.3)).astype(nl.bfloat16)
+    np.testing.assert_array_equal(on[0], want)
+    np.testing.assert_array_equal(np.asarray(_fresh(_scaled_bf16_tiles)(x)), want)
+
+
 def test_the_switch_turns_batching_off(monkeypatch):
     x = np.random.default_rng(5).standard_normal((6 * P, 8)).astype(np.float32)
     monkeypatch.setenv("NKI_JAX_BATCH", "0")
