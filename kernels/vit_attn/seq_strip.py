@@ -101,6 +101,11 @@ def by_rows(of, seq, d, heads):
     return load
 
 
+def _scale_at(scale, rows):
+    """``scale`` as activation takes it: a number as itself, a [128, 1] column read at ``rows``."""
+    return scale if isinstance(scale, float | int) else scale[rows, 0]
+
+
 def strip_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     """Per batch element and group of heads: q^T, k^T (``q_T(b, h0, group)``, ``k_T``: ``by_transpose`` or
     ``by_rows``) and V (``v_of(b, h, rows, cols)``, an HBM access) in one transfer each, then every (head, query
@@ -113,12 +118,6 @@ def strip_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
     i_p3, i_g3, i_d3 = nl.arange(PMAX)[:, None, None], nl.arange(group)[None, :, None], nl.arange(DMAX)[None, None, :]
     i_dp, i_c = nl.arange(DMAX)[:, None], nl.arange(BLOCK)[None, :]
     unit = isinstance(scale, float | int) and scale == 1  # (the split layout: the scale is already in k)
-    if isinstance(scale, float | int) and not unit:
-        # a number as a [128, 1] column too: the masked pass below with an immediate scale gave other numbers on the
-        # JAX backend than on NumPy (with a column they agree, and a column holding the number is the same multiply)
-        column = nl.ndarray((nl.par_dim(DMAX), 1), dtype=nl.float32)
-        column[i_dp, nl.arange(1)[None, :]] = nisa.memset((DMAX, 1), float(scale), nl.float32)
-        scale = column
     for b in nl.affine_range(batch):
         for hg in nl.affine_range((heads + group - 1) // group):
             h0 = hg * group
@@ -137,7 +136,7 @@ def strip_heads(batch, heads, seq, d, pe, scale, q_T, k_T, v_of, o_of):
                 kT = nl.ndarray((nl.par_dim(DMAX), group * BLOCK), dtype=pe)
                 for g in range(group):
                     kT[i_dp, g * BLOCK + i_c] = nisa.activation(nl.copy, raw[i_dp, g * BLOCK + i_c],
-                                                                scale=scale[i_dp, 0], dtype=pe,
+                                                                scale=_scale_at(scale, i_dp), dtype=pe,
                                                                 mask=(i_c < seq) & _below(h0 + g, heads))  # fmt: skip
             # V: [128 keys, key tile, head, head dim], its rows past S zero
             v_sb = nl.ndarray((nl.par_dim(PMAX), TILES * group * DMAX), dtype=pe)
