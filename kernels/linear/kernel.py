@@ -582,6 +582,40 @@ class _LayerNormed:
         return xT
 
 
+def resident_sbuf_bytes(m: int, k: int, n: int, itemsize: int, epilogue: str, x_source: str) -> int:
+    """SBUF bytes per partition ``_linear``'s schedule takes at most (no tensor's bytes reused for another's): the
+    weight, the bias row and its broadcast, then every buffer of the prologue (its row tiles' rows, x^T and result
+    slots, or ``_streamed``'s result rows when every tile is a prologue tile) and of the groups after it (their rows
+    ring, x^T of the tile and the one ahead, result slots or rows), as if all were live at once. Above a partition's
+    SBUF the kernel runs the width families' schedule instead (``fits_resident``)."""
+    kt, nb, n_tiles = math.ceil(k / PMAX), math.ceil(n / BLOCK_N), math.ceil(m / PMAX)
+    first = min(PROLOGUE_TILES, n_tiles)
+    rows = k * itemsize if x_source == "rows" else 0  # one tile's rows in SBUF (x^T by DMA transpose: none)
+    xT = kt * PMAX * itemsize
+    total = kt * n * itemsize + (2 * n * itemsize + PMAX * itemsize if epilogue != "none" else 0)
+    total += (first + 1) * rows + first * xT
+    if first == n_tiles:  # _streamed: two [128, N] result rows per prologue tile
+        return total + 2 * first * n * itemsize
+    total += 2 * max(first * nb * BLOCK_N, first * n) * itemsize  # the prologue's result slots (or rows)
+    row_bytes = n * itemsize
+    run = ROW_RUN if 2 * 2 * ROW_RUN * row_bytes <= ROW_SBUF_BUDGET else 2
+    by_row = nb > 1 and 2 * ROW_SLOTS * row_bytes <= ROW_SBUF_BUDGET
+    slots = 2 * (2 * run * n if by_row else Y_SLOTS * BLOCK_N) * itemsize  # a group's result rings (_tiles)
+    tile_rows = 2 * n * itemsize  # the DMA source's loop: one tile's two result rows (_row_rings)
+    return total + 2 * rows + 3 * xT + max(slots, tile_rows)
+
+
+def fits_resident(m, k, n, itemsize: int, epilogue: str, x_source: str) -> bool:
+    """Whether ``_linear``'s schedule surely fits a trn2 partition's SBUF (``resident_sbuf_bytes``). Where it may
+    not, near the top of a width family's box (e.g. float32 K 1152 x N 5120: the prologue's result slots and x rows
+    beside a 180 KiB weight), the concrete kernel runs the width family's own schedule (``widths.linear_widths``: one
+    row tile at a time, sized by ``widths.sbuf_bytes``, which every box fits), so that every shape the launcher
+    accepts runs, as the Hub's family instance of that shape does, with the same numbers."""
+    from .widths import SBUF_PARTITION_BYTES
+
+    return resident_sbuf_bytes(m, k, n, itemsize, epilogue, x_source) <= SBUF_PARTITION_BYTES
+
+
 @nki.jit
 def linear_kernel(x, w, b=None, residual=None, epilogue="none", x_source="auto"):
     """``x_source``: how x^T is made, ``"dma"`` (``_DmaTransposed``; by DMA transpose for 2-byte dtypes),
@@ -595,6 +629,12 @@ def linear_kernel(x, w, b=None, residual=None, epilogue="none", x_source="auto")
         return out
     if x_source == "auto":
         x_source = choose_x_source(x.shape[0], x.shape[1], w.shape[1], np.dtype(x.dtype).itemsize, epilogue)
+    if _static(x.shape[0]) is not None and not fits_resident(x.shape[0], x.shape[1], w.shape[1],
+                                                             np.dtype(x.dtype).itemsize, epilogue, x_source):
+        from .widths import Rows, linear_widths
+
+        linear_widths(x, w, b, residual, out, epilogue, Rows(x))
+        return out
     _linear(x, w, b, residual, out, epilogue, X_SOURCES[x_source](x))
     return out
 
