@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +33,7 @@ from hub_client import execute
 from hub_client.errors import BundleError
 from hub_client.families import merge_outputs
 from hub_client.hf_variant import variant_files
-from hub_client.manifest import FORMAT, MANIFEST, dump, parse, sha256_hex
+from hub_client.manifest import FORMAT, MANIFEST, dump, is_recordable_default, parse, sha256_hex
 from hub_client.npz import npz_bytes
 from hub_client.package import (
     ArgSpec,
@@ -450,12 +449,9 @@ def keyword_defaults(plan) -> dict:
     """The plan's keyword defaults JSON holds as they are (None, a boolean, a finite number, a string), which a
     loader without the plan treats as left out when a call passes them (``hub_client/keywords.py``); a default of
     another kind (a tuple) is not recorded, so a call passing it is matched as any other value."""
-    def held(v):
-        return v is None or isinstance(v, bool | int | str) or (isinstance(v, float) and math.isfinite(v))
-
     params = inspect.signature(plan).parameters.values()
-    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty and held(p.default)
-            and (not isinstance(p.default, str) or len(p.default) <= 256)}  # fmt: skip
+    return {p.name: p.default for p in params
+            if p.default is not inspect.Parameter.empty and is_recordable_default(p.default)}  # fmt: skip
 
 
 def _requires(names: list[str]) -> dict:

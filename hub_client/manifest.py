@@ -194,18 +194,26 @@ def _parameters(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
+MAX_DEFAULT_CHARS = 256  # a string default's length
+
+
+def is_recordable_default(v) -> bool:
+    """A keyword default the manifest's ``defaults`` holds as it is: null, a boolean, a finite number or a string of
+    at most ``MAX_DEFAULT_CHARS`` (the builder records only these, the parser accepts only these)."""
+    if isinstance(v, str):
+        return len(v) <= MAX_DEFAULT_CHARS
+    return v is None or isinstance(v, bool | int) or (isinstance(v, float) and math.isfinite(v))
+
+
 def _defaults(raw: object, where: str) -> dict:
     """An entry point's ``"defaults": {"scale": null, "strategy": "auto", "epsilon": 1e-06}``: at most
-    ``MAX_PARAMETERS`` identifiers, each to null, a boolean, a finite number or a string of at most 256 characters."""
-    def one(v):
-        return v is None or isinstance(v, bool | int | str) or (isinstance(v, float) and math.isfinite(v))
-
+    ``MAX_PARAMETERS`` identifiers, each to a value ``is_recordable_default`` takes."""
     ok = isinstance(raw, dict) and len(raw) <= MAX_PARAMETERS
-    if not ok or not all(isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", k) and one(v)
-                         and (not isinstance(v, str) or len(v) <= 256) for k, v in raw.items()):  # fmt: skip
+    if not ok or not all(isinstance(k, str) and re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", k)
+                         and is_recordable_default(v) for k, v in raw.items()):  # fmt: skip
         raise BundleError(f"manifest: {where}defaults must map at most {MAX_PARAMETERS} identifiers (the plan's "
-                          f"keywords) to null, a boolean, a finite number or a string of at most 256 "
-                          f"characters")  # fmt: skip
+                          f"keywords) to null, a boolean, a finite number or a string of at most "
+                          f"{MAX_DEFAULT_CHARS} characters")  # fmt: skip
     return dict(raw)
 
 
