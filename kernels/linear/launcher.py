@@ -35,9 +35,10 @@ def plan_linear(x, w, b=None, residual=None, epilogue=None):
 def _check_box(op, x, w, epilogue):
     """Refuse a concrete call no width family serves (``widths.width_boxes``: K and N where the weight, resident in
     SBUF, fits beside the row tiles and results), naming the limit, before the kernel is traced: the launcher so takes
-    what the published families cover, as the fused launchers do (``_check_fits``), and inside the boxes the concrete
-    kernel fits SBUF too (``kernel.fits_resident``: its own schedule, or the families' one where that may not fit;
-    tests/kernels/test_linear_runs_wherever_a_width_family_does.py)."""
+    what the published families cover, as the fused launchers do (``_check_fits``). Inside the boxes linear's
+    concrete kernel fits SBUF too (``kernel.fits_resident``: its own schedule, or the families' one where that may
+    not fit; tests/kernels/test_linear_runs_wherever_a_width_family_does.py); layernorm_linear's has no such
+    fallback yet, and near the top of an fp32 box (385 x 1152 x 5120: 271.6 KiB) its own schedule does not fit."""
     from .widths import width_boxes
 
     (k, n), dtype = (x.shape[1], w.shape[1]), np.dtype(x.dtype)

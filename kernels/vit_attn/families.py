@@ -67,8 +67,6 @@ def families() -> list[tuple[str, tuple[int, int], int, int]]:
     return out
 
 
-
-
 def strategy(seq: tuple[int, int]) -> str:
     """The schedule a family over ``seq`` runs, as the values of ``strategy=`` that get it: the resident score strip
     where every S of the box is at most 512 keys (seq_strip.py), flash over key blocks of 512 past that
