@@ -267,8 +267,11 @@ def parse(data: bytes) -> Manifest:
             if (keywords or returns or any(a.groups for a in args)) and not dims:
                 raise BundleError(f"manifest: {where}keywords, returns and grouped args are for shape families")
             requires = s.get("requires", [])
-            if not isinstance(requires, list) or not all(isinstance(n, str) and n in constants for n in requires):
-                raise BundleError(f"manifest: {where}requires must list constants of the specialisation")
+            # (each at most once: with the membership test that bounds the list by the constants, which a call's
+            # refusal walks, not by the manifest's size)
+            if not isinstance(requires, list) or not all(isinstance(n, str) and n in constants for n in requires) \
+                    or len(set(requires)) != len(requires):
+                raise BundleError(f"manifest: {where}requires must list constants of the specialisation, each once")
             specs.append(SpecRecord(
                 spec_id, args, constants, _listed(_need(s, "ir", str, where), files, where + "ir"),
                 None if tv is None else _listed(tv, files, where + "test_vectors"), dims, scalars, keywords, returns,

@@ -266,3 +266,16 @@ def test_the_manifest_refuses_requires_naming_no_constant(tmp_path, requires):
     record["requires"] = requires
     with pytest.raises(BundleError, match=r"specialisations\[\]\.requires must list constants of the specialisation"):
         parse(dump(raw))
+
+
+def test_the_manifest_refuses_a_required_constant_listed_twice(tmp_path):
+    """A record's ``requires`` names each constant once, so its length is bounded by the constants (a refusal walks
+    it on every call no specialisation holds), not by the manifest's 16 MiB."""
+    raw = json.loads(build_bundle(_package(tmp_path), benchmarks=False).files[MANIFEST])
+    record = raw["entry_points"]["rmsnorm"]["specialisations"][0]
+    record["constants"]["mode"] = "fast"
+    record["requires"] = ["mode"] * 100_000
+    with pytest.raises(BundleError, match=r"requires must list constants of the specialisation, each once"):
+        parse(dump(raw))
+    record["requires"] = ["mode"]
+    assert parse(dump(raw)).entry_points["rmsnorm"].specialisations[0].requires == ("mode",)
